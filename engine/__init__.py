@@ -1,0 +1,47 @@
+"""The engine: a scheduler that decides exactly as vLLM 0.33.0's V1 scheduler does."""
+
+from .config import EngineConfig, SchedulingPolicy
+from .core import EngineCore, EngineStep
+from .engine_loop import EngineLoop, RequestFinish, StepRecord
+from .errors import ConfigError, InputError, WorkloadError
+from .kv_cache_manager import AllocationRefusal, KVCacheManager
+from .model_runner import ModelRunner
+from .outputs import EngineCoreOutput, ModelRunnerOutput
+from .request import FinishReason, Request, RequestStatus
+from .sampling_params import SamplingParams
+from .scheduler import AdmissionStop, RunningPassEnd, Scheduler
+from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from .tape_runner import TapeModelRunner
+from .workload import RequestSpec, Workload, load_workload, parse_workload
+
+__all__ = [
+    "AdmissionStop",
+    "AllocationRefusal",
+    "CachedRequestData",
+    "ConfigError",
+    "EngineConfig",
+    "EngineCore",
+    "EngineCoreOutput",
+    "EngineLoop",
+    "EngineStep",
+    "FinishReason",
+    "InputError",
+    "KVCacheManager",
+    "ModelRunner",
+    "ModelRunnerOutput",
+    "NewRequestData",
+    "Request",
+    "RequestFinish",
+    "RequestSpec",
+    "RequestStatus",
+    "SamplingParams",
+    "Scheduler",
+    "SchedulerOutput",
+    "SchedulingPolicy",
+    "StepRecord",
+    "TapeModelRunner",
+    "Workload",
+    "WorkloadError",
+    "load_workload",
+    "parse_workload",
+]

@@ -1,0 +1,46 @@
+"""Chained hashes of full KV blocks: equal hashes mean equal token prefixes."""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .request import BlockHasher, Request
+
+BlockHash = bytes
+
+# Parent of a request's first block; a fixed constant, so hashes never depend on
+# PYTHONHASHSEED (vLLM derives its NONE_HASH the same way, from a fixed seed).
+NONE_HASH: BlockHash = hashlib.sha256(b"stepscope-none-hash").digest()
+
+
+def hash_block_tokens(parent_hash: BlockHash, token_ids: Sequence[int]) -> BlockHash:
+    """SHA-256 of the parent hash and the block's tokens.
+
+    vLLM hashes a pickled `(parent, tokens, extra_keys)` tuple; only equality
+    matters for prefix hits, so a cheaper canonical encoding gives the same hits.
+    """
+    return hashlib.sha256(parent_hash + array("q", token_ids).tobytes()).digest()
+
+
+def make_block_hasher(block_size: int) -> BlockHasher:
+    """A hasher that returns the hashes of a request's newly full blocks."""
+
+    def hash_new_full_blocks(request: Request) -> list[BlockHash]:
+        start = len(request.block_hashes) * block_size
+        num_tokens = request.num_tokens
+        if start + block_size > num_tokens:
+            return []
+        parent = request.block_hashes[-1] if request.block_hashes else NONE_HASH
+        tokens = request.all_token_ids
+        new_hashes = []
+        while start + block_size <= num_tokens:
+            parent = hash_block_tokens(parent, tokens[start : start + block_size])
+            new_hashes.append(parent)
+            start += block_size
+        return new_hashes
+
+    return hash_new_full_blocks

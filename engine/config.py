@@ -1,0 +1,163 @@
+"""Engine knobs: vLLM's `SchedulerConfig` and `CacheConfig` for the subset, flattened."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import ConfigError
+
+
+class SchedulingPolicy(enum.StrEnum):
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+
+
+_REQUIRED = ("block_size", "num_blocks", "max_num_batched_tokens", "max_num_seqs")
+
+_UNSUPPORTED = {
+    "prefill_schedule_interval": 1,
+    "async_scheduling": False,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Every knob that changes a scheduling decision, with vLLM 0.33.0's defaults.
+
+    `num_blocks` counts vLLM's null block 0, so `num_blocks - 1` blocks are usable.
+    `max_model_len` defaults to `max_num_batched_tokens`, as the oracle does.
+    """
+
+    block_size: int
+    num_blocks: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    policy: SchedulingPolicy = SchedulingPolicy.FCFS
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0
+    long_prefill_token_threshold_adaptive: bool = False
+    scheduler_reserve_full_isl: bool = True
+    watermark: float = 0.0
+    max_num_scheduled_tokens: int | None = None
+    max_num_active_seqs: int | None = None
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens the scheduler may issue per step (`max_num_scheduled_tokens`)."""
+        if self.max_num_scheduled_tokens is None:
+            return self.max_num_batched_tokens
+        return self.max_num_scheduled_tokens
+
+    @property
+    def max_num_running_reqs(self) -> int:
+        """The admission gate: `max_num_active_seqs`, else `max_num_seqs`."""
+        if self.max_num_active_seqs is None:
+            return self.max_num_seqs
+        return self.max_num_active_seqs
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.watermark * self.num_blocks)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> EngineConfig:
+        """Build and validate a config from workload JSON; unknown keys are errors."""
+        values = dict(raw)
+        for key, default in _UNSUPPORTED.items():
+            if key in values and values.pop(key) != default:
+                raise ConfigError(key, f"only {default!r} is supported")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown knob (known: {', '.join(sorted(known))})")
+        missing = [key for key in _REQUIRED if values.get(key) is None]
+        if missing:
+            raise ConfigError(missing[0], "required")
+        if values.get("max_model_len") is None:
+            values["max_model_len"] = values["max_num_batched_tokens"]
+        values = {k: _coerce(k, v) for k, v in values.items() if v is not None}
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every knob, flattened, with defaults resolved (JSON-ready)."""
+        out = dataclasses.asdict(self)
+        out["policy"] = self.policy.value
+        return out
+
+    def with_knobs(self, knobs: Mapping[str, Any]) -> EngineConfig:
+        """A copy with some knobs changed (`--set knob=value`), validated."""
+        merged = self.to_dict()
+        merged.update(knobs)
+        return EngineConfig.from_dict(merged)
+
+    def validate(self) -> None:
+        """vLLM's `SchedulerConfig` / `CacheConfig` checks, plus ranges the engine needs."""
+        for key in ("block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len"):
+            _at_least(key, getattr(self, key), 1)
+        _at_least("num_blocks", self.num_blocks, 2)
+        _at_least("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
+        for key in ("max_num_scheduled_tokens", "max_num_active_seqs"):
+            value = getattr(self, key)
+            if value is not None:
+                _at_least(key, value, 1)
+        if not 0.0 <= self.watermark < 1.0:
+            raise ConfigError("watermark", f"must be in [0, 1), got {self.watermark}")
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise ConfigError("max_num_batched_tokens", f"{self.max_num_batched_tokens} is smaller than "
+                f"max_model_len {self.max_model_len} with enable_chunked_prefill off"
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ConfigError("max_num_batched_tokens", f"{self.max_num_batched_tokens} must be at least "
+                f"max_num_seqs {self.max_num_seqs}"
+            )
+        if self.max_num_active_seqs is not None and self.max_num_active_seqs > self.max_num_seqs:
+            raise ConfigError("max_num_active_seqs", f"{self.max_num_active_seqs} cannot exceed "
+                f"max_num_seqs {self.max_num_seqs}"
+            )
+        if self.long_prefill_token_threshold > self.max_model_len:
+            raise ConfigError("long_prefill_token_threshold", f"{self.long_prefill_token_threshold} "
+                f"cannot exceed max_model_len {self.max_model_len}"
+            )
+
+
+_FIELD_TYPES: dict[str, type] = {
+    "policy": SchedulingPolicy,
+    "enable_prefix_caching": bool,
+    "enable_chunked_prefill": bool,
+    "long_prefill_token_threshold_adaptive": bool,
+    "scheduler_reserve_full_isl": bool,
+    "watermark": float,
+}
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """Check a JSON value's type for `key`; ints stay ints, policies become enums."""
+    kind = _FIELD_TYPES.get(key, int)
+    if kind is SchedulingPolicy:
+        try:
+            return SchedulingPolicy(value)
+        except ValueError:
+            raise ConfigError("policy", f"must be 'fcfs' or 'priority', got {value!r}") from None
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(key, f"expected true or false, got {value!r}")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(key, f"expected a number, got {value!r}")
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(key, f"expected an integer, got {value!r}")
+    return value
+
+
+def _at_least(key: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise ConfigError(key, f"must be at least {minimum}, got {value}")

@@ -1,0 +1,162 @@
+"""The step loop around the engine: arrivals, aborts, then one engine step.
+
+For step s = 0, 1, …: add the requests arriving at s (a prompt that is empty or
+at least `max_model_len` long is rejected, as vLLM's input processor does), abort
+those whose `abort_step` is s, then step the engine; a step with nothing to
+schedule or ship is idle. The loop ends once every request has arrived and the
+scheduler has nothing left, or at `max_steps`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .core import EngineCore, EngineStep
+from .model_runner import ModelRunner
+from .request import FinishReason, Request
+from .workload import RequestSpec, Workload
+
+REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One step of the loop; `engine_step` is None when the step was idle.
+
+    The engine's queues are in their after-update state while the record is
+    being handled (the loop is a generator), which is when reports read them.
+    """
+
+    step: int
+    arrived: tuple[str, ...]
+    rejected: tuple[str, ...]
+    aborted: tuple[str, ...]
+    engine_step: EngineStep | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFinish:
+    """How a request ended; `finish_step` is None for a rejected one."""
+
+    finish_step: int | None
+    finish_reason: FinishReason | str | None
+    output_token_ids: tuple[int, ...]
+    num_preemptions: int
+    stop_reason: int | str | None = None
+    error: str | None = None
+
+
+def check_prompt_len(num_prompt_tokens: int, max_model_len: int) -> str | None:
+    """vLLM's input-processor check; a message when the prompt cannot be served."""
+    if 0 < num_prompt_tokens < max_model_len:
+        return None
+    return (
+        f"prompt length {num_prompt_tokens} not in [1, max_model_len-1={max_model_len - 1}]"
+        " (input processor rejects it)"
+    )
+
+
+class EngineLoop:
+    """Drives an `EngineCore` through a workload, one `StepRecord` per step."""
+
+    def __init__(self, workload: Workload, model_runner: ModelRunner) -> None:
+        self.workload = workload
+        self.core = EngineCore(workload.config, model_runner)
+        self.arrived: dict[str, Request] = {}
+        self.finishes: dict[str, RequestFinish] = {}
+        self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
+        self._pending = sorted(
+            range(len(workload.requests)),
+            key=lambda index: (workload.requests[index].arrival_step, index),
+        )
+        self._next_arrival = 0
+        self._aborts: dict[int, list[str]] = {}
+        for spec in workload.requests:
+            if spec.abort_step is not None:
+                self._aborts.setdefault(spec.abort_step, []).append(spec.request_id)
+
+    def all_arrived(self) -> bool:
+        return self._next_arrival >= len(self._pending)
+
+    def run(self) -> Iterator[StepRecord]:
+        for step in range(self.workload.max_steps):
+            arrived, rejected = self._add_arrivals(step)
+            aborted = self._apply_aborts(step)
+            if not self.core.scheduler.has_requests():
+                if self.all_arrived():
+                    return
+                yield StepRecord(step, arrived, rejected, aborted, None)
+                continue
+            engine_step = self.core.step()
+            assert engine_step is not None
+            self._record_finishes(step, engine_step)
+            yield StepRecord(step, arrived, rejected, aborted, engine_step)
+            if self.all_arrived() and not self.core.scheduler.has_requests():
+                return
+
+    def _add_arrivals(self, step: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        arrived: list[str] = []
+        rejected: list[str] = []
+        requests = self.workload.requests
+        while not self.all_arrived():
+            spec = requests[self._pending[self._next_arrival]]
+            if spec.arrival_step > step:
+                break
+            self._next_arrival += 1
+            if self._reject(spec):
+                rejected.append(spec.request_id)
+                continue
+            request = spec.make_request(self.core.scheduler.block_hasher)
+            self.core.add_request(request)
+            self.arrived[spec.request_id] = request
+            arrived.append(spec.request_id)
+        return tuple(arrived), tuple(rejected)
+
+    def _reject(self, spec: RequestSpec) -> bool:
+        error = check_prompt_len(len(spec.prompt_token_ids), self.workload.config.max_model_len)
+        if error is None:
+            return False
+        self.finishes[spec.request_id] = RequestFinish(None, REJECTED, (), 0, error=error)
+        return True
+
+    def _apply_aborts(self, step: int) -> tuple[str, ...]:
+        aborted: list[str] = []
+        for request_id in self._aborts.get(step, ()):
+            if request_id not in self.arrived or request_id in self.finishes:
+                continue
+            for request in self.core.abort_request(request_id):
+                aborted.append(request.request_id)
+                self.finishes[request.request_id] = _finish_of(request, step, FinishReason.ABORT)
+        return tuple(aborted)
+
+    def _record_finishes(self, step: int, engine_step: EngineStep) -> None:
+        for output in engine_step.outputs:
+            if output.finish_reason is not None:
+                request = self.arrived[output.request_id]
+                self.finishes[output.request_id] = _finish_of(request, step, output.finish_reason)
+
+    def final(self) -> dict[str, RequestFinish]:
+        """Every workload request's ending, in workload order (unfinished: reason None)."""
+        final = {}
+        for spec in self.workload.requests:
+            finish = self.finishes.get(spec.request_id)
+            if finish is None:
+                request = self.arrived.get(spec.request_id)
+                finish = (
+                    _finish_of(request, None, None)
+                    if request is not None
+                    else RequestFinish(None, None, (), 0)
+                )
+            final[spec.request_id] = finish
+        return final
+
+
+def _finish_of(request: Request, step: int | None, reason: FinishReason | None) -> RequestFinish:
+    return RequestFinish(
+        finish_step=step,
+        finish_reason=reason,
+        output_token_ids=tuple(request.output_token_ids),
+        num_preemptions=request.num_preemptions,
+        stop_reason=request.stop_reason,
+    )

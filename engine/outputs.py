@@ -1,0 +1,36 @@
+"""What the model runner returns, and what the engine reports per request."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .request import FinishReason
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRunnerOutput:
+    """Sampled tokens per scheduled request; a partial prefill chunk samples none."""
+
+    req_ids: Sequence[str]
+    req_id_to_index: Mapping[str, int]
+    sampled_token_ids: Sequence[Sequence[int]]
+
+    @staticmethod
+    def from_sampled(sampled: Mapping[str, Sequence[int]]) -> ModelRunnerOutput:
+        req_ids = list(sampled)
+        return ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={req_id: index for index, req_id in enumerate(req_ids)},
+            sampled_token_ids=[sampled[req_id] for req_id in req_ids],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCoreOutput:
+    """New tokens of one request this step, and its finish reason if it stopped."""
+
+    request_id: str
+    new_token_ids: tuple[int, ...]
+    finish_reason: FinishReason | None = None
+    stop_reason: int | str | None = None

@@ -1,0 +1,155 @@
+"""A request as the scheduler sees it: token list, computed-token counter, status."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from .sampling_params import SamplingParams
+
+
+class RequestStatus(enum.IntEnum):
+    """vLLM's request statuses, in vLLM's order; everything after PREEMPTED is finished."""
+
+    WAITING = enum.auto()
+    WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR = enum.auto()
+    WAITING_FOR_REMOTE_KVS = enum.auto()
+    WAITING_FOR_STREAMING_REQ = enum.auto()
+    RUNNING = enum.auto()
+    PREEMPTED = enum.auto()
+    FINISHED_STOPPED = enum.auto()
+    FINISHED_LENGTH_CAPPED = enum.auto()
+    FINISHED_ABORTED = enum.auto()
+    FINISHED_IGNORED = enum.auto()
+    FINISHED_ERROR = enum.auto()
+    FINISHED_REPETITION = enum.auto()
+
+    def __str__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def is_finished(status: RequestStatus) -> bool:
+        return status > RequestStatus.PREEMPTED
+
+    @staticmethod
+    def get_finished_reason(status: RequestStatus) -> FinishReason | None:
+        return _FINISHED_REASON.get(status)
+
+
+class FinishReason(enum.StrEnum):
+    """Why a request finished, as vLLM reports it to clients."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    ABORT = "abort"
+    ERROR = "error"
+    REPETITION = "repetition"
+
+
+_FINISHED_REASON = {
+    RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
+    RequestStatus.FINISHED_LENGTH_CAPPED: FinishReason.LENGTH,
+    RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
+    RequestStatus.FINISHED_IGNORED: FinishReason.LENGTH,
+    RequestStatus.FINISHED_ERROR: FinishReason.ERROR,
+    RequestStatus.WAITING_FOR_STREAMING_REQ: FinishReason.STOP,
+    RequestStatus.FINISHED_REPETITION: FinishReason.REPETITION,
+}
+
+BlockHasher = Callable[["Request"], list[bytes]]
+
+
+class Request:
+    """Prompt plus outputs so far, and how many of those tokens have KV computed.
+
+    There is no prefill or decode phase: each step `num_computed_tokens` catches
+    up with `num_tokens`, a chunk at a time.
+    """
+
+    __slots__ = (
+        "_block_hasher",
+        "all_token_ids",
+        "arrival_time",
+        "block_hashes",
+        "is_prefill_chunk",
+        "max_tokens",
+        "num_computed_tokens",
+        "num_preemptions",
+        "num_prompt_tokens",
+        "output_token_ids",
+        "priority",
+        "prompt_token_ids",
+        "request_id",
+        "sampling_params",
+        "status",
+        "stop_reason",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int],
+        sampling_params: SamplingParams,
+        arrival_time: float,
+        priority: int = 0,
+        block_hasher: BlockHasher | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.prompt_token_ids = tuple(prompt_token_ids)
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.all_token_ids: list[int] = list(prompt_token_ids)
+        self.output_token_ids: list[int] = []
+        self.sampling_params = sampling_params
+        self.max_tokens = sampling_params.max_tokens
+        self.arrival_time = arrival_time
+        self.priority = priority
+        self.status = RequestStatus.WAITING
+        self.num_computed_tokens = 0
+        self.num_preemptions = 0
+        self.is_prefill_chunk = False
+        self.stop_reason: int | str | None = None
+        self._block_hasher = block_hasher
+        self.block_hashes: list[bytes] = []
+        self.update_block_hashes()
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.output_token_ids)
+
+    def is_finished(self) -> bool:
+        return self.status > RequestStatus.PREEMPTED
+
+    def get_finished_reason(self) -> FinishReason | None:
+        return _FINISHED_REASON.get(self.status)
+
+    def append_output_token_id(self, token_id: int) -> None:
+        self.output_token_ids.append(token_id)
+        self.all_token_ids.append(token_id)
+        self.update_block_hashes()
+
+    def update_block_hashes(self) -> None:
+        """Hash any block of `all_token_ids` that became full."""
+        if self._block_hasher is not None:
+            self.block_hashes.extend(self._block_hasher(self))
+
+    def __lt__(self, other: Request) -> bool:
+        """The waiting heap's order: priority, then arrival time, then request id.
+
+        vLLM falls back to object identity for equal ids; ids are unique here, so
+        the order never depends on memory addresses.
+        """
+        if self.priority != other.priority:
+            return self.priority < other.priority
+        if self.arrival_time != other.arrival_time:
+            return self.arrival_time < other.arrival_time
+        return self.request_id < other.request_id
+
+    def __repr__(self) -> str:
+        return (
+            f"Request({self.request_id!r}, status={self.status.name}, "
+            f"num_computed_tokens={self.num_computed_tokens}, num_tokens={self.num_tokens})"
+        )

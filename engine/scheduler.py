@@ -1,0 +1,431 @@
+"""vLLM 0.33.0's V1 scheduler for the single-node subset, as a pipeline of named phases.
+
+There is no prefill phase and no decode phase. Each request has a token list
+(prompt + outputs so far) and `num_computed_tokens`; every step `schedule()` gives
+each request a number of its not-yet-computed tokens, reserves KV blocks for them
+and advances `num_computed_tokens` at once. The running list is served first, in
+list order; then, only if nobody was preempted this step, waiting requests are
+admitted from the head of the queue until one does not fit.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .block_pool import KVCacheBlock
+from .block_hash import make_block_hasher
+from .config import EngineConfig, SchedulingPolicy
+from .kv_cache_manager import AllocationRefusal, KVCacheManager, RefusalCheck
+from .outputs import EngineCoreOutput, ModelRunnerOutput
+from .request import Request, RequestStatus
+from .request_queue import create_request_queue
+from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from .stop import check_stop
+
+
+class RunningPassEnd(enum.StrEnum):
+    """Why the running pass stopped walking the running list."""
+
+    ALL_VISITED = "all_visited"
+    BUDGET = "budget"
+    SELF_PREEMPTED = "self_preempted"
+    """The request could not get blocks even after preempting everyone behind it."""
+
+
+class AdmissionStop(enum.StrEnum):
+    """Why the waiting pass admitted no more requests."""
+
+    NO_WAITING = "no_waiting"
+    BUDGET = "budget"
+    MAX_NUM_SEQS = "max_num_seqs"
+    KV_FULL = "kv_full"
+    """The head's tokens for this step do not fit in the free blocks."""
+    KV_FULL_SEQUENCE = "kv_full_sequence"
+    """The head's whole current sequence does not fit (`scheduler_reserve_full_isl`)."""
+    PREEMPTED_THIS_STEP = "preempted_this_step"
+    CHUNKING_OFF = "chunking_off"
+    """Chunked prefill is off and the head's prompt exceeds the budget left."""
+
+
+_REFUSAL_STOP = {
+    RefusalCheck.FULL_SEQUENCE: AdmissionStop.KV_FULL_SEQUENCE,
+    RefusalCheck.SLOTS: AdmissionStop.KV_FULL,
+}
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """What the current `schedule()` call has decided so far."""
+
+    token_budget: int
+    input_budget: int
+    long_prefill_token_threshold: int
+    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
+    scheduled_running: list[Request] = field(default_factory=list)
+    scheduled_new: list[Request] = field(default_factory=list)
+    scheduled_resumed: list[Request] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+    new_blocks: dict[str, list[KVCacheBlock]] = field(default_factory=dict)
+    running_pass_end: RunningPassEnd = RunningPassEnd.ALL_VISITED
+    admission_stop: AdmissionStop = AdmissionStop.NO_WAITING
+
+    def take(self, request: Request, num_new_tokens: int, blocks: list[KVCacheBlock]) -> None:
+        request_id = request.request_id
+        self.new_blocks[request_id] = blocks
+        self.num_scheduled_tokens[request_id] = num_new_tokens
+        self.token_budget -= num_new_tokens
+        self.input_budget -= num_new_tokens
+
+    def refund(self, request: Request) -> None:
+        """Undo this step's scheduling of a request that was then preempted."""
+        self.scheduled_running.remove(request)
+        num_tokens = self.num_scheduled_tokens.pop(request.request_id)
+        self.token_budget += num_tokens
+        self.input_budget += num_tokens
+        del self.new_blocks[request.request_id]
+
+
+class Scheduler:
+    """Decides, step by step, which tokens of which requests run, exactly as vLLM 0.33.0."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.policy = config.policy
+        self.max_model_len = config.max_model_len
+        self.block_size = config.block_size
+        self.kv_cache_manager = KVCacheManager(
+            num_blocks=config.num_blocks,
+            block_size=config.block_size,
+            max_model_len=config.max_model_len,
+            enable_caching=config.enable_prefix_caching,
+            watermark_blocks=config.watermark_blocks,
+        )
+        self.block_hasher = (
+            make_block_hasher(config.block_size) if config.enable_prefix_caching else None
+        )
+        self.requests: dict[str, Request] = {}
+        self.waiting = create_request_queue(config.policy)
+        self.running: list[Request] = []
+        self.finished_req_ids: set[str] = set()
+        self.preempted_req_ids: set[str] = set()
+        self.prev_step_scheduled_req_ids: set[str] = set()
+        self.num_lookahead_tokens = 0
+        self.last_plan: StepPlan | None = None
+
+    # ----- requests in and out ------------------------------------------------
+
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self.requests:
+            raise ValueError(f"duplicate request id {request.request_id!r}")
+        self.waiting.add_request(request)
+        self.requests[request.request_id] = request
+
+    def finish_requests(
+        self, request_ids: str | Iterable[str], finished_status: RequestStatus
+    ) -> list[Request]:
+        """Finish requests from outside (aborts); unknown or finished ids are ignored.
+
+        Requests are freed in the order given. vLLM turns a list of ids into a set,
+        so its order (and the free order of blocks) depends on the hash seed; one
+        id per call, as vLLM's engine does for aborts, matches it exactly.
+        """
+        assert RequestStatus.is_finished(finished_status)
+        ids = (request_ids,) if isinstance(request_ids, str) else dict.fromkeys(request_ids)
+        finished = [
+            request
+            for request in map(self.requests.get, ids)
+            if request is not None and not request.is_finished()
+        ]
+        running = {r for r in finished if r.status == RequestStatus.RUNNING}
+        if running:
+            self.running = [r for r in self.running if r not in running]
+        waiting = [r for r in finished if r.status != RequestStatus.RUNNING]
+        if waiting:
+            self.waiting.remove_requests(waiting)
+        for request in finished:
+            request.status = finished_status
+            self._free_request(request)
+        return finished
+
+    def _free_request(self, request: Request) -> None:
+        self.finished_req_ids.add(request.request_id)
+        self.kv_cache_manager.free(request)
+        del self.requests[request.request_id]
+
+    def get_request_counts(self) -> tuple[int, int]:
+        """(running, waiting)."""
+        return len(self.running), len(self.waiting)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.running) or bool(self.waiting)
+
+    def has_finished_requests(self) -> bool:
+        return bool(self.finished_req_ids)
+
+    def has_requests(self) -> bool:
+        """Anything to schedule, or finished ids still to ship."""
+        return self.has_unfinished_requests() or self.has_finished_requests()
+
+    # ----- schedule() ---------------------------------------------------------
+
+    def schedule(self) -> SchedulerOutput:
+        plan = StepPlan(
+            token_budget=self.config.token_budget,
+            input_budget=self.config.max_num_batched_tokens,
+            long_prefill_token_threshold=self._long_prefill_token_threshold(),
+        )
+        plan.running_pass_end = self._schedule_running(plan)
+        if plan.preempted:
+            plan.admission_stop = AdmissionStop.PREEMPTED_THIS_STEP
+        else:
+            plan.admission_stop = self._schedule_waiting(plan)
+        output = self._make_output(plan)
+        self._update_after_schedule(output)
+        self.last_plan = plan
+        return output
+
+    def _long_prefill_token_threshold(self) -> int:
+        """The per-request chunk cap for this step; off when only one request exists."""
+        num_requests = len(self.running) + len(self.waiting)
+        threshold = self.config.long_prefill_token_threshold
+        if num_requests <= 1 or threshold == 0:
+            return 0
+        if self.config.long_prefill_token_threshold_adaptive:
+            threshold = max(threshold, self.config.max_num_batched_tokens // num_requests)
+        return threshold
+
+    # ----- the running pass ---------------------------------------------------
+
+    def _schedule_running(self, plan: StepPlan) -> RunningPassEnd:
+        """Give each running request its next tokens, preempting when blocks run out."""
+        req_index = 0
+        while req_index < len(self.running):
+            if plan.token_budget <= 0 or plan.input_budget <= 0:
+                return RunningPassEnd.BUDGET
+            request = self.running[req_index]
+            num_new_tokens = self._num_new_tokens_running(request, plan)
+            if num_new_tokens == 0:
+                req_index += 1
+                continue
+            new_blocks, req_index = self._allocate_with_preemption(
+                request, num_new_tokens, plan, req_index
+            )
+            if new_blocks is None:
+                if self.policy is SchedulingPolicy.PRIORITY:
+                    # It was the lowest-priority request and preempted itself; the
+                    # list shrank, so req_index already points at the next one.
+                    continue
+                return RunningPassEnd.SELF_PREEMPTED
+            plan.scheduled_running.append(request)
+            plan.take(request, num_new_tokens, new_blocks)
+            req_index += 1
+        return RunningPassEnd.ALL_VISITED
+
+    def _num_new_tokens_running(self, request: Request, plan: StepPlan) -> int:
+        num_new_tokens = request.num_tokens - request.num_computed_tokens
+        threshold = plan.long_prefill_token_threshold
+        if 0 < threshold < num_new_tokens:
+            num_new_tokens = threshold
+        num_new_tokens = min(num_new_tokens, plan.token_budget, plan.input_budget)
+        # Keep positions plus the token to be sampled within max_model_len.
+        return min(num_new_tokens, self.max_model_len - request.num_computed_tokens - 1)
+
+    def _allocate_with_preemption(
+        self, request: Request, num_new_tokens: int, plan: StepPlan, req_index: int
+    ) -> tuple[list[KVCacheBlock] | None, int]:
+        """Allocate, preempting victims until it fits; None if `request` preempted itself."""
+        while True:
+            result = self.kv_cache_manager.allocate_slots(
+                request, num_new_tokens, num_lookahead_tokens=self.num_lookahead_tokens
+            )
+            if not isinstance(result, AllocationRefusal):
+                return result, req_index
+            victim, req_index = self._pop_victim(plan, req_index)
+            self._preempt_request(victim)
+            plan.preempted.append(victim)
+            if victim is request:
+                return None, req_index
+
+    def _pop_victim(self, plan: StepPlan, req_index: int) -> tuple[Request, int]:
+        """Remove the victim from `running`; returns it and the shifted cursor.
+
+        FCFS takes the tail. PRIORITY takes the largest (priority, arrival_time),
+        the first in running order among ties; a victim already scheduled this
+        step is refunded, and one before the cursor shifts the cursor back.
+        """
+        if self.policy is not SchedulingPolicy.PRIORITY:
+            return self.running.pop(), req_index
+        victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
+        victim_index = self.running.index(victim)
+        del self.running[victim_index]
+        if victim_index < req_index:
+            req_index -= 1
+        if victim.request_id in plan.num_scheduled_tokens:
+            plan.refund(victim)
+        return victim, req_index
+
+    def _preempt_request(self, request: Request) -> None:
+        """Free the request's blocks and put it back in the waiting queue to recompute."""
+        assert request.status == RequestStatus.RUNNING, "only running requests are preempted"
+        self.kv_cache_manager.free(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        self.waiting.prepend_request(request)
+        self.preempted_req_ids.add(request.request_id)
+
+    # ----- the waiting pass ---------------------------------------------------
+
+    def _schedule_waiting(self, plan: StepPlan) -> AdmissionStop:
+        """Admit from the head of the queue until one does not fit (no skipping past it)."""
+        while plan.token_budget > 0:
+            if not self.waiting:
+                return AdmissionStop.NO_WAITING
+            if plan.input_budget <= 0:
+                return AdmissionStop.BUDGET
+            if len(self.running) >= self.config.max_num_running_reqs:
+                return AdmissionStop.MAX_NUM_SEQS
+            stop = self._try_admit(self.waiting.peek_request(), plan)
+            if stop is not None:
+                return stop
+        return AdmissionStop.BUDGET
+
+    def _try_admit(self, request: Request, plan: StepPlan) -> AdmissionStop | None:
+        """Admit the head of the queue, or say why it cannot be admitted this step."""
+        hit_blocks, num_computed_tokens = self.kv_cache_manager.get_computed_blocks(request)
+        request_token_budget = min(plan.token_budget, plan.input_budget)
+        num_new_tokens = request.num_tokens - num_computed_tokens
+        threshold = plan.long_prefill_token_threshold
+        if 0 < threshold < num_new_tokens:
+            num_new_tokens = threshold
+        if not self.config.enable_chunked_prefill and num_new_tokens > request_token_budget:
+            return AdmissionStop.CHUNKING_OFF
+        num_new_tokens = min(num_new_tokens, request_token_budget)
+        result = self.kv_cache_manager.allocate_slots(
+            request,
+            num_new_tokens,
+            num_new_computed_tokens=num_computed_tokens,
+            new_computed_blocks=hit_blocks,
+            num_lookahead_tokens=self.num_lookahead_tokens,
+            full_sequence_must_fit=self.config.scheduler_reserve_full_isl,
+            has_scheduled_reqs=bool(self.running),
+        )
+        if isinstance(result, AllocationRefusal):
+            return _REFUSAL_STOP[result.check]
+        self._admit(request, num_new_tokens, num_computed_tokens, plan)
+        return None
+
+    def _admit(
+        self, request: Request, num_new_tokens: int, num_computed_tokens: int, plan: StepPlan
+    ) -> None:
+        self.waiting.pop_request()
+        self.running.append(request)
+        if request.status == RequestStatus.WAITING:
+            plan.scheduled_new.append(request)
+        else:
+            plan.scheduled_resumed.append(request)
+        plan.take(request, num_new_tokens, self.kv_cache_manager.get_blocks(request.request_id))
+        request.status = RequestStatus.RUNNING
+        request.num_computed_tokens = num_computed_tokens
+
+    # ----- the output ---------------------------------------------------------
+
+    def _make_output(self, plan: StepPlan) -> SchedulerOutput:
+        new_reqs = tuple(
+            NewRequestData(
+                req_id=request.request_id,
+                prompt_token_ids=request.prompt_token_ids,
+                sampling_params=request.sampling_params,
+                block_ids=_block_ids(plan.new_blocks[request.request_id]),
+                num_computed_tokens=request.num_computed_tokens,
+            )
+            for request in plan.scheduled_new
+        )
+        cached_reqs = self._make_cached_request_data(plan)
+        self.prev_step_scheduled_req_ids = set(plan.num_scheduled_tokens)
+        return SchedulerOutput(
+            scheduled_new_reqs=new_reqs,
+            scheduled_cached_reqs=cached_reqs,
+            num_scheduled_tokens=plan.num_scheduled_tokens,
+            total_num_scheduled_tokens=sum(plan.num_scheduled_tokens.values()),
+            preempted_req_ids=frozenset(self.preempted_req_ids),
+            finished_req_ids=frozenset(self.finished_req_ids),
+        )
+
+    def _make_cached_request_data(self, plan: StepPlan) -> CachedRequestData:
+        if not plan.scheduled_running and not plan.scheduled_resumed:
+            return CachedRequestData.empty()
+        requests = list(itertools.chain(plan.scheduled_running, plan.scheduled_resumed))
+        previous = self.prev_step_scheduled_req_ids
+        return CachedRequestData(
+            req_ids=tuple(r.request_id for r in requests),
+            resumed_req_ids=frozenset(r.request_id for r in plan.scheduled_resumed),
+            new_block_ids=tuple(_block_ids(plan.new_blocks[r.request_id]) or None for r in requests),
+            num_computed_tokens=tuple(r.num_computed_tokens for r in requests),
+            num_output_tokens=tuple(r.num_output_tokens for r in requests),
+            all_token_ids={
+                r.request_id: tuple(r.all_token_ids) for r in requests if r.request_id not in previous
+            },
+        )
+
+    def _update_after_schedule(self, output: SchedulerOutput) -> None:
+        """Advance `num_computed_tokens` now, so the next step can schedule right away."""
+        requests = self.requests
+        for request_id, num_scheduled in output.num_scheduled_tokens.items():
+            request = requests[request_id]
+            request.num_computed_tokens += num_scheduled
+            request.is_prefill_chunk = request.num_computed_tokens < request.num_tokens
+        self.finished_req_ids = set()
+        self.preempted_req_ids = set()
+
+    # ----- update_from_output() -----------------------------------------------
+
+    def update_from_output(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> list[EngineCoreOutput]:
+        """Append sampled tokens, run stop checks and free finished requests."""
+        outputs = []
+        stopped: list[Request] = []
+        sampled = model_runner_output.sampled_token_ids
+        index_of = model_runner_output.req_id_to_index
+        for request_id in scheduler_output.num_scheduled_tokens:
+            request = self.requests.get(request_id)
+            if request is None or request.is_finished():
+                continue  # aborted while the step executed
+            generated = sampled[index_of[request_id]] if sampled else ()
+            if not generated:
+                continue  # a partial prefill chunk samples nothing
+            new_token_ids, is_stopped = self._update_request_with_output(request, generated)
+            finish_reason = None
+            if is_stopped:
+                finish_reason = request.get_finished_reason()
+                self._free_request(request)
+                stopped.append(request)
+            outputs.append(
+                EngineCoreOutput(request_id, new_token_ids, finish_reason, request.stop_reason)
+            )
+        if stopped:
+            self._remove_stopped(stopped)
+        return outputs
+
+    def _update_request_with_output(
+        self, request: Request, generated: Sequence[int]
+    ) -> tuple[tuple[int, ...], bool]:
+        """Append tokens one by one, stopping at the first that ends the request."""
+        for num_new, token_id in enumerate(generated, 1):
+            request.append_output_token_id(token_id)
+            if check_stop(request, self.max_model_len):
+                request.num_computed_tokens -= len(generated) - num_new
+                return tuple(generated[:num_new]), True
+        return tuple(generated), False
+
+    def _remove_stopped(self, stopped: list[Request]) -> None:
+        stopped_set = set(stopped)
+        self.running = [r for r in self.running if r not in stopped_set]
+
+
+def _block_ids(blocks: Sequence[KVCacheBlock]) -> tuple[int, ...]:
+    return tuple(block.block_id for block in blocks)

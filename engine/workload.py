@@ -1,0 +1,304 @@
+"""Workloads: the conformance suite's JSON format, loaded and validated.
+
+    {"config": {...engine knobs...}, "max_steps": N, "description": "...",
+     "requests": [{"id", "arrival_step", "prompt_token_ids", "output_token_ids",
+                   "max_tokens", "priority", "eos_token_id"?, "arrival_time"?,
+                   "min_tokens"?, "stop_token_ids"?, "abort_step"?}]}
+
+A bad file raises `WorkloadError` naming the file, the line, the request and the
+field; nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import EngineConfig
+from .errors import ConfigError, WorkloadError
+from .request import BlockHasher, Request
+from .sampling_params import SamplingParams
+
+DEFAULT_MAX_STEPS = 1000
+MAX_TOKEN_ID = 2**63 - 1
+
+_TOP_KEYS = {"config", "requests", "max_steps", "description"}
+_REQUEST_KEYS = {
+    "id",
+    "arrival_step",
+    "prompt_token_ids",
+    "output_token_ids",
+    "max_tokens",
+    "priority",
+    "eos_token_id",
+    "arrival_time",
+    "min_tokens",
+    "stop_token_ids",
+    "abort_step",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request of a workload: when it arrives, what it asks, what the tape says."""
+
+    request_id: str
+    arrival_step: int
+    arrival_time: float
+    prompt_token_ids: tuple[int, ...]
+    output_token_ids: tuple[int, ...]
+    sampling_params: SamplingParams
+    priority: int = 0
+    abort_step: int | None = None
+
+    def make_request(self, block_hasher: BlockHasher | None) -> Request:
+        return Request(
+            request_id=self.request_id,
+            prompt_token_ids=list(self.prompt_token_ids),
+            sampling_params=self.sampling_params,
+            arrival_time=self.arrival_time,
+            priority=self.priority,
+            block_hasher=block_hasher,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    config: EngineConfig
+    requests: tuple[RequestSpec, ...]
+    max_steps: int = DEFAULT_MAX_STEPS
+    description: str = ""
+    source: str = "<workload>"
+
+    def with_config(self, config: EngineConfig) -> Workload:
+        return Workload(config, self.requests, self.max_steps, self.description, self.source)
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read and validate a workload file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise WorkloadError(f"{path}: cannot read: {error.strerror or error}") from None
+    except UnicodeDecodeError:
+        raise WorkloadError(f"{path}: not a UTF-8 text file") from None
+    return parse_workload(text, source=str(path))
+
+
+def parse_workload(text: str, source: str = "<workload>") -> Workload:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise WorkloadError(
+            f"{source}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}"
+        ) from None
+    try:
+        return _workload_from_json(raw, source)
+    except _FieldError as error:
+        line = _line_of(text, error.path)
+        where = f"{source}:{line}" if line else source
+        raise WorkloadError(f"{where}: {_describe(raw, error.path)}: {error.message}") from None
+
+
+class _FieldError(ValueError):
+    """A validation failure at a JSON path such as ("requests", 3, "max_tokens")."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _describe(raw: Any, path: tuple[str | int, ...]) -> str:
+    """`requests[3] (id 'r3'): max_tokens`, `config.block_size` or `top level`."""
+    if not path:
+        return "top level"
+    if path[0] == "requests" and len(path) > 1 and isinstance(path[1], int):
+        label = f"requests[{path[1]}]"
+        item = raw["requests"][path[1]]
+        if isinstance(item, dict) and isinstance(item.get("id"), str | int):
+            label += f" (id {str(item['id'])!r})"
+        return ": ".join([label, *map(str, path[2:])])
+    return ".".join(map(str, path))
+
+
+def _workload_from_json(raw: Any, source: str) -> Workload:
+    if not isinstance(raw, dict):
+        raise _FieldError((), "a workload is a JSON object")
+    _reject_unknown(raw, _TOP_KEYS, ())
+    if not isinstance(raw.get("config"), dict):
+        raise _FieldError(("config",), "required, a JSON object")
+    try:
+        config = EngineConfig.from_dict(raw["config"])
+    except ConfigError as error:
+        raise _FieldError(("config", error.key), error.message) from None
+    requests = raw.get("requests")
+    if not isinstance(requests, list):
+        raise _FieldError(("requests",), "required, a JSON list")
+    specs = tuple(_request_from_json(item, index) for index, item in enumerate(requests))
+    _reject_duplicate_ids(specs)
+    max_steps = _int_field(raw, "max_steps", (), minimum=1, default=DEFAULT_MAX_STEPS)
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise _FieldError(("description",), "expected a string")
+    return Workload(config, specs, max_steps, description, source)
+
+
+def _request_from_json(item: Any, index: int) -> RequestSpec:
+    path: tuple[str | int, ...] = ("requests", index)
+    if not isinstance(item, dict):
+        raise _FieldError(path, "a request is a JSON object")
+    request_id = item.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        raise _FieldError((*path, "id"), "required, a string")
+    return _request_fields(item, index, str(request_id))
+
+
+def _request_fields(item: dict[str, Any], index: int, request_id: str) -> RequestSpec:
+    path: tuple[str | int, ...] = ("requests", index)
+    _reject_unknown(item, _REQUEST_KEYS, path)
+    arrival_step = _int_field(item, "arrival_step", path, minimum=0, default=0)
+    arrival_time = item.get("arrival_time")
+    if arrival_time is None:
+        arrival_time = arrival_step + 1e-6 * index
+    elif isinstance(arrival_time, bool) or not isinstance(arrival_time, int | float):
+        raise _FieldError((*path, "arrival_time"), "expected a number")
+    abort_step = _optional_int(item, "abort_step", path, minimum=arrival_step)
+    return RequestSpec(
+        request_id=request_id,
+        arrival_step=arrival_step,
+        arrival_time=float(arrival_time),
+        prompt_token_ids=_token_ids(item, "prompt_token_ids", path, required=True),
+        output_token_ids=_token_ids(item, "output_token_ids", path, required=False),
+        sampling_params=_sampling_params(item, path),
+        priority=_int_field(item, "priority", path, default=0),
+        abort_step=abort_step,
+    )
+
+
+def _sampling_params(item: dict[str, Any], path: tuple[str | int, ...]) -> SamplingParams:
+    max_tokens = _int_field(item, "max_tokens", path, minimum=1)
+    min_tokens = _int_field(item, "min_tokens", path, minimum=0, default=0)
+    if min_tokens > max_tokens:
+        raise _FieldError((*path, "min_tokens"), f"must be at most max_tokens ({max_tokens})")
+    eos_token_id = _optional_int(item, "eos_token_id", path, minimum=0)
+    stop_token_ids = _token_ids(item, "stop_token_ids", path, required=False)
+    return SamplingParams(max_tokens, min_tokens, eos_token_id, stop_token_ids)
+
+
+def _reject_unknown(obj: Mapping[str, Any], known: set[str], path: tuple[str | int, ...]) -> None:
+    unknown = sorted(set(obj) - known)
+    if unknown:
+        raise _FieldError((*path, unknown[0]), f"unknown field (known: {', '.join(sorted(known))})")
+
+
+def _reject_duplicate_ids(specs: tuple[RequestSpec, ...]) -> None:
+    seen: set[str] = set()
+    for index, spec in enumerate(specs):
+        if spec.request_id in seen:
+            raise _FieldError(("requests", index, "id"), f"duplicate request id {spec.request_id!r}")
+        seen.add(spec.request_id)
+
+
+_MISSING = object()
+
+
+def _int_field(
+    obj: Mapping[str, Any],
+    key: str,
+    path: tuple[str | int, ...],
+    minimum: int | None = None,
+    default: Any = _MISSING,
+) -> int:
+    value = obj.get(key, default)
+    if value is _MISSING:
+        raise _FieldError((*path, key), "required, an integer")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _FieldError((*path, key), f"expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise _FieldError((*path, key), f"must be at least {minimum}, got {value}")
+    return value
+
+
+def _optional_int(
+    obj: Mapping[str, Any], key: str, path: tuple[str | int, ...], minimum: int
+) -> int | None:
+    if obj.get(key) is None:
+        return None
+    return _int_field(obj, key, path, minimum=minimum)
+
+
+def _token_ids(
+    obj: Mapping[str, Any], key: str, path: tuple[str | int, ...], required: bool
+) -> tuple[int, ...]:
+    value = obj.get(key, _MISSING if required else [])
+    if value is _MISSING:
+        raise _FieldError((*path, key), "required, a list of token ids")
+    if not isinstance(value, list):
+        raise _FieldError((*path, key), "expected a list of token ids")
+    for position, token in enumerate(value):
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token <= MAX_TOKEN_ID:
+            raise _FieldError((*path, key), f"item {position} is not a token id: {token!r}")
+    return tuple(value)
+
+
+def _line_of(text: str, path: tuple[str | int, ...]) -> int | None:
+    """The line where the JSON value at `path` (or its nearest ancestor) starts."""
+    try:
+        lines: dict[tuple[str | int, ...], int] = {}
+        _LineDecoder(lines).decode(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    for depth in range(len(path), -1, -1):
+        if path[:depth] in lines:
+            return lines[path[:depth]]
+    return None
+
+
+class _LineDecoder(json.JSONDecoder):
+    """A pure-Python JSON decoder that records the line where each object or list starts.
+
+    Only used to point at the line of a validation error.
+    """
+
+    def __init__(self, lines: dict[tuple[str | int, ...], int]) -> None:
+        super().__init__()
+        self._lines = lines
+        self.parse_object = self._located(self.parse_object)
+        self.parse_array = self._located(self.parse_array)
+        self.scan_once = json.scanner.py_make_scanner(self)
+
+    def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+        value = super().decode(s)
+        self._record(value, ())
+        return value
+
+    @staticmethod
+    def _located(parse: Callable[..., Any]) -> Callable[..., Any]:
+        def parse_located(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
+            text, start = s_and_end
+            value, end = parse(s_and_end, *args)
+            return _Located(value, text.count("\n", 0, start) + 1), end
+
+        return parse_located
+
+    def _record(self, value: Any, path: tuple[str | int, ...]) -> None:
+        if not isinstance(value, _Located):
+            return
+        self._lines[path] = value.line
+        inner = value.value
+        children = inner.items() if isinstance(inner, dict) else enumerate(inner)
+        for key, child in children:
+            self._record(child, (*path, key))
+
+
+class _Located:
+    __slots__ = ("line", "value")
+
+    def __init__(self, value: Any, line: int) -> None:
+        self.value = value
+        self.line = line
