@@ -34,6 +34,7 @@ __all__ = [
     "RequestFinish",
     "RequestSpec",
     "RequestStatus",
+    "RunningPassEnd",
     "SamplingParams",
     "Scheduler",
     "SchedulerOutput",

@@ -110,20 +110,26 @@ class EngineConfig:
         if not 0.0 <= self.watermark < 1.0:
             raise ConfigError("watermark", f"must be in [0, 1), got {self.watermark}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
-            raise ConfigError("max_num_batched_tokens", f"{self.max_num_batched_tokens} is smaller than "
-                f"max_model_len {self.max_model_len} with enable_chunked_prefill off"
+            raise ConfigError(
+                "max_num_batched_tokens",
+                f"{self.max_num_batched_tokens} is smaller than "
+                f"max_model_len {self.max_model_len} with enable_chunked_prefill off",
             )
         if self.max_num_batched_tokens < self.max_num_seqs:
-            raise ConfigError("max_num_batched_tokens", f"{self.max_num_batched_tokens} must be at least "
-                f"max_num_seqs {self.max_num_seqs}"
+            raise ConfigError(
+                "max_num_batched_tokens",
+                f"{self.max_num_batched_tokens} must be at least max_num_seqs {self.max_num_seqs}",
             )
         if self.max_num_active_seqs is not None and self.max_num_active_seqs > self.max_num_seqs:
-            raise ConfigError("max_num_active_seqs", f"{self.max_num_active_seqs} cannot exceed "
-                f"max_num_seqs {self.max_num_seqs}"
+            raise ConfigError(
+                "max_num_active_seqs",
+                f"{self.max_num_active_seqs} cannot exceed max_num_seqs {self.max_num_seqs}",
             )
         if self.long_prefill_token_threshold > self.max_model_len:
-            raise ConfigError("long_prefill_token_threshold", f"{self.long_prefill_token_threshold} "
-                f"cannot exceed max_model_len {self.max_model_len}"
+            raise ConfigError(
+                "long_prefill_token_threshold",
+                f"{self.long_prefill_token_threshold} "
+                f"cannot exceed max_model_len {self.max_model_len}",
             )
 
 

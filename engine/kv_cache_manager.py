@@ -116,7 +116,9 @@ class KVCacheManager:
 
         if full_sequence_must_fit:
             full_num_tokens = min(request.num_tokens, self.max_model_len)
-            needed = self.get_num_blocks_to_allocate(request_id, full_num_tokens, new_computed_blocks)
+            needed = self.get_num_blocks_to_allocate(
+                request_id, full_num_tokens, new_computed_blocks
+            )
             if needed + watermark_blocks > num_free_blocks:
                 return AllocationRefusal(
                     RefusalCheck.FULL_SEQUENCE, needed, watermark_blocks, num_free_blocks
@@ -125,7 +127,9 @@ class KVCacheManager:
         num_tokens_need_slot = min(
             total_computed_tokens + num_new_tokens + num_lookahead_tokens, self.max_model_len
         )
-        needed = self.get_num_blocks_to_allocate(request_id, num_tokens_need_slot, new_computed_blocks)
+        needed = self.get_num_blocks_to_allocate(
+            request_id, num_tokens_need_slot, new_computed_blocks
+        )
         if needed + watermark_blocks > num_free_blocks:
             return AllocationRefusal(RefusalCheck.SLOTS, needed, watermark_blocks, num_free_blocks)
 
@@ -133,7 +137,9 @@ class KVCacheManager:
             self._add_computed_blocks(request_id, new_computed_blocks)
         new_blocks = self._allocate_new_blocks(request_id, num_tokens_need_slot)
         if self.enable_caching:
-            self.cache_blocks(request, min(total_computed_tokens + num_new_tokens, request.num_tokens))
+            self.cache_blocks(
+                request, min(total_computed_tokens + num_new_tokens, request.num_tokens)
+            )
         return new_blocks
 
     def get_num_blocks_to_allocate(
@@ -148,7 +154,9 @@ class KVCacheManager:
         them out of the free queue.
         """
         num_held_blocks = len(self.req_to_blocks.get(request_id, ()))
-        num_new_blocks = cdiv(num_tokens, self.block_size) - len(new_computed_blocks) - num_held_blocks
+        num_new_blocks = (
+            cdiv(num_tokens, self.block_size) - len(new_computed_blocks) - num_held_blocks
+        )
         num_evictable_hits = sum(1 for block in new_computed_blocks if block.ref_cnt == 0)
         return max(num_new_blocks, 0) + num_evictable_hits
 

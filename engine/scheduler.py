@@ -15,8 +15,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .block_pool import KVCacheBlock
 from .block_hash import make_block_hasher
+from .block_pool import KVCacheBlock
 from .config import EngineConfig, SchedulingPolicy
 from .kv_cache_manager import AllocationRefusal, KVCacheManager, RefusalCheck
 from .outputs import EngineCoreOutput, ModelRunnerOutput
@@ -363,11 +363,15 @@ class Scheduler:
         return CachedRequestData(
             req_ids=tuple(r.request_id for r in requests),
             resumed_req_ids=frozenset(r.request_id for r in plan.scheduled_resumed),
-            new_block_ids=tuple(_block_ids(plan.new_blocks[r.request_id]) or None for r in requests),
+            new_block_ids=tuple(
+                _block_ids(plan.new_blocks[r.request_id]) or None for r in requests
+            ),
             num_computed_tokens=tuple(r.num_computed_tokens for r in requests),
             num_output_tokens=tuple(r.num_output_tokens for r in requests),
             all_token_ids={
-                r.request_id: tuple(r.all_token_ids) for r in requests if r.request_id not in previous
+                r.request_id: tuple(r.all_token_ids)
+                for r in requests
+                if r.request_id not in previous
             },
         )
 

@@ -12,6 +12,7 @@ field; nothing is half-loaded.
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,7 +201,9 @@ def _reject_duplicate_ids(specs: tuple[RequestSpec, ...]) -> None:
     seen: set[str] = set()
     for index, spec in enumerate(specs):
         if spec.request_id in seen:
-            raise _FieldError(("requests", index, "id"), f"duplicate request id {spec.request_id!r}")
+            raise _FieldError(
+                ("requests", index, "id"), f"duplicate request id {spec.request_id!r}"
+            )
         seen.add(spec.request_id)
 
 
@@ -268,9 +271,10 @@ class _LineDecoder(json.JSONDecoder):
     def __init__(self, lines: dict[tuple[str | int, ...], int]) -> None:
         super().__init__()
         self._lines = lines
-        self.parse_object = self._located(self.parse_object)
-        self.parse_array = self._located(self.parse_array)
-        self.scan_once = json.scanner.py_make_scanner(self)
+        # The stdlib's pure-Python parsers, which the C scanner does not expose.
+        self.parse_object = self._located(json.decoder.JSONObject)  # type: ignore[attr-defined]
+        self.parse_array = self._located(json.decoder.JSONArray)  # type: ignore[attr-defined]
+        self.scan_once = json.scanner.py_make_scanner(self)  # type: ignore[attr-defined]
 
     def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
         value = super().decode(s)

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).parent
+REPO = TESTS.parent
+SHARED_CONFORMANCE = REPO.parent / "shared" / "conformance"
+
+sys.path.insert(0, str(TESTS))
+
+
+def oracle_python() -> Path | None:
+    """The vLLM oracle's interpreter, when its venv has been built on this machine."""
+    venv = Path(os.environ.get("VLLM_ORACLE_VENV", Path.home() / ".cache" / "vllm-oracle-venv"))
+    python = venv / "bin" / "python"
+    return python if python.exists() else None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def tmp_workload(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Write a workload dict (or raw text) to a file and return its path."""
+
+    def write(content: dict[str, Any] | str, name: str = "workload.json") -> Path:
+        path = tmp_path / name
+        path.write_text(content if isinstance(content, str) else json.dumps(content, indent=1))
+        return path
+
+    return write

@@ -1,0 +1,98 @@
+"""Random workloads in the conformance format, for property tests and oracle diffs.
+
+Every knob the engine supports is exercised: both policies, prefix caching and
+chunked prefill on and off, the long-prefill threshold (adaptive too), the
+full-sequence check, watermarks, `max_num_scheduled_tokens`, `max_num_active_seqs`,
+shared prefixes, EOS / stop ids / `min_tokens`, aborts, explicit arrival times,
+and empty or too-long prompts. Pools are small, so preemption is common.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+EOS = 2
+
+
+def random_config(rng: random.Random) -> dict[str, Any]:
+    block_size = rng.choice([2, 4, 8, 16])
+    max_model_len = rng.choice([16, 32, 64, 128])
+    chunked = rng.random() < 0.8
+    max_num_seqs = rng.randint(1, 8)
+    budget = max(rng.choice([8, 16, 32, 64, 128]), max_num_seqs)
+    if not chunked:
+        budget = max(budget, max_model_len)
+    blocks_per_seq = max_model_len // block_size
+    config: dict[str, Any] = {
+        "block_size": block_size,
+        "num_blocks": rng.randint(max(3, blocks_per_seq // 2), max(4, blocks_per_seq + 2)),
+        "max_num_batched_tokens": budget,
+        "max_num_seqs": max_num_seqs,
+        "max_model_len": max_model_len,
+        "policy": rng.choice(["fcfs", "priority"]),
+        "enable_prefix_caching": rng.random() < 0.7,
+        "enable_chunked_prefill": chunked,
+        "long_prefill_token_threshold": rng.choice([0, 0, rng.randint(1, max_model_len)]),
+    }
+    if rng.random() < 0.2:
+        config["scheduler_reserve_full_isl"] = False
+    if rng.random() < 0.2:
+        config["watermark"] = rng.choice([0.05, 0.1, 0.2])
+    if rng.random() < 0.15:
+        config["max_num_scheduled_tokens"] = rng.randint(max(1, budget // 2), budget)
+    if rng.random() < 0.1:
+        config["max_num_active_seqs"] = rng.randint(1, max_num_seqs)
+    if config["long_prefill_token_threshold"] and rng.random() < 0.2:
+        config["long_prefill_token_threshold_adaptive"] = True
+    return config
+
+
+def random_request(
+    rng: random.Random, index: int, max_model_len: int, prefixes: list[list[int]]
+) -> dict[str, Any]:
+    prompt_len = rng.randint(1, max_model_len - 1)
+    if rng.random() < 0.5:
+        prompt = list(rng.choice(prefixes))[:prompt_len]
+        prompt += [rng.randint(3, 50) for _ in range(prompt_len - len(prompt))]
+    else:
+        prompt = [rng.randint(3, 1000) for _ in range(prompt_len)]
+    if rng.random() < 0.03:
+        prompt = [] if rng.random() < 0.5 else [7] * max_model_len
+    max_tokens = rng.randint(1, 20)
+    outputs = [
+        rng.choice([5, 6, 7, EOS, 9]) if rng.random() < 0.08 else rng.randint(5, 40)
+        for _ in range(max_tokens + 2)
+    ]
+    request: dict[str, Any] = {
+        "id": f"r{index}",
+        "arrival_step": rng.randint(0, 10),
+        "prompt_token_ids": prompt,
+        "output_token_ids": outputs,
+        "max_tokens": max_tokens,
+        "priority": rng.randint(0, 3),
+    }
+    if rng.random() < 0.7:
+        request["eos_token_id"] = EOS
+    if rng.random() < 0.2:
+        request["stop_token_ids"] = [rng.choice([5, 6, 7, 9])]
+    if rng.random() < 0.2:
+        request["min_tokens"] = rng.randint(0, max_tokens)
+    if rng.random() < 0.15:
+        request["abort_step"] = request["arrival_step"] + rng.randint(0, 15)
+    if rng.random() < 0.2:
+        request["arrival_time"] = round(rng.uniform(0, 10), 3)
+    return request
+
+
+def random_workload(rng: random.Random, max_requests: int = 12) -> dict[str, Any]:
+    config = random_config(rng)
+    block_size = config["block_size"]
+    prefixes = [
+        [rng.randint(3, 50) for _ in range(rng.randint(1, 3 * block_size))] for _ in range(3)
+    ]
+    requests = [
+        random_request(rng, index, config["max_model_len"], prefixes)
+        for index in range(rng.randint(1, max_requests))
+    ]
+    return {"config": config, "requests": requests, "max_steps": 1500}
