@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from step_timer import time_steps
-
 from stepscope.engine import ModelRunnerOutput, Scheduler
 from stepscope.engine.workload import parse_workload
 

@@ -20,7 +20,6 @@ def main() -> None:
     oracle_dir, cases_path = sys.argv[1], sys.argv[2]
     sys.path.insert(0, oracle_dir)
     import vllm_oracle  # sets vLLM's CPU environment before vLLM is imported
-
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.outputs import ModelRunnerOutput
 
