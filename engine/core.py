@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .config import EngineConfig
 from .model_runner import ModelRunner
@@ -10,6 +12,9 @@ from .outputs import EngineCoreOutput, ModelRunnerOutput
 from .request import Request, RequestStatus
 from .scheduler import AdmissionStop, RunningPassEnd, Scheduler
 from .scheduler_output import SchedulerOutput
+
+if TYPE_CHECKING:
+    from stepscope.tracer.probe import Probe
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,14 +27,20 @@ class EngineStep:
     num_free_blocks_after_schedule: int
     running_pass_end: RunningPassEnd
     admission_stop: AdmissionStop
+    schedule_ns: int
+    """Wall time of `schedule()` (timings are observed, never used in a decision)."""
+    model_ns: int
+    update_ns: int
 
 
 class EngineCore:
     """A scheduler and a model runner, stepped together."""
 
-    def __init__(self, config: EngineConfig, model_runner: ModelRunner) -> None:
+    def __init__(
+        self, config: EngineConfig, model_runner: ModelRunner, probe: Probe | None = None
+    ) -> None:
         self.config = config
-        self.scheduler = Scheduler(config)
+        self.scheduler = Scheduler(config, probe)
         self.model_runner = model_runner
 
     def add_request(self, request: Request) -> None:
@@ -44,12 +55,17 @@ class EngineCore:
         scheduler = self.scheduler
         if not scheduler.has_requests():
             return None
+        clock = time.perf_counter_ns
+        started = clock()
         scheduler_output = scheduler.schedule()
+        scheduled = clock()
         num_free_blocks = scheduler.kv_cache_manager.get_num_free_blocks()
         plan = scheduler.last_plan
         assert plan is not None
         model_runner_output = self.model_runner.execute_model(scheduler_output)
+        executed = clock()
         outputs = scheduler.update_from_output(scheduler_output, model_runner_output)
+        updated = clock()
         return EngineStep(
             scheduler_output=scheduler_output,
             model_runner_output=model_runner_output,
@@ -57,4 +73,7 @@ class EngineCore:
             num_free_blocks_after_schedule=num_free_blocks,
             running_pass_end=plan.running_pass_end,
             admission_stop=plan.admission_stop,
+            schedule_ns=scheduled - started,
+            model_ns=executed - scheduled,
+            update_ns=updated - executed,
         )

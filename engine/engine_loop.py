@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .core import EngineCore, EngineStep
 from .model_runner import ModelRunner
 from .request import FinishReason, Request
 from .workload import RequestSpec, Workload
+
+if TYPE_CHECKING:
+    from stepscope.tracer.probe import Probe
 
 REJECTED = "rejected"
 
@@ -60,9 +64,11 @@ def check_prompt_len(num_prompt_tokens: int, max_model_len: int) -> str | None:
 class EngineLoop:
     """Drives an `EngineCore` through a workload, one `StepRecord` per step."""
 
-    def __init__(self, workload: Workload, model_runner: ModelRunner) -> None:
+    def __init__(
+        self, workload: Workload, model_runner: ModelRunner, probe: Probe | None = None
+    ) -> None:
         self.workload = workload
-        self.core = EngineCore(workload.config, model_runner)
+        self.core = EngineCore(workload.config, model_runner, probe)
         self.arrived: dict[str, Request] = {}
         self.finishes: dict[str, RequestFinish] = {}
         self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}

@@ -14,6 +14,14 @@ import enum
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from stepscope.tracer.probe import (
+    AllocationPass,
+    Preemption,
+    ScheduleEnd,
+    ScheduleStart,
+)
 
 from .block_hash import make_block_hasher
 from .block_pool import KVCacheBlock
@@ -24,6 +32,9 @@ from .request import Request, RequestStatus
 from .request_queue import create_request_queue
 from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
 from .stop import check_stop
+
+if TYPE_CHECKING:
+    from stepscope.tracer.probe import Probe
 
 
 class RunningPassEnd(enum.StrEnum):
@@ -71,6 +82,9 @@ class StepPlan:
     new_blocks: dict[str, list[KVCacheBlock]] = field(default_factory=dict)
     running_pass_end: RunningPassEnd = RunningPassEnd.ALL_VISITED
     admission_stop: AdmissionStop = AdmissionStop.NO_WAITING
+    blocked_request_id: str | None = None
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
 
     def take(self, request: Request, num_new_tokens: int, blocks: list[KVCacheBlock]) -> None:
         request_id = request.request_id
@@ -79,20 +93,22 @@ class StepPlan:
         self.token_budget -= num_new_tokens
         self.input_budget -= num_new_tokens
 
-    def refund(self, request: Request) -> None:
-        """Undo this step's scheduling of a request that was then preempted."""
+    def refund(self, request: Request) -> int:
+        """Undo this step's scheduling of a request that was then preempted; returns its tokens."""
         self.scheduled_running.remove(request)
         num_tokens = self.num_scheduled_tokens.pop(request.request_id)
         self.token_budget += num_tokens
         self.input_budget += num_tokens
         del self.new_blocks[request.request_id]
+        return num_tokens
 
 
 class Scheduler:
     """Decides, step by step, which tokens of which requests run, exactly as vLLM 0.33.0."""
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, probe: Probe | None = None) -> None:
         self.config = config
+        self.probe = probe
         self.policy = config.policy
         self.max_model_len = config.max_model_len
         self.block_size = config.block_size
@@ -177,6 +193,8 @@ class Scheduler:
             input_budget=self.config.max_num_batched_tokens,
             long_prefill_token_threshold=self._long_prefill_token_threshold(),
         )
+        if self.probe is not None:
+            self.probe.on_schedule_start(self._schedule_start(plan))
         plan.running_pass_end = self._schedule_running(plan)
         if plan.preempted:
             plan.admission_stop = AdmissionStop.PREEMPTED_THIS_STEP
@@ -185,7 +203,27 @@ class Scheduler:
         output = self._make_output(plan)
         self._update_after_schedule(output)
         self.last_plan = plan
+        if self.probe is not None:
+            self.probe.on_schedule_end(
+                ScheduleEnd(
+                    plan.running_pass_end,
+                    plan.admission_stop,
+                    plan.blocked_request_id,
+                    plan.prefix_cache_queries,
+                    plan.prefix_cache_hits,
+                )
+            )
         return output
+
+    def _schedule_start(self, plan: StepPlan) -> ScheduleStart:
+        return ScheduleStart(
+            token_budget=plan.token_budget,
+            input_budget=plan.input_budget,
+            long_prefill_token_threshold=plan.long_prefill_token_threshold,
+            num_running=len(self.running),
+            num_waiting=len(self.waiting),
+            num_free_blocks=self.kv_cache_manager.get_num_free_blocks(),
+        )
 
     def _long_prefill_token_threshold(self) -> int:
         """The per-request chunk cap for this step; off when only one request exists."""
@@ -237,35 +275,76 @@ class Scheduler:
         self, request: Request, num_new_tokens: int, plan: StepPlan, req_index: int
     ) -> tuple[list[KVCacheBlock] | None, int]:
         """Allocate, preempting victims until it fits; None if `request` preempted itself."""
+        kv_cache_manager = self.kv_cache_manager
+        probe = self.probe
         while True:
-            result = self.kv_cache_manager.allocate_slots(
+            if probe is not None:
+                num_free_blocks = kv_cache_manager.get_num_free_blocks()
+            result = kv_cache_manager.allocate_slots(
                 request, num_new_tokens, num_lookahead_tokens=self.num_lookahead_tokens
             )
+            if probe is not None:
+                probe.decisions.append(
+                    (
+                        request.request_id,
+                        AllocationPass.RUNNING,
+                        num_new_tokens,
+                        0,
+                        False,
+                        0,
+                        num_free_blocks,
+                        kv_cache_manager.get_num_free_blocks(),
+                        result,
+                    )
+                )
             if not isinstance(result, AllocationRefusal):
                 return result, req_index
-            victim, req_index = self._pop_victim(plan, req_index)
-            self._preempt_request(victim)
+            victim, req_index, num_refunded = self._pop_victim(plan, req_index)
+            self._preempt(victim, request, num_refunded)
             plan.preempted.append(victim)
             if victim is request:
                 return None, req_index
 
-    def _pop_victim(self, plan: StepPlan, req_index: int) -> tuple[Request, int]:
-        """Remove the victim from `running`; returns it and the shifted cursor.
+    def _preempt(self, victim: Request, needed_by: Request, num_tokens_refunded: int) -> None:
+        if self.probe is None:
+            self._preempt_request(victim)
+            return
+        num_free_blocks = self.kv_cache_manager.get_num_free_blocks()
+        num_computed_tokens = victim.num_computed_tokens
+        num_blocks = len(self.kv_cache_manager.get_blocks(victim.request_id))
+        self._preempt_request(victim)
+        self.probe.decisions.append(
+            Preemption(
+                request_id=victim.request_id,
+                needed_by=needed_by.request_id,
+                policy=self.policy.value,
+                num_computed_tokens_discarded=num_computed_tokens,
+                num_blocks_freed=num_blocks,
+                num_tokens_refunded=num_tokens_refunded,
+                num_preemptions=victim.num_preemptions,
+                num_free_blocks_before=num_free_blocks,
+                num_free_blocks_after=self.kv_cache_manager.get_num_free_blocks(),
+            )
+        )
+
+    def _pop_victim(self, plan: StepPlan, req_index: int) -> tuple[Request, int, int]:
+        """Remove the victim from `running`; returns it, the shifted cursor and refunded tokens.
 
         FCFS takes the tail. PRIORITY takes the largest (priority, arrival_time),
         the first in running order among ties; a victim already scheduled this
         step is refunded, and one before the cursor shifts the cursor back.
         """
         if self.policy is not SchedulingPolicy.PRIORITY:
-            return self.running.pop(), req_index
+            return self.running.pop(), req_index, 0
         victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
         victim_index = self.running.index(victim)
         del self.running[victim_index]
         if victim_index < req_index:
             req_index -= 1
+        num_refunded = 0
         if victim.request_id in plan.num_scheduled_tokens:
-            plan.refund(victim)
-        return victim, req_index
+            num_refunded = plan.refund(victim)
+        return victim, req_index, num_refunded
 
     def _preempt_request(self, request: Request) -> None:
         """Free the request's blocks and put it back in the waiting queue to recompute."""
@@ -302,21 +381,52 @@ class Scheduler:
         if 0 < threshold < num_new_tokens:
             num_new_tokens = threshold
         if not self.config.enable_chunked_prefill and num_new_tokens > request_token_budget:
+            plan.blocked_request_id = request.request_id
             return AdmissionStop.CHUNKING_OFF
         num_new_tokens = min(num_new_tokens, request_token_budget)
-        result = self.kv_cache_manager.allocate_slots(
-            request,
-            num_new_tokens,
-            num_new_computed_tokens=num_computed_tokens,
-            new_computed_blocks=hit_blocks,
-            num_lookahead_tokens=self.num_lookahead_tokens,
-            full_sequence_must_fit=self.config.scheduler_reserve_full_isl,
-            has_scheduled_reqs=bool(self.running),
-        )
+        result = self._allocate_for_admission(request, num_new_tokens, hit_blocks)
         if isinstance(result, AllocationRefusal):
+            plan.blocked_request_id = request.request_id
             return _REFUSAL_STOP[result.check]
+        if self.probe is not None:
+            plan.prefix_cache_queries += (
+                request.num_tokens if self.config.enable_prefix_caching else 0
+            )
+            plan.prefix_cache_hits += num_computed_tokens
         self._admit(request, num_new_tokens, num_computed_tokens, plan)
         return None
+
+    def _allocate_for_admission(
+        self, request: Request, num_new_tokens: int, hit_blocks: list[KVCacheBlock]
+    ) -> list[KVCacheBlock] | AllocationRefusal:
+        kv_cache_manager = self.kv_cache_manager
+        num_free_blocks = kv_cache_manager.get_num_free_blocks()
+        num_hit_tokens = len(hit_blocks) * self.block_size
+        full_sequence_must_fit = self.config.scheduler_reserve_full_isl
+        result = kv_cache_manager.allocate_slots(
+            request,
+            num_new_tokens,
+            num_new_computed_tokens=num_hit_tokens,
+            new_computed_blocks=hit_blocks,
+            num_lookahead_tokens=self.num_lookahead_tokens,
+            full_sequence_must_fit=full_sequence_must_fit,
+            has_scheduled_reqs=bool(self.running),
+        )
+        if self.probe is not None:
+            self.probe.decisions.append(
+                (
+                    request.request_id,
+                    AllocationPass.WAITING,
+                    num_new_tokens,
+                    num_hit_tokens,
+                    full_sequence_must_fit,
+                    kv_cache_manager.watermark_blocks if self.running else 0,
+                    num_free_blocks,
+                    kv_cache_manager.get_num_free_blocks(),
+                    result,
+                )
+            )
+        return result
 
     def _admit(
         self, request: Request, num_new_tokens: int, num_computed_tokens: int, plan: StepPlan

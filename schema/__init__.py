@@ -1,1 +1,6 @@
-"""stepscope.schema."""
+"""The trace schema: typed, commented tables, the reader's views, and the read API."""
+
+from .trace import Trace, TraceError, ViewInfo, open_trace, view_infos
+from .version import SCHEMA_VERSION
+
+__all__ = ["SCHEMA_VERSION", "Trace", "TraceError", "ViewInfo", "open_trace", "view_infos"]

@@ -13,8 +13,13 @@ from rich.console import Console
 
 from stepscope.engine import EngineLoop, InputError, TapeModelRunner, Workload, load_workload
 from stepscope.engine.decision_log import decision_lines
+from stepscope.schema import TraceError
+from stepscope.tracer.writer import TraceWriteError
 
 from . import run_view
+from .commands.info import info
+from .commands.record import record
+from .commands.sql import sql
 
 app = typer.Typer(
     name="stepscope",
@@ -65,9 +70,9 @@ def run(
     title = f"{loaded.source}  ({_config_line(loaded)})"
     table = run_view.new_step_table(title)
     summary = run_view.RunSummary()
-    for record in loop.run():
-        run_view.add_step_row(table, record, loop, loaded.config.token_budget)
-        summary.add(record)
+    for step_record in loop.run():
+        run_view.add_step_row(table, step_record, loop, loaded.config.token_budget)
+        summary.add(step_record)
     console.print(table)
     run_view.print_summary(console, summary, loop)
 
@@ -113,11 +118,16 @@ def _config_line(workload: Workload) -> str:
     )
 
 
+app.command()(record)
+app.command()(info)
+app.command()(sql)
+
+
 def main() -> None:
     """Console entry point: bad input is one line on stderr and exit code 2."""
     try:
         app()
-    except InputError as error:
+    except (InputError, TraceError, TraceWriteError) as error:
         Console(stderr=True).print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         raise SystemExit(2) from None
     except BrokenPipeError:

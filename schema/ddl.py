@@ -1,0 +1,76 @@
+"""The trace's DDL from `tables.sql`, with its `--` comments turned into COMMENT ON statements."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+_CREATE_TABLE = re.compile(r"CREATE TABLE (\w+) \(")
+_CREATE_ENUM = re.compile(r"CREATE TYPE (\w+) AS ENUM \(([^)]*)\)", re.DOTALL)
+_COLUMN = re.compile(r"^\s+(\w+) ([^,]+?),?\s+--\s*(.+)$")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    comment: str
+    columns: tuple[tuple[str, str, str], ...]
+    """(name, SQL type, comment) in table order."""
+
+
+@cache
+def tables_sql() -> str:
+    return resources.files(__package__).joinpath("tables.sql").read_text(encoding="utf-8")
+
+
+def statements() -> list[str]:
+    """CREATE TYPE / CREATE TABLE statements, then a COMMENT ON for every table and column."""
+    sql = "\n".join(line.split("--", 1)[0] for line in tables_sql().splitlines())
+    creates = [statement.strip() for statement in sql.split(";") if statement.strip()]
+    comments = []
+    for table in table_specs():
+        comments.append(f"COMMENT ON TABLE {table.name} IS {_quote(table.comment)}")
+        for column, _, comment in table.columns:
+            comments.append(f"COMMENT ON COLUMN {table.name}.{column} IS {_quote(comment)}")
+    return creates + comments
+
+
+@cache
+def table_specs() -> tuple[TableSpec, ...]:
+    """Every table with its columns, parsed from `tables.sql`."""
+    specs = []
+    comment_lines: list[str] = []
+    lines = iter(tables_sql().splitlines())
+    for line in lines:
+        if line.startswith("-- "):
+            comment_lines.append(line[3:].strip())
+            continue
+        match = _CREATE_TABLE.match(line)
+        if match is None:
+            comment_lines = [] if not line.startswith("--") else comment_lines
+            continue
+        columns = []
+        for column_line in lines:
+            if column_line.startswith(")"):
+                break
+            column = _COLUMN.match(column_line)
+            assert column is not None, f"tables.sql: uncommented column line {column_line!r}"
+            columns.append((column.group(1), column.group(2).strip(), column.group(3).strip()))
+        specs.append(TableSpec(match.group(1), " ".join(comment_lines), tuple(columns)))
+        comment_lines = []
+    return tuple(specs)
+
+
+@cache
+def enum_types() -> dict[str, tuple[str, ...]]:
+    """Each ENUM type of `tables.sql` with its values, in order."""
+    return {
+        match.group(1): tuple(re.findall(r"'([^']*)'", match.group(2)))
+        for match in _CREATE_ENUM.finditer(tables_sql())
+    }
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,157 @@
+-- The stepscope trace: append-only facts recorded at each engine step.
+--
+-- Every table and column is commented; the comments are stored in the trace's
+-- catalog (COMMENT ON) so `duckdb_columns()` shows them. Requests are referred to
+-- by `request_index` (their position in the workload); the reader's views join
+-- the string `request_id` back in. Physical tables are prefixed `_`; the reader
+-- defines same-named views without the prefix.
+
+CREATE TYPE request_kind AS ENUM ('new', 'resumed', 'running');
+CREATE TYPE allocation_pass AS ENUM ('running', 'waiting');
+CREATE TYPE refusal_check AS ENUM ('full_sequence', 'slots');
+CREATE TYPE running_pass_end AS ENUM ('all_visited', 'budget', 'self_preempted');
+CREATE TYPE admission_stop AS ENUM (
+    'no_waiting', 'budget', 'max_num_seqs', 'kv_full', 'kv_full_sequence',
+    'preempted_this_step', 'chunking_off'
+);
+CREATE TYPE scheduling_policy AS ENUM ('fcfs', 'priority');
+CREATE TYPE event_kind AS ENUM (
+    'arrive', 'reject', 'abort', 'admit', 'resume', 'preempt', 'finish', 'skip'
+);
+
+-- Key/value facts about the trace: schema_version, tool_version, engine, created_at,
+-- complete, device, torch_version, model, workload, redacted.
+CREATE TABLE _meta (
+    key VARCHAR PRIMARY KEY,  -- fact name
+    value VARCHAR  -- fact value, as text
+);
+
+-- The engine config of the run: every knob, flattened (one row).
+CREATE TABLE _config (
+    block_size INTEGER,  -- tokens per KV block
+    num_blocks INTEGER,  -- KV blocks, vLLM's null block 0 included
+    max_num_batched_tokens INTEGER,  -- input budget per step
+    max_num_scheduled_tokens INTEGER,  -- token budget per step (NULL: = max_num_batched_tokens)
+    max_num_seqs INTEGER,  -- most requests running at once
+    max_num_active_seqs INTEGER,  -- admission gate if lower than max_num_seqs (NULL: max_num_seqs)
+    max_model_len INTEGER,  -- longest sequence, prompt plus outputs
+    policy scheduling_policy,  -- fcfs or priority
+    enable_prefix_caching BOOLEAN,  -- reuse cached full blocks across requests
+    enable_chunked_prefill BOOLEAN,  -- split prompts over several steps
+    long_prefill_token_threshold INTEGER,  -- per-request chunk cap when 2+ requests exist (0: off)
+    long_prefill_token_threshold_adaptive BOOLEAN,  -- floor the cap at a fair share of the budget
+    scheduler_reserve_full_isl BOOLEAN,  -- admit only if the whole current sequence fits
+    watermark DOUBLE  -- fraction of blocks held back from admissions
+);
+
+-- One row per workload request, written when it arrives (rejected ones included).
+CREATE TABLE _requests (
+    request_index INTEGER,  -- position in the workload; the key other tables use
+    request_id VARCHAR,  -- the request's id
+    arrival_step INTEGER,  -- engine step at which it arrived
+    arrival_time DOUBLE,  -- arrival time (orders the priority heap)
+    priority INTEGER,  -- lower is more important
+    prompt_len INTEGER,  -- prompt tokens
+    prompt_token_ids BIGINT[],  -- prompt tokens (keyed pseudonyms when the trace is redacted)
+    max_tokens INTEGER,  -- output token limit
+    min_tokens INTEGER,  -- outputs before EOS / stop ids may stop it (enforced by the sampler)
+    eos_token_id BIGINT,  -- EOS token (NULL: ignores EOS); a pseudonym when redacted
+    stop_token_ids BIGINT[],  -- stop token ids; pseudonyms when redacted
+    abort_step INTEGER  -- step at which the workload aborts it (NULL: never)
+);
+
+-- One row per engine step, idle steps included.
+CREATE TABLE _steps (
+    step INTEGER,  -- engine step, from 0
+    idle BOOLEAN,  -- nothing to schedule or ship: schedule() was not called
+    token_budget INTEGER,  -- tokens the scheduler could issue this step
+    input_budget INTEGER,  -- max_num_batched_tokens for this step
+    long_prefill_token_threshold INTEGER,  -- chunk cap in force this step (0: off or lone request)
+    num_running_before INTEGER,  -- running requests when schedule() began
+    num_waiting_before INTEGER,  -- waiting requests when schedule() began
+    num_free_blocks_before INTEGER,  -- free KV blocks when schedule() began
+    num_scheduled_tokens INTEGER,  -- tokens scheduled
+    num_scheduled_reqs INTEGER,  -- requests scheduled
+    num_new_reqs INTEGER,  -- first admissions
+    num_resumed_reqs INTEGER,  -- re-admissions after preemption
+    num_preemptions INTEGER,  -- requests preempted during schedule()
+    num_finished INTEGER,  -- requests that finished in update_from_output()
+    num_free_blocks_after_schedule INTEGER,  -- free KV blocks right after schedule()
+    num_free_blocks_after_update INTEGER,  -- free KV blocks after update_from_output()
+    num_running_after INTEGER,  -- running requests after the update
+    num_waiting_after INTEGER,  -- waiting requests after the update
+    prefix_cache_queries INTEGER,  -- tokens looked up in the prefix cache by admitted requests
+    prefix_cache_hits INTEGER,  -- of those, tokens that hit
+    running_pass_end running_pass_end,  -- why the running pass stopped
+    admission_stop admission_stop,  -- why the waiting pass admitted no more
+    blocked_request_index INTEGER,  -- the waiting head that could not be admitted (NULL: none)
+    schedule_ns BIGINT,  -- wall time of schedule()
+    model_ns BIGINT,  -- wall time of the model runner
+    update_ns BIGINT  -- wall time of update_from_output()
+);
+
+-- The SchedulerOutput: one row per scheduled request, in vLLM's order
+-- (running requests in running order, then admissions in admission order).
+CREATE TABLE _scheduled (
+    step INTEGER,  -- engine step
+    position INTEGER,  -- order in num_scheduled_tokens
+    request_index INTEGER,  -- the request
+    kind request_kind,  -- new (first admission), resumed (after preemption) or running
+    num_tokens INTEGER,  -- tokens scheduled for it
+    computed_before INTEGER,  -- num_computed_tokens before this step (the prefix hit for admissions)
+    num_output_tokens INTEGER,  -- outputs the request had before this step
+    new_block_ids INTEGER[],  -- running: blocks added this step; new and resumed: the whole table
+    is_prefill_chunk BOOLEAN  -- this chunk does not reach the end of its tokens (samples nothing)
+);
+
+-- Every allocate_slots call, in call order, with what it asked and what it got.
+CREATE TABLE _allocations (
+    step INTEGER,  -- engine step
+    seq INTEGER,  -- order among this step's allocations and preemptions
+    request_index INTEGER,  -- the request needing slots
+    pass allocation_pass,  -- running pass or waiting pass (admission)
+    num_new_tokens INTEGER,  -- tokens to give slots to
+    num_new_computed_tokens INTEGER,  -- prefix-hit tokens adopted with it
+    num_lookahead_tokens INTEGER,  -- speculative slots asked for (0 in this engine)
+    full_sequence_check BOOLEAN,  -- whether the whole current sequence had to fit
+    num_blocks_needed INTEGER,  -- blocks the call needed from the free pool
+    watermark_blocks INTEGER,  -- blocks it had to leave free
+    num_free_blocks_before INTEGER,  -- free blocks before the call
+    num_free_blocks_after INTEGER,  -- free blocks after the call
+    granted BOOLEAN,  -- the slots were allocated
+    refusal refusal_check,  -- which check refused it (NULL when granted)
+    block_ids INTEGER[]  -- blocks newly allocated by the call
+);
+
+-- Every preemption, in order: who was evicted, for whom, and what it cost.
+CREATE TABLE _preemptions (
+    step INTEGER,  -- engine step
+    seq INTEGER,  -- order among this step's allocations and preemptions
+    request_index INTEGER,  -- the victim
+    needed_by_index INTEGER,  -- the running request whose allocation failed
+    policy scheduling_policy,  -- fcfs (tail victim) or priority (largest priority value, latest arrival)
+    num_computed_tokens_discarded INTEGER,  -- computed tokens thrown away (recomputed later)
+    num_blocks_freed INTEGER,  -- blocks the victim held
+    num_tokens_refunded INTEGER,  -- tokens of this step returned to the budget (victim already scheduled)
+    num_preemptions INTEGER,  -- the victim's preemption count, this one included
+    num_free_blocks_before INTEGER,  -- free blocks before the preemption
+    num_free_blocks_after INTEGER  -- free blocks after it
+);
+
+-- Tokens the model sampled: one row per request that received tokens in a step.
+CREATE TABLE _outputs (
+    step INTEGER,  -- engine step
+    request_index INTEGER,  -- the request
+    token_ids BIGINT[],  -- tokens sampled (pseudonyms when redacted)
+    finish_reason VARCHAR,  -- stop, length, ... when this token ended the request (else NULL)
+    stop_reason BIGINT  -- the stop token that ended it (NULL otherwise)
+);
+
+-- Lifecycle events of requests, in order within each step.
+CREATE TABLE _events (
+    step INTEGER,  -- engine step
+    seq INTEGER,  -- order within the step
+    request_index INTEGER,  -- the request
+    kind event_kind,  -- arrive, reject, abort, admit, resume, preempt, finish, skip
+    detail VARCHAR  -- finish reason, skip or reject reason, ...
+);

@@ -1,0 +1,169 @@
+"""Reading a trace: read-only, with no file access from SQL, and views defined by the reader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+
+from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
+
+_LOCKED_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
+
+
+class TraceError(ValueError):
+    """A file that is not a readable trace, or a query the trace cannot answer."""
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    name: str
+    description: str
+    sql: str
+
+
+def view_infos() -> list[ViewInfo]:
+    """Every view in `views/`, with the one-line description from its first comment."""
+    infos = []
+    for entry in sorted(
+        resources.files(__package__).joinpath("views").iterdir(), key=lambda e: e.name
+    ):
+        if not entry.name.endswith(".sql"):
+            continue
+        text = entry.read_text(encoding="utf-8")
+        first = text.splitlines()[0]
+        assert first.startswith("-- "), f"views/{entry.name}: first line must be '-- description'"
+        infos.append(ViewInfo(entry.name.removesuffix(".sql"), first[3:].strip(), text))
+    return infos
+
+
+class Trace:
+    """An open trace; `sql()` returns a DuckDB relation (`.to_arrow_table()`, `.pl()`, ...).
+
+    The file is opened read-only with external access disabled and the
+    configuration locked, so a query in a trace someone else made cannot read or
+    write the reader's files.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._con = _connect(self.path)
+        try:
+            self.meta = _read_meta(self._con, self.path)
+            _create_views(self._con)
+        except BaseException:
+            self._con.close()
+            raise
+
+    @property
+    def complete(self) -> bool:
+        return self.meta.get("complete") == "true"
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.meta["schema_version"])
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        relation = self._con.sql("SELECT * FROM _config")
+        rows = relation.fetchall()
+        return dict(zip(relation.columns, rows[0], strict=True)) if rows else {}
+
+    def views(self) -> list[ViewInfo]:
+        return view_infos()
+
+    def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """Run a query; bad SQL raises TraceError with DuckDB's message."""
+        try:
+            relation = self._con.sql(query, params=params)
+        except duckdb.CatalogException as error:
+            raise TraceError(
+                f"{_first_line(error)} (list the views: stepscope sql TRACE)"
+            ) from None
+        except duckdb.Error as error:
+            raise TraceError(_first_line(error)) from None
+        if relation is None:
+            raise TraceError("the statement returned no rows (only queries are allowed)")
+        return relation
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_trace(path: str | Path) -> Trace:
+    """Open a trace for reading (see `Trace`)."""
+    return Trace(path)
+
+
+def _connect(path: Path) -> duckdb.DuckDBPyConnection:
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, not a trace")
+    try:
+        return duckdb.connect(str(path), read_only=True, config=_LOCKED_CONFIG)
+    except duckdb.Error as error:
+        raise TraceError(f"{path}: not a readable trace ({_first_line(error)})") from None
+
+
+def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
+    try:
+        rows = con.execute("SELECT key, value FROM _meta").fetchall()
+    except duckdb.Error:
+        raise TraceError(
+            f"{path}: a DuckDB file, but not a stepscope trace (no _meta table)"
+        ) from None
+    meta = dict(rows)
+    version = meta.get("schema_version", "")
+    if not version.isdigit():
+        raise TraceError(f"{path}: not a stepscope trace (no schema_version in _meta)")
+    if int(version) not in SUPPORTED_VERSIONS:
+        newer = int(version) > SCHEMA_VERSION
+        raise TraceError(
+            f"{path}: trace schema version {version} is "
+            + ("newer than this stepscope reads" if newer else "not one this stepscope reads")
+            + f" (it reads {', '.join(map(str, sorted(SUPPORTED_VERSIONS)))}); "
+            + ("upgrade stepscope" if newer else "re-record the trace")
+        )
+    return meta
+
+
+def _create_views(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every view as a TEMP view, retrying those that depend on others."""
+    pending = view_infos()
+    while pending:
+        failed = []
+        for info in pending:
+            body = "\n".join(line for line in info.sql.splitlines() if not line.startswith("--"))
+            try:
+                con.execute(f"CREATE TEMP VIEW {info.name} AS {body}")
+            except duckdb.CatalogException:
+                failed.append(info)
+        if len(failed) == len(pending):
+            raise TraceError(f"views cannot be created: {', '.join(v.name for v in failed)}")
+        pending = failed
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -1,0 +1,2 @@
+-- The engine config of the run, one row with every knob.
+SELECT * FROM _config

@@ -1,0 +1,62 @@
+"""`stepscope info`: what a trace holds, at a glance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from stepscope.schema import open_trace
+
+_META_SHOWN = ("engine", "emulates_vllm", "model", "device", "created_at", "workload", "redacted")
+
+
+def info(
+    trace: Annotated[Path, typer.Argument(help="A trace file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Show a trace's config, steps, requests, preemptions, outcomes, and whether it is complete."""
+    with open_trace(trace) as opened:
+        summary_relation = opened.sql("SELECT * FROM summary")
+        summary = dict(zip(summary_relation.columns, summary_relation.fetchall()[0], strict=True))
+        report = {
+            "path": str(trace),
+            "size_bytes": trace.stat().st_size,
+            "complete": opened.complete,
+            "schema_version": opened.schema_version,
+            "meta": opened.meta,
+            "config": opened.config,
+            "summary": summary,
+        }
+    if as_json:
+        typer.echo(json.dumps(report, default=str))
+        return
+    _print_report(Console(), report)
+
+
+def _print_report(console: Console, report: dict[str, Any]) -> None:
+    meta, summary = report["meta"], report["summary"]
+    state = (
+        "[green]complete[/]"
+        if report["complete"]
+        else "[bold red]INCOMPLETE[/] (recording stopped early)"
+    )
+    console.print(f"[bold]{report['path']}[/]  {report['size_bytes'] / 1e6:.2f} MB  {state}")
+    console.print(
+        "  ".join(f"{key} [cyan]{meta[key]}[/]" for key in _META_SHOWN if meta.get(key)),
+        highlight=False,
+    )
+    config = report["config"]
+    console.print("config  " + "  ".join(f"{k}={v}" for k, v in config.items() if v is not None))
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    reasons = summary.pop("finish_reasons") or {}
+    for key, value in summary.items():
+        table.add_row(key.replace("_", " "), "" if value is None else str(value))
+    table.add_row("finish reasons", ", ".join(f"{n} {reason}" for reason, n in reasons.items()))
+    console.print(table)

@@ -1,0 +1,106 @@
+"""`stepscope sql`: ask a trace a question in SQL, or list the views that answer common ones."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from stepscope.schema import open_trace
+
+
+def sql(
+    trace: Annotated[Path, typer.Argument(help="A trace file.")],
+    query: Annotated[
+        str | None, typer.Argument(help="A SQL query. Without one, the views are listed.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON lines, one object per row.")
+    ] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="CSV with a header row.")] = False,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="Most rows shown in the table view.")
+    ] = 200,
+    vertical: Annotated[
+        bool,
+        typer.Option(
+            "-x", "--vertical", help="One 'column: value' block per row (auto when wide)."
+        ),
+    ] = False,
+) -> None:
+    """Run a read-only SQL query against a trace (tables and views: see `stepscope sql TRACE`)."""
+    with open_trace(trace) as opened:
+        if query is None:
+            _print_views(Console(), opened.views())
+            return
+        relation = opened.sql(query)
+        columns = relation.columns
+        rows = relation.fetchall()
+    if as_json:
+        for row in rows:
+            sys.stdout.write(json.dumps(dict(zip(columns, row, strict=True)), default=str) + "\n")
+    elif as_csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+    else:
+        _print_rows(Console(), columns, rows, limit, vertical)
+
+
+def _print_views(console: Console, views: list[Any]) -> None:
+    table = Table(title="views (query them like tables)", title_justify="left", box=None)
+    table.add_column("view", style="bold cyan", no_wrap=True)
+    table.add_column("answers")
+    for view in views:
+        table.add_row(view.name, view.description)
+    console.print(table)
+
+
+def _print_rows(
+    console: Console, columns: list[str], rows: list[tuple[Any, ...]], limit: int, vertical: bool
+) -> None:
+    shown = rows[:limit]
+    if vertical or _natural_width(columns, shown) > console.width:
+        _print_vertical(console, columns, shown)
+    else:
+        table = Table(header_style="bold", pad_edge=False)
+        for column in columns:
+            table.add_column(column, no_wrap=True)
+        for row in shown:
+            table.add_row(*(_cell(value) for value in row))
+        console.print(table)
+    more = f", showing {limit} (--limit, --csv or --json for all)" if len(rows) > limit else ""
+    console.print(f"[dim]{len(rows)} rows{more}[/]")
+
+
+def _print_vertical(console: Console, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    """psql's expanded display: each row as a block of `column | value` lines."""
+    width = max(map(len, columns), default=0)
+    for number, row in enumerate(rows, 1):
+        console.print(f"[bold]-[ row {number} ]-[/]")
+        for column, value in zip(columns, row, strict=True):
+            line = Text(column.ljust(width) + " | ", style="cyan")
+            line.append_text(_cell(value))
+            console.print(line)
+
+
+def _natural_width(columns: list[str], rows: list[tuple[Any, ...]]) -> int:
+    """Width of a one-line-per-row table: the widest cell of each column, plus borders."""
+    widths = [len(column) for column in columns]
+    for row in rows:
+        for index, value in enumerate(row):
+            widths[index] = max(widths[index], len(_cell(value).plain))
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def _cell(value: Any) -> Text:
+    if value is None:
+        return Text("NULL", style="dim")
+    return Text(str(value))

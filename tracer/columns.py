@@ -1,0 +1,209 @@
+"""Column buffers that turn into Arrow tables without touching each value again.
+
+Hot columns (one value per request per step) are `array.array`s, handed to Arrow
+as buffers; rare columns are plain lists.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from stepscope.schema.ddl import TableSpec
+
+_ARROW_INT = {"b": pa.int8(), "i": pa.int32(), "q": pa.int64()}
+
+
+def _from_array(values: array[int], arrow_type: pa.DataType | None = None) -> pa.Array:
+    base = pa.Array.from_buffers(
+        _ARROW_INT[values.typecode], len(values), [None, pa.py_buffer(values)]
+    )
+    return base if arrow_type is None else base.cast(arrow_type)
+
+
+class IntColumn:
+    """Non-null integers ('i' int32, 'q' int64, 'b' int8 for booleans)."""
+
+    def __init__(self, typecode: str = "i", arrow_type: pa.DataType | None = None) -> None:
+        self.typecode = typecode
+        self.arrow_type = arrow_type
+        self.values: array[int] = array(typecode)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def append(self, value: int) -> None:
+        self.values.append(value)
+
+    def to_arrow(self) -> pa.Array:
+        return _from_array(self.values, self.arrow_type)
+
+    def truncate(self, num_rows: int) -> None:
+        del self.values[num_rows:]
+
+    def reset(self) -> None:
+        self.values = array(self.typecode)
+
+
+class BoolColumn(IntColumn):
+    def __init__(self) -> None:
+        super().__init__("b", pa.bool_())
+
+
+class ListColumn:
+    """Lists of integers: flat values plus offsets."""
+
+    def __init__(self, typecode: str = "i") -> None:
+        self.typecode = typecode
+        self.reset()
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def append(self, items: Iterable[int]) -> None:
+        self.values.extend(items)
+        self.offsets.append(len(self.values))
+
+    def extend(self, lists: Iterable[Sequence[int] | None]) -> None:
+        values, offsets = self.values, self.offsets
+        for items in lists:
+            if items:
+                values.extend(items)
+            offsets.append(len(values))
+
+    def to_arrow(self) -> pa.Array:
+        return pa.ListArray.from_arrays(_from_array(self.offsets), _from_array(self.values))
+
+    def truncate(self, num_rows: int) -> None:
+        del self.values[self.offsets[num_rows] :]
+        del self.offsets[num_rows + 1 :]
+
+    def reset(self) -> None:
+        self.values: array[int] = array(self.typecode)
+        self.offsets: array[int] = array("i", [0])
+
+
+class EnumColumn:
+    """Values from a fixed set, kept as int8 codes; Arrow gets a dictionary array."""
+
+    def __init__(self, categories: Sequence[str]) -> None:
+        self.dictionary = pa.array(list(categories), pa.string())
+        self.code = {name: index for index, name in enumerate(categories)}
+        self.values: array[int] = array("b")
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def append(self, value: str) -> None:
+        self.values.append(self.code[value])
+
+    def extend_repeated(self, value: str, count: int) -> None:
+        self.values.extend(array("b", [self.code[value]]) * count)
+
+    def to_arrow(self) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(_from_array(self.values), self.dictionary)
+
+    def truncate(self, num_rows: int) -> None:
+        del self.values[num_rows:]
+
+    def reset(self) -> None:
+        self.values = array("b")
+
+
+class ObjectColumn:
+    """Anything Arrow can convert from Python values, NULLs included (rare rows only)."""
+
+    def __init__(self, arrow_type: pa.DataType) -> None:
+        self.arrow_type = arrow_type
+        self.values: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def to_arrow(self) -> pa.Array:
+        return pa.array(self.values, self.arrow_type)
+
+    def truncate(self, num_rows: int) -> None:
+        del self.values[num_rows:]
+
+    def reset(self) -> None:
+        self.values = []
+
+
+Column = IntColumn | ListColumn | EnumColumn | ObjectColumn
+
+
+class TableBuffer:
+    """Rows of one trace table, column by column, in the table's column order."""
+
+    def __init__(self, table: str, columns: dict[str, Column]) -> None:
+        self.table = table
+        self.columns = columns
+
+    def __len__(self) -> int:
+        return min(len(column) for column in self.columns.values())
+
+    def truncate(self, num_rows: int) -> None:
+        """Drop rows from `num_rows` on, in every column (a partly appended row included)."""
+        for column in self.columns.values():
+            column.truncate(num_rows)
+
+    def take_arrow(self) -> pa.Table | None:
+        """The buffered rows as an Arrow table (None if empty); the buffer starts over."""
+        if len(self) == 0:
+            return None
+        lengths = {name: len(column) for name, column in self.columns.items()}
+        assert len(set(lengths.values())) == 1, f"{self.table}: ragged columns {lengths}"
+        table = pa.table({name: column.to_arrow() for name, column in self.columns.items()})
+        for column in self.columns.values():
+            column.reset()
+        return table
+
+
+_HOT_TABLES = frozenset({"_scheduled", "_allocations", "_outputs", "_events"})
+"""Tables with a row per request per step: typed buffers, no NULLs except listed ones."""
+
+_NULLABLE = frozenset(
+    {
+        ("_allocations", "refusal"),
+        ("_outputs", "finish_reason"),
+        ("_outputs", "stop_reason"),
+        ("_events", "detail"),
+    }
+)
+
+_ARROW_TYPES = {
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "BOOLEAN": pa.bool_(),
+    "DOUBLE": pa.float64(),
+    "VARCHAR": pa.string(),
+    "INTEGER[]": pa.list_(pa.int32()),
+    "BIGINT[]": pa.list_(pa.int64()),
+}
+
+
+def buffer_for(table: TableSpec, enum_types: Mapping[str, Sequence[str]]) -> TableBuffer:
+    """A buffer whose columns follow the table's DDL, typed buffers for hot columns."""
+    columns: dict[str, Column] = {}
+    for name, sql_type, _ in table.columns:
+        hot = table.name in _HOT_TABLES and (table.name, name) not in _NULLABLE
+        columns[name] = _column_for(sql_type, enum_types, hot)
+    return TableBuffer(table.name, columns)
+
+
+def _column_for(sql_type: str, enum_types: Mapping[str, Sequence[str]], hot: bool) -> Column:
+    if sql_type in enum_types:
+        return EnumColumn(enum_types[sql_type]) if hot else ObjectColumn(pa.string())
+    if not hot:
+        return ObjectColumn(_ARROW_TYPES[sql_type])
+    typed: dict[str, Column] = {
+        "INTEGER": IntColumn("i"),
+        "BIGINT": IntColumn("q"),
+        "BOOLEAN": BoolColumn(),
+        "INTEGER[]": ListColumn("i"),
+        "BIGINT[]": ListColumn("q"),
+    }
+    return typed[sql_type]

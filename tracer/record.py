@@ -1,0 +1,78 @@
+"""Record a workload run into a trace file."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from stepscope.engine import EngineLoop, InputError, ModelRunner, StepRecord, Workload
+from stepscope.engine.decision_log import EMULATED_VLLM_VERSION, ENGINE_NAME
+
+from stepscope import __version__
+
+from .recorder import TraceRecorder
+from .redact import Redactor
+
+
+@dataclass(frozen=True)
+class RecordSummary:
+    path: Path
+    num_steps: int
+    complete: bool
+
+
+def trace_meta(workload: Workload, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The `_meta` facts every recording starts with."""
+    return {
+        "tool_version": __version__,
+        "engine": ENGINE_NAME,
+        "emulates_vllm": EMULATED_VLLM_VERSION,
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python_version": platform.python_version(),
+        "workload": workload.source,
+        "description": workload.description,
+        "model": "tape",
+        "device": "cpu",
+        **(extra or {}),
+    }
+
+
+def record_workload(
+    workload: Workload,
+    model_runner: ModelRunner,
+    path: Path,
+    *,
+    meta: Mapping[str, str] | None = None,
+    redactor: Redactor | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+    flush_every_steps: int = 256,
+) -> RecordSummary:
+    """Run the workload with a recorder attached; the trace is marked complete at the end.
+
+    If the run stops early (an exception, Ctrl-C), every step recorded so far is
+    kept and the trace says it is incomplete.
+    """
+    if path.exists():
+        raise InputError(f"{path}: already exists (remove it or choose another -o)")
+    recorder = TraceRecorder(
+        path,
+        workload,
+        trace_meta(workload, meta),
+        redactor=redactor,
+        flush_every_steps=flush_every_steps,
+    )
+    loop = EngineLoop(workload, model_runner, probe=recorder)
+    complete = False
+    try:
+        for record in loop.run():
+            recorder.record_step(record, loop.core.scheduler)
+            if on_step is not None:
+                on_step(record)
+        complete = True
+    finally:
+        recorder.close(complete)
+    return RecordSummary(path, recorder.num_steps, complete)

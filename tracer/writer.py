@@ -1,0 +1,121 @@
+"""Writes Arrow batches into a trace file from a background thread.
+
+The engine hands over a batch and goes on; a bounded queue gives backpressure
+(the engine waits only when the disk falls behind, and nothing is dropped). Each
+batch is one transaction, so a run killed at any point leaves a trace that
+opens with every batch committed before it and says it is incomplete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+from stepscope.schema.ddl import statements
+from stepscope.schema.version import SCHEMA_VERSION
+
+QUEUE_DEPTH = 4
+
+
+class TraceWriteError(RuntimeError):
+    """The trace could not be written (disk full, permissions, ...)."""
+
+
+Batch = Mapping[str, pa.Table]
+_CLOSE = object()
+
+
+class TraceWriter:
+    """Owns the DuckDB connection of a trace being recorded."""
+
+    def __init__(self, path: Path, meta: Mapping[str, str]) -> None:
+        self.path = path
+        try:
+            self._con = duckdb.connect(str(path))
+            self._create(meta)
+        except duckdb.Error as error:
+            raise TraceWriteError(f"{path}: cannot create trace: {error}") from None
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_DEPTH)
+        self._error: BaseException | None = None
+        self.rows_written = 0
+        self._thread = threading.Thread(
+            target=self._run, name="stepscope-trace-writer", daemon=True
+        )
+        self._thread.start()
+
+    def _create(self, meta: Mapping[str, str]) -> None:
+        con = self._con
+        con.begin()
+        for statement in statements():
+            con.execute(statement)
+        rows = {"schema_version": str(SCHEMA_VERSION), "complete": "false", **meta}
+        con.executemany("INSERT INTO _meta VALUES (?, ?)", list(rows.items()))
+        con.commit()
+
+    def submit(self, batch: Batch) -> None:
+        """Queue a batch for writing; blocks only while the queue is full."""
+        self._raise_if_failed()
+        self._queue.put(batch)
+
+    def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
+        """Write what is queued, mark the trace complete (or not), and close the file."""
+        if self._thread.is_alive():
+            self._queue.put((_CLOSE, complete, dict(final_meta or {})))
+            self._thread.join()
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise TraceWriteError(f"{self.path}: writing the trace failed: {self._error}")
+
+    def _run(self) -> None:
+        try:
+            while True:
+                item = self._queue.get()
+                if isinstance(item, tuple) and item[0] is _CLOSE:
+                    self._finish(complete=item[1], final_meta=item[2])
+                    return
+                assert isinstance(item, Mapping)
+                self._write(item)
+        except BaseException as error:  # surfaced to the engine thread on its next call
+            self._error = error
+            self._drain()
+        finally:
+            self._close_connection()
+
+    def _write(self, batch: Batch) -> None:
+        con = self._con
+        con.begin()
+        for table, rows in batch.items():
+            con.register("_batch", rows)
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
+            con.unregister("_batch")
+            self.rows_written += rows.num_rows
+        con.commit()
+
+    def _finish(self, complete: bool, final_meta: Mapping[str, str]) -> None:
+        con = self._con
+        con.begin()
+        for key, value in {**final_meta, "complete": "true" if complete else "false"}.items():
+            con.execute("INSERT OR REPLACE INTO _meta VALUES (?, ?)", [key, value])
+        con.commit()
+        con.execute("CHECKPOINT")
+
+    def _drain(self) -> None:
+        """After a failure, keep taking batches so the engine never blocks on a dead writer."""
+        threading.Thread(target=self._discard_forever, daemon=True).start()
+
+    def _discard_forever(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, tuple) and item[0] is _CLOSE:
+                return
+
+    def _close_connection(self) -> None:
+        with contextlib.suppress(duckdb.Error):
+            self._con.close()
