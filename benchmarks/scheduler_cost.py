@@ -16,81 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import random
 import subprocess
 import tempfile
-from datetime import date
 from pathlib import Path
 from typing import Any
 
+from results import heading, write_section
 from step_timer import time_steps
 from stepscope.engine import ModelRunnerOutput, Scheduler
 from stepscope.engine.workload import parse_workload
+from workloads import decode_case, mixed_case
 
 HERE = Path(__file__).resolve().parent
 ORACLE_DIR = HERE.parent.parent / "shared" / "oracle"
 GOAL = 0.8
-
-
-def decode_case(num_requests: int, num_steps: int) -> dict[str, Any]:
-    prompt_len, block_size = 128, 16
-    blocks_per_request = (prompt_len + num_steps + 64) // block_size + 1
-    requests = [
-        {
-            "id": f"d{i}",
-            "arrival_step": 0,
-            "prompt_token_ids": [(i * 7919 + t) % 30000 + 3 for t in range(prompt_len)],
-            "max_tokens": 100_000,
-        }
-        for i in range(num_requests)
-    ]
-    config = {
-        "block_size": block_size,
-        "num_blocks": num_requests * blocks_per_request + 1,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 1024,
-        "max_model_len": 65536,
-        "enable_prefix_caching": True,
-    }
-    warmup = num_requests * prompt_len // 8192 + 2
-    return {
-        "name": f"decode N={num_requests}",
-        "workload": {"config": config, "requests": requests},
-        "measure_from": warmup,
-        "num_steps": num_steps,
-    }
-
-
-def mixed_case(num_requests: int, seed: int = 0) -> dict[str, Any]:
-    rng = random.Random(seed)
-    requests = []
-    for i in range(num_requests):
-        prompt_len = rng.randint(64, 2048)
-        shared = [11 + (i % 4)] * 256 if rng.random() < 0.3 else []  # some shared prefixes
-        prompt = shared + [rng.randint(3, 30000) for _ in range(prompt_len - len(shared))]
-        requests.append(
-            {
-                "id": f"m{i}",
-                "arrival_step": i // 2,
-                "prompt_token_ids": prompt[:prompt_len],
-                "max_tokens": rng.randint(16, 256),
-            }
-        )
-    config = {
-        "block_size": 16,
-        "num_blocks": 2400,
-        "max_num_batched_tokens": 8192,
-        "max_num_seqs": 256,
-        "max_model_len": 4096,
-        "enable_prefix_caching": True,
-    }
-    return {
-        "name": f"mixed {num_requests} reqs",
-        "workload": {"config": config, "requests": requests},
-        "measure_from": 0,
-        "num_steps": 100_000,
-    }
 
 
 def time_stepscope(case: dict[str, Any]) -> dict[str, Any]:
@@ -161,19 +100,6 @@ def table(ours: list[dict[str, Any]], theirs: list[dict[str, Any]] | None) -> st
     return "\n".join(lines)
 
 
-def write_results(path: Path, text: str) -> None:
-    """Replace this benchmark's section of RESULTS.md (or add it)."""
-    start, end = "<!-- scheduler_cost:start -->", "<!-- scheduler_cost:end -->"
-    section = f"{start}\n{text}\n{end}"
-    current = path.read_text() if path.exists() else "# Benchmark results\n"
-    if start in current:
-        before, rest = current.split(start, 1)
-        current = before + section + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(current)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
@@ -189,14 +115,13 @@ def main() -> None:
         text += "\n\nvLLM not available (build ../shared/oracle's venv to compare)."
     print(text)
     if args.results:
-        heading = (
-            f"## scheduler_cost.py ({date.today()}, {platform.machine()}, "
-            f"Python {platform.python_version()})\n\n"
+        intro = (
+            f"{heading('scheduler_cost.py')}\n\n"
             "CPU time per step (mean over the measured steps); vLLM 0.33.0's `Scheduler` "
             "with scheduler stats off, run in the same invocation. Ratio = stepscope / vLLM "
             f"of schedule + update; goal ≤ {GOAL}.\n\n"
         )
-        write_results(args.results, heading + text)
+        write_section(args.results, "scheduler_cost", intro + text)
 
 
 if __name__ == "__main__":

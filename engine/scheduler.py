@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stepscope.tracer.probe import (
-    AllocationPass,
+    AdmissionCall,
     Preemption,
+    RefusedRunningCall,
     ScheduleEnd,
     ScheduleStart,
 )
@@ -93,14 +94,13 @@ class StepPlan:
         self.token_budget -= num_new_tokens
         self.input_budget -= num_new_tokens
 
-    def refund(self, request: Request) -> int:
-        """Undo this step's scheduling of a request that was then preempted; returns its tokens."""
+    def refund(self, request: Request) -> tuple[int, list[KVCacheBlock]]:
+        """Undo this step's scheduling of a preempted request; returns its tokens and blocks."""
         self.scheduled_running.remove(request)
         num_tokens = self.num_scheduled_tokens.pop(request.request_id)
         self.token_budget += num_tokens
         self.input_budget += num_tokens
-        del self.new_blocks[request.request_id]
-        return num_tokens
+        return num_tokens, self.new_blocks.pop(request.request_id)
 
 
 class Scheduler:
@@ -275,44 +275,40 @@ class Scheduler:
         self, request: Request, num_new_tokens: int, plan: StepPlan, req_index: int
     ) -> tuple[list[KVCacheBlock] | None, int]:
         """Allocate, preempting victims until it fits; None if `request` preempted itself."""
-        kv_cache_manager = self.kv_cache_manager
         probe = self.probe
         while True:
-            if probe is not None:
-                num_free_blocks = kv_cache_manager.get_num_free_blocks()
-            result = kv_cache_manager.allocate_slots(
+            result = self.kv_cache_manager.allocate_slots(
                 request, num_new_tokens, num_lookahead_tokens=self.num_lookahead_tokens
             )
+            if not isinstance(result, AllocationRefusal):
+                if probe is not None:
+                    probe.decisions.append(request.request_id)
+                return result, req_index
             if probe is not None:
                 probe.decisions.append(
-                    (
-                        request.request_id,
-                        AllocationPass.RUNNING,
-                        num_new_tokens,
-                        0,
-                        False,
-                        0,
-                        num_free_blocks,
-                        kv_cache_manager.get_num_free_blocks(),
-                        result,
-                    )
+                    RefusedRunningCall(request.request_id, num_new_tokens, result)
                 )
-            if not isinstance(result, AllocationRefusal):
-                return result, req_index
-            victim, req_index, num_refunded = self._pop_victim(plan, req_index)
-            self._preempt(victim, request, num_refunded)
+            victim, req_index, refunded = self._pop_victim(plan, req_index)
+            self._preempt(victim, request, refunded)
             plan.preempted.append(victim)
             if victim is request:
                 return None, req_index
 
-    def _preempt(self, victim: Request, needed_by: Request, num_tokens_refunded: int) -> None:
+    def _preempt(
+        self,
+        victim: Request,
+        needed_by: Request,
+        refunded: tuple[int, list[KVCacheBlock]] | None,
+    ) -> None:
         if self.probe is None:
             self._preempt_request(victim)
             return
-        num_free_blocks = self.kv_cache_manager.get_num_free_blocks()
+        kv_cache_manager = self.kv_cache_manager
+        num_free_blocks = kv_cache_manager.get_num_free_blocks()
         num_computed_tokens = victim.num_computed_tokens
-        num_blocks = len(self.kv_cache_manager.get_blocks(victim.request_id))
+        num_blocks = len(kv_cache_manager.get_blocks(victim.request_id))
         self._preempt_request(victim)
+        num_refunded, refunded_blocks = refunded or (0, [])
         self.probe.decisions.append(
             Preemption(
                 request_id=victim.request_id,
@@ -320,31 +316,34 @@ class Scheduler:
                 policy=self.policy.value,
                 num_computed_tokens_discarded=num_computed_tokens,
                 num_blocks_freed=num_blocks,
-                num_tokens_refunded=num_tokens_refunded,
+                num_tokens_refunded=num_refunded,
+                refunded_block_ids=_block_ids(refunded_blocks),
                 num_preemptions=victim.num_preemptions,
                 num_free_blocks_before=num_free_blocks,
-                num_free_blocks_after=self.kv_cache_manager.get_num_free_blocks(),
+                num_free_blocks_after=kv_cache_manager.get_num_free_blocks(),
             )
         )
 
-    def _pop_victim(self, plan: StepPlan, req_index: int) -> tuple[Request, int, int]:
-        """Remove the victim from `running`; returns it, the shifted cursor and refunded tokens.
+    def _pop_victim(
+        self, plan: StepPlan, req_index: int
+    ) -> tuple[Request, int, tuple[int, list[KVCacheBlock]] | None]:
+        """Remove the victim from `running`; returns it, the shifted cursor and any refund.
 
         FCFS takes the tail. PRIORITY takes the largest (priority, arrival_time),
         the first in running order among ties; a victim already scheduled this
         step is refunded, and one before the cursor shifts the cursor back.
         """
         if self.policy is not SchedulingPolicy.PRIORITY:
-            return self.running.pop(), req_index, 0
+            return self.running.pop(), req_index, None
         victim = max(self.running, key=lambda r: (r.priority, r.arrival_time))
         victim_index = self.running.index(victim)
         del self.running[victim_index]
         if victim_index < req_index:
             req_index -= 1
-        num_refunded = 0
+        refunded = None
         if victim.request_id in plan.num_scheduled_tokens:
-            num_refunded = plan.refund(victim)
-        return victim, req_index, num_refunded
+            refunded = plan.refund(victim)
+        return victim, req_index, refunded
 
     def _preempt_request(self, request: Request) -> None:
         """Free the request's blocks and put it back in the waiting queue to recompute."""
@@ -413,17 +412,18 @@ class Scheduler:
             has_scheduled_reqs=bool(self.running),
         )
         if self.probe is not None:
+            refusal = result if isinstance(result, AllocationRefusal) else None
             self.probe.decisions.append(
-                (
-                    request.request_id,
-                    AllocationPass.WAITING,
-                    num_new_tokens,
-                    num_hit_tokens,
-                    full_sequence_must_fit,
-                    kv_cache_manager.watermark_blocks if self.running else 0,
-                    num_free_blocks,
-                    kv_cache_manager.get_num_free_blocks(),
-                    result,
+                AdmissionCall(
+                    request_id=request.request_id,
+                    num_new_tokens=num_new_tokens,
+                    num_new_computed_tokens=num_hit_tokens,
+                    full_sequence_check=full_sequence_must_fit,
+                    watermark_blocks=kv_cache_manager.watermark_blocks if self.running else 0,
+                    num_free_blocks_before=num_free_blocks,
+                    num_free_blocks_after=kv_cache_manager.get_num_free_blocks(),
+                    block_ids=() if refusal is not None else _block_ids(result),
+                    refusal=refusal,
                 )
             )
         return result

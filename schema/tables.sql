@@ -90,24 +90,33 @@ CREATE TABLE _steps (
     update_ns BIGINT  -- wall time of update_from_output()
 );
 
--- The SchedulerOutput: one row per scheduled request, in vLLM's order
--- (running requests in running order, then admissions in admission order).
+-- The SchedulerOutput and what the model sampled: one row per scheduled request.
+-- `seq` orders a step's rows as vLLM does (running requests in running order, then
+-- admissions in admission order); it is the seq of the request's allocate_slots call.
 CREATE TABLE _scheduled (
     step INTEGER,  -- engine step
-    position INTEGER,  -- order in num_scheduled_tokens
+    seq BIGINT,  -- order of events, allocations and preemptions (increases through the trace)
     request_index INTEGER,  -- the request
     kind request_kind,  -- new (first admission), resumed (after preemption) or running
     num_tokens INTEGER,  -- tokens scheduled for it
     computed_before INTEGER,  -- num_computed_tokens before this step (the prefix hit for admissions)
-    num_output_tokens INTEGER,  -- outputs the request had before this step
-    new_block_ids INTEGER[],  -- running: blocks added this step; new and resumed: the whole table
-    is_prefill_chunk BOOLEAN  -- this chunk does not reach the end of its tokens (samples nothing)
+    sampled_token_id BIGINT  -- token the model sampled (NULL: a prefill chunk that samples nothing)
 );
 
--- Every allocate_slots call, in call order, with what it asked and what it got.
+-- Block ids in each step's SchedulerOutput: a running request's new blocks, a new or
+-- resumed request's whole block table.
+CREATE TABLE _block_ids (
+    step INTEGER,  -- engine step
+    request_index INTEGER,  -- the request
+    slot INTEGER,  -- index of the block in the request's block table
+    block_id INTEGER  -- the KV block
+);
+
+-- The allocate_slots calls that are not a plain running-pass grant (those are rows of
+-- _scheduled): refused calls, admissions, and grants later refunded by a preemption.
 CREATE TABLE _allocations (
     step INTEGER,  -- engine step
-    seq INTEGER,  -- order among this step's allocations and preemptions
+    seq BIGINT,  -- order of events, allocations and preemptions (increases through the trace)
     request_index INTEGER,  -- the request needing slots
     pass allocation_pass,  -- running pass or waiting pass (admission)
     num_new_tokens INTEGER,  -- tokens to give slots to
@@ -116,8 +125,8 @@ CREATE TABLE _allocations (
     full_sequence_check BOOLEAN,  -- whether the whole current sequence had to fit
     num_blocks_needed INTEGER,  -- blocks the call needed from the free pool
     watermark_blocks INTEGER,  -- blocks it had to leave free
-    num_free_blocks_before INTEGER,  -- free blocks before the call
-    num_free_blocks_after INTEGER,  -- free blocks after the call
+    num_free_blocks_before INTEGER,  -- free blocks before the call (NULL for a refunded grant)
+    num_free_blocks_after INTEGER,  -- free blocks after the call (NULL for a refunded grant)
     granted BOOLEAN,  -- the slots were allocated
     refusal refusal_check,  -- which check refused it (NULL when granted)
     block_ids INTEGER[]  -- blocks newly allocated by the call
@@ -126,7 +135,7 @@ CREATE TABLE _allocations (
 -- Every preemption, in order: who was evicted, for whom, and what it cost.
 CREATE TABLE _preemptions (
     step INTEGER,  -- engine step
-    seq INTEGER,  -- order among this step's allocations and preemptions
+    seq BIGINT,  -- order of events, allocations and preemptions (increases through the trace)
     request_index INTEGER,  -- the victim
     needed_by_index INTEGER,  -- the running request whose allocation failed
     policy scheduling_policy,  -- fcfs (tail victim) or priority (largest priority value, latest arrival)
@@ -138,20 +147,12 @@ CREATE TABLE _preemptions (
     num_free_blocks_after INTEGER  -- free blocks after it
 );
 
--- Tokens the model sampled: one row per request that received tokens in a step.
-CREATE TABLE _outputs (
-    step INTEGER,  -- engine step
-    request_index INTEGER,  -- the request
-    token_ids BIGINT[],  -- tokens sampled (pseudonyms when redacted)
-    finish_reason VARCHAR,  -- stop, length, ... when this token ended the request (else NULL)
-    stop_reason BIGINT  -- the stop token that ended it (NULL otherwise)
-);
-
 -- Lifecycle events of requests, in order within each step.
 CREATE TABLE _events (
     step INTEGER,  -- engine step
-    seq INTEGER,  -- order within the step
+    seq BIGINT,  -- order of events, allocations and preemptions (increases through the trace)
     request_index INTEGER,  -- the request
     kind event_kind,  -- arrive, reject, abort, admit, resume, preempt, finish, skip
-    detail VARCHAR  -- finish reason, skip or reject reason, ...
+    detail VARCHAR,  -- finish reason, reject reason, the request a preemption made room for
+    stop_reason BIGINT  -- the stop token that finished the request (NULL otherwise)
 );

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate, chain, islice
+from operator import length_hint
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from stepscope.schema.ddl import TableSpec
 
 _ARROW_INT = {"b": pa.int8(), "i": pa.int32(), "q": pa.int64()}
+_ARANGE = array("q", range(1 << 16))
 
 
 def _from_array(values: array[int], arrow_type: pa.DataType | None = None) -> pa.Array:
@@ -37,6 +41,15 @@ class IntColumn:
     def append(self, value: int) -> None:
         self.values.append(value)
 
+    def extend(self, values: Iterable[int]) -> None:
+        # Building an array from a list or tuple runs twice as fast as array.extend.
+        if not isinstance(values, list | tuple | array):
+            values = list(values)
+        self.values.extend(array(self.typecode, values))
+
+    def extend_repeated(self, value: int, count: int) -> None:
+        self.values.extend(array(self.typecode, [value]) * count)
+
     def to_arrow(self) -> pa.Array:
         return _from_array(self.values, self.arrow_type)
 
@@ -50,6 +63,56 @@ class IntColumn:
 class BoolColumn(IntColumn):
     def __init__(self) -> None:
         super().__init__("b", pa.bool_())
+
+
+class SeqColumn(IntColumn):
+    """Increasing int64 sequence numbers; runs of consecutive numbers are appended cheaply.
+
+    A run is stored as its start repeated plus offsets 0, 1, 2, ... from a ready-made
+    range, and the two are added in Arrow when the batch is built.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("q")
+        self.offsets: array[int] = array("q")
+
+    def append(self, value: int) -> None:
+        self.values.append(value)
+        self.offsets.append(0)
+
+    def extend(self, values: Iterable[int]) -> None:
+        values = array("q", values if isinstance(values, list | tuple) else list(values))
+        self.values.extend(values)
+        self.offsets.extend(array("q", [0]) * len(values))
+
+    def extend_range(self, start: int, stop: int) -> None:
+        count = stop - start
+        self.values.extend(array("q", [start]) * count)
+        if count <= len(_ARANGE):
+            self.offsets.extend(_ARANGE[:count])
+        else:
+            self.offsets.extend(array("q", range(count)))
+
+    def to_arrow(self) -> pa.Array:
+        return pc.add(_from_array(self.values), _from_array(self.offsets))
+
+    def truncate(self, num_rows: int) -> None:
+        del self.values[num_rows:]
+        del self.offsets[num_rows:]
+
+    def reset(self) -> None:
+        super().reset()
+        self.offsets = array("q")
+
+
+class OptionalIntColumn(IntColumn):
+    """Non-negative integers or NULL, kept with -1 for NULL until the Arrow conversion."""
+
+    MISSING = -1
+
+    def to_arrow(self) -> pa.Array:
+        values = _from_array(self.values)
+        return pc.if_else(pc.less(values, 0), pa.scalar(None, values.type), values)
 
 
 class ListColumn:
@@ -66,12 +129,12 @@ class ListColumn:
         self.values.extend(items)
         self.offsets.append(len(self.values))
 
-    def extend(self, lists: Iterable[Sequence[int] | None]) -> None:
-        values, offsets = self.values, self.offsets
-        for items in lists:
-            if items:
-                values.extend(items)
-            offsets.append(len(values))
+    def extend(self, lists: Sequence[Sequence[int] | None]) -> None:
+        """Append many lists (None counts as empty), without a Python loop per list."""
+        self.values.extend(chain.from_iterable(filter(None, lists)))
+        self.offsets.extend(
+            islice(accumulate(map(length_hint, lists), initial=self.offsets[-1]), 1, None)
+        )
 
     def to_arrow(self) -> pa.Array:
         return pa.ListArray.from_arrays(_from_array(self.offsets), _from_array(self.values))
@@ -99,6 +162,9 @@ class EnumColumn:
     def append(self, value: str) -> None:
         self.values.append(self.code[value])
 
+    def extend(self, values: Iterable[str]) -> None:
+        self.values.extend(map(self.code.__getitem__, values))
+
     def extend_repeated(self, value: str, count: int) -> None:
         self.values.extend(array("b", [self.code[value]]) * count)
 
@@ -121,6 +187,15 @@ class ObjectColumn:
 
     def __len__(self) -> int:
         return len(self.values)
+
+    def append(self, value: Any) -> None:
+        self.values.append(value)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        self.values.extend(values)
+
+    def extend_repeated(self, value: Any, count: int) -> None:
+        self.values.extend([value] * count)
 
     def to_arrow(self) -> pa.Array:
         return pa.array(self.values, self.arrow_type)
@@ -162,17 +237,14 @@ class TableBuffer:
         return table
 
 
-_HOT_TABLES = frozenset({"_scheduled", "_allocations", "_outputs", "_events"})
-"""Tables with a row per request per step: typed buffers, no NULLs except listed ones."""
+_HOT_TABLES = frozenset({"_scheduled", "_block_ids", "_events"})
+"""Tables with up to a row per request per step: typed buffers."""
 
-_NULLABLE = frozenset(
-    {
-        ("_allocations", "refusal"),
-        ("_outputs", "finish_reason"),
-        ("_outputs", "stop_reason"),
-        ("_events", "detail"),
-    }
-)
+_OPTIONAL_INTS = frozenset({("_scheduled", "sampled_token_id")})
+"""Hot integer columns that may be NULL."""
+
+_NULLABLE = frozenset({("_events", "detail"), ("_events", "stop_reason")})
+"""Hot columns that may be NULL and are rarely set: plain lists."""
 
 _ARROW_TYPES = {
     "INTEGER": pa.int32(),
@@ -189,6 +261,12 @@ def buffer_for(table: TableSpec, enum_types: Mapping[str, Sequence[str]]) -> Tab
     """A buffer whose columns follow the table's DDL, typed buffers for hot columns."""
     columns: dict[str, Column] = {}
     for name, sql_type, _ in table.columns:
+        if name == "seq" and table.name in _HOT_TABLES:
+            columns[name] = SeqColumn()
+            continue
+        if (table.name, name) in _OPTIONAL_INTS:
+            columns[name] = OptionalIntColumn("q" if sql_type == "BIGINT" else "i")
+            continue
         hot = table.name in _HOT_TABLES and (table.name, name) not in _NULLABLE
         columns[name] = _column_for(sql_type, enum_types, hot)
     return TableBuffer(table.name, columns)

@@ -1,37 +1,23 @@
 """What the scheduler hands a probe at its decision points.
 
 With tracing off the scheduler holds no probe and pays one `is None` branch per
-decision point. Records are snapshots of values taken at decision time: ids,
-counts and freshly built lists, never live engine objects that change later.
+decision point. Records are snapshots taken at decision time (ids, counts,
+tuples), never references to engine objects that change later.
+
+The common decision, a running request granted its slots, is recorded as just
+its request id: its tokens and new blocks are in the step's SchedulerOutput and
+the free-block count follows from them, so the recorder rebuilds the full
+allocation row from there. Everything rarer gets a full record.
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from stepscope.engine.block_pool import KVCacheBlock
     from stepscope.engine.kv_cache_manager import AllocationRefusal
     from stepscope.engine.scheduler import AdmissionStop, RunningPassEnd
-
-
-class AllocationPass(enum.StrEnum):
-    RUNNING = "running"
-    WAITING = "waiting"
-
-
-AllocationCall: TypeAlias = tuple[
-    str, AllocationPass, int, int, bool, int, int, int, "list[KVCacheBlock] | AllocationRefusal"
-]
-"""One `allocate_slots` call, as a plain tuple because it is recorded per request per step.
-
-Fields: request_id, pass, num_new_tokens, num_new_computed_tokens,
-full_sequence_check, watermark_blocks, num_free_blocks_before,
-num_free_blocks_after, result (the new blocks, whose ids never change, or the
-refusal).
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +33,36 @@ class ScheduleStart:
 
 
 @dataclass(frozen=True, slots=True)
+class RefusedRunningCall:
+    """A running request's `allocate_slots` call that did not fit (a preemption follows)."""
+
+    request_id: str
+    num_new_tokens: int
+    refusal: AllocationRefusal
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionCall:
+    """A waiting request's `allocate_slots` call, granted or not."""
+
+    request_id: str
+    num_new_tokens: int
+    num_new_computed_tokens: int
+    full_sequence_check: bool
+    watermark_blocks: int
+    num_free_blocks_before: int
+    num_free_blocks_after: int
+    block_ids: tuple[int, ...]
+    refusal: AllocationRefusal | None
+
+
+@dataclass(frozen=True, slots=True)
 class Preemption:
-    """A running request evicted so that `needed_by` could get blocks."""
+    """A running request evicted so that `needed_by` could get blocks.
+
+    A victim already scheduled this step is refunded: its tokens go back to the
+    budget and the grant of `refunded_block_ids` is dropped from the output.
+    """
 
     request_id: str
     needed_by: str
@@ -56,6 +70,7 @@ class Preemption:
     num_computed_tokens_discarded: int
     num_blocks_freed: int
     num_tokens_refunded: int
+    refunded_block_ids: tuple[int, ...]
     num_preemptions: int
     num_free_blocks_before: int
     num_free_blocks_after: int
@@ -72,7 +87,8 @@ class ScheduleEnd:
     prefix_cache_hits: int
 
 
-Decision: TypeAlias = "AllocationCall | Preemption"
+Decision: TypeAlias = "str | RefusedRunningCall | AdmissionCall | Preemption"
+"""A running grant (the request id), or a full record of a rarer decision."""
 
 
 class Probe(Protocol):

@@ -7,13 +7,12 @@ rows AS (
         s.step,
         s.num_tokens,
         CASE
-            WHEN s.kind = 'running' AND s.computed_before >= r.prompt_len + s.num_output_tokens - 1
+            WHEN s.kind = 'running' AND s.computed_before >= s.prompt_len + s.num_output_tokens - 1
                 THEN 'decode'
             WHEN p.step < s.step THEN 'recompute'
             ELSE 'prefill'
         END AS use
-    FROM _scheduled s
-    JOIN _requests r USING (request_index)
+    FROM scheduled s
     LEFT JOIN first_preemption p USING (request_index)
 )
 SELECT

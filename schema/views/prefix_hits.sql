@@ -1,18 +1,17 @@
 -- Prefix-cache hits at each admission: real reuse of a shared prefix versus a preempted request re-finding its own blocks.
 SELECT
     s.step,
-    r.request_id,
+    s.request_id,
     s.kind,
     s.computed_before AS hit_tokens,
-    r.prompt_len + s.num_output_tokens AS num_tokens,
-    r.prompt_len + s.num_output_tokens - s.computed_before AS tokens_to_compute,
-    round(s.computed_before / (r.prompt_len + s.num_output_tokens), 4) AS hit_ratio,
+    s.prompt_len + s.num_output_tokens AS num_tokens,
+    s.prompt_len + s.num_output_tokens - s.computed_before AS tokens_to_compute,
+    round(s.computed_before / (s.prompt_len + s.num_output_tokens), 4) AS hit_ratio,
     CASE
         WHEN s.computed_before = 0 THEN 'miss'
         WHEN s.kind = 'resumed' THEN 'recompute_after_preemption'
         ELSE 'shared_prefix'
     END AS category
-FROM _scheduled s
-JOIN _requests r USING (request_index)
+FROM scheduled s
 WHERE s.kind IN ('new', 'resumed')
-ORDER BY s.step, s.position
+ORDER BY s.step, s.seq

@@ -2,9 +2,10 @@
 WITH admissions AS (
     SELECT
         s.*,
+        len(s.new_block_ids) AS num_new_blocks,
         sum(CASE WHEN s.kind IN ('new', 'resumed') THEN 1 ELSE 0 END)
             OVER (PARTITION BY s.request_index ORDER BY s.step) AS life
-    FROM _scheduled s
+    FROM scheduled s
 ),
 first_preemption AS (
     SELECT request_index, min(step) AS step FROM _preemptions GROUP BY request_index
@@ -15,7 +16,7 @@ chunks AS (
         a.step,
         1 AS phase,
         CASE
-            WHEN a.kind = 'running' AND a.computed_before >= r.prompt_len + a.num_output_tokens - 1
+            WHEN a.kind = 'running' AND a.computed_before >= a.prompt_len + a.num_output_tokens - 1
                 THEN 'decode'
             WHEN p.step < a.step THEN CASE a.kind WHEN 'resumed' THEN 'resume+recompute' ELSE 'recompute' END
             ELSE CASE a.kind WHEN 'new' THEN 'admit+prefill' ELSE 'prefill' END
@@ -23,10 +24,9 @@ chunks AS (
         a.num_tokens,
         a.computed_before,
         a.computed_before + a.num_tokens AS computed_after,
-        sum(len(a.new_block_ids)) OVER (PARTITION BY a.request_index, a.life ORDER BY a.step) AS blocks_held,
-        CASE WHEN len(a.new_block_ids) > 0 THEN format('blocks +{}', a.new_block_ids) END AS detail
+        sum(a.num_new_blocks) OVER (PARTITION BY a.request_index, a.life ORDER BY a.step) AS blocks_held,
+        CASE WHEN a.num_new_blocks > 0 THEN format('blocks +{}', a.new_block_ids) END AS detail
     FROM admissions a
-    JOIN _requests r USING (request_index)
     LEFT JOIN first_preemption p USING (request_index)
 ),
 lifecycle AS (
@@ -46,8 +46,9 @@ preempted AS (
 ),
 sampled AS (
     SELECT request_index, step, 2 AS phase, 'sampled' AS what, NULL, NULL, NULL, NULL,
-           CAST(token_ids AS VARCHAR) || coalesce(' ' || finish_reason, '')
-    FROM _outputs
+           CAST(sampled_token_id AS VARCHAR)
+    FROM _scheduled
+    WHERE sampled_token_id IS NOT NULL
 )
 SELECT r.request_id, t.step, t.what, t.num_tokens, t.computed_before, t.computed_after,
        t.blocks_held, t.detail, t.request_index

@@ -13,7 +13,7 @@ SELECT
     r.abort_step,
     f.step AS finish_step,
     f.reason AS finish_reason,
-    o.stop_reason,
+    f.stop_reason,
     coalesce(o.num_output_tokens, 0) AS num_output_tokens,
     o.first_token_step,
     o.first_token_step - r.arrival_step AS ttft_steps,
@@ -21,17 +21,17 @@ SELECT
     r.prompt_token_ids
 FROM _requests r
 LEFT JOIN (
-    SELECT request_index, step, CASE kind WHEN 'finish' THEN detail ELSE CAST(kind AS VARCHAR) END AS reason
+    SELECT request_index, step, stop_reason,
+           CASE kind WHEN 'finish' THEN detail ELSE CAST(kind AS VARCHAR) END AS reason
     FROM _events
     WHERE kind IN ('finish', 'abort', 'reject')
 ) f USING (request_index)
 LEFT JOIN (
     SELECT
         request_index,
-        sum(len(token_ids)) AS num_output_tokens,
-        min(step) AS first_token_step,
-        max(stop_reason) AS stop_reason
-    FROM _outputs
+        count(sampled_token_id) AS num_output_tokens,
+        min(step) FILTER (sampled_token_id IS NOT NULL) AS first_token_step
+    FROM _scheduled
     GROUP BY request_index
 ) o USING (request_index)
 LEFT JOIN (

@@ -9,7 +9,7 @@ SELECT
     (SELECT count(*) FROM _preemptions) AS num_preemptions,
     (SELECT count(DISTINCT request_index) FROM _preemptions) AS num_preempted_requests,
     (SELECT coalesce(sum(num_scheduled_tokens), 0) FROM _steps) AS num_scheduled_tokens,
-    (SELECT coalesce(sum(len(token_ids)), 0) FROM _outputs) AS num_sampled_tokens,
+    (SELECT count(sampled_token_id) FROM _scheduled) AS num_sampled_tokens,
     (SELECT round(avg(num_scheduled_tokens), 1) FROM _steps WHERE NOT idle) AS mean_tokens_per_step,
     (SELECT min(num_free_blocks_after_schedule) FROM _steps WHERE NOT idle) AS min_free_blocks,
     (SELECT round(avg(schedule_ns) / 1e3, 1) FROM _steps WHERE NOT idle) AS mean_schedule_us,

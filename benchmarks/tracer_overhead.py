@@ -1,0 +1,190 @@
+"""What recording costs: traced / untraced engine step time, ingest rate, bytes per row.
+
+    python benchmarks/tracer_overhead.py [--results benchmarks/RESULTS.md] [--quick]
+    python benchmarks/tracer_overhead.py --generate-1m PATH   # a 1,000,000-step trace
+
+Engine: 1,024 requests decoding together (tape model). Untraced and traced runs
+alternate in the same invocation; each figure is the median over the repeats.
+Two ratios are printed: the engine thread's own cost (probe hooks plus turning each
+step into column buffers) and the end-to-end cost with the background DuckDB
+writer. On this kind of VM two busy threads each run at about half speed, so the
+writer's CPU lands on the engine's wall time; with a spare core it would not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from results import heading, write_section
+from stepscope.engine import EngineLoop, TapeModelRunner, Workload
+from stepscope.engine.workload import parse_workload
+from stepscope.schema import open_trace
+from stepscope.tracer.record import record_workload, trace_meta
+from stepscope.tracer.recorder import TraceRecorder
+from workloads import decode_case
+
+GOAL_RATIO = 1.05
+GOAL_INGEST_ROWS_PER_S = 1_000_000
+GOAL_BYTES_PER_ROW = 4.0
+
+
+def decode_workload(num_requests: int, num_steps: int) -> tuple[Workload, int]:
+    case = decode_case(num_requests, num_steps)
+    case["workload"]["max_steps"] = case["measure_from"] + num_steps
+    return parse_workload(json.dumps(case["workload"]), source="decode"), case["measure_from"]
+
+
+def timed_run(workload: Workload, warmup: int, trace: Path | None) -> dict[str, float]:
+    """Wall time per step after warmup: engine step, recording, and both together."""
+    recorder = TraceRecorder(trace, workload, trace_meta(workload)) if trace else None
+    loop = EngineLoop(workload, TapeModelRunner({}), probe=recorder)
+    steps = iter(loop.run())
+    engine_s = record_s = 0.0
+    measured = 0
+    clock = time.perf_counter
+    while True:
+        started = clock()
+        record = next(steps, None)
+        if record is None:
+            break
+        stepped = clock()
+        if recorder is not None:
+            recorder.record_step(record, loop.core.scheduler)
+        done = clock()
+        if record.step >= warmup:
+            engine_s += stepped - started
+            record_s += done - stepped
+            measured += 1
+    result = {"engine_ms": engine_s / measured * 1e3, "record_ms": record_s / measured * 1e3}
+    if recorder is not None:
+        started = clock()
+        recorder.close(complete=True)
+        result["close_s"] = clock() - started
+        result["rows"] = recorder.writer.rows_written
+        result["write_cpu_s"] = recorder.writer.write_cpu_s
+    return result
+
+
+def scheduled_rows_and_bytes(trace: Path) -> tuple[int, float]:
+    """Rows of `_scheduled`, and the whole file's bytes per such row."""
+    with open_trace(trace) as opened:
+        rows = int(opened.sql("SELECT count(*) FROM _scheduled").fetchall()[0][0])
+    return rows, trace.stat().st_size / rows
+
+
+def measure(num_steps: int, repeats: int, size_steps: int) -> dict[str, Any]:
+    workload, warmup = decode_workload(1024, num_steps)
+    plain, traced = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for repeat in range(repeats):
+            plain.append(timed_run(workload, warmup, None))
+            traced.append(timed_run(workload, warmup, Path(folder) / f"trace{repeat}.duckdb"))
+        long_workload, long_warmup = decode_workload(1024, size_steps)
+        trace = Path(folder) / "long.duckdb"
+        timed_run(long_workload, long_warmup, trace)
+        size_rows, bytes_per_row = scheduled_rows_and_bytes(trace)
+    untraced_ms = statistics.median(r["engine_ms"] for r in plain)
+    engine_thread_ms = statistics.median(r["engine_ms"] + r["record_ms"] for r in traced)
+    record_ms = statistics.median(r["record_ms"] for r in traced)
+    ingest = statistics.median(r["rows"] / r["write_cpu_s"] for r in traced)
+    return {
+        "steps": num_steps,
+        "repeats": repeats,
+        "untraced_ms": untraced_ms,
+        "traced_ms": engine_thread_ms,
+        "record_ms": record_ms,
+        "engine_in_traced_ms": statistics.median(r["engine_ms"] for r in traced),
+        "ratio": engine_thread_ms / untraced_ms,
+        "engine_thread_ratio": (untraced_ms + record_ms) / untraced_ms,
+        "writer_ingest_rows_per_s": ingest,
+        "bytes_per_row": bytes_per_row,
+        "size_steps": size_steps,
+        "size_rows": size_rows,
+        "close_s": statistics.median(r["close_s"] for r in traced),
+    }
+
+
+def report(figures: dict[str, Any]) -> str:
+    def mark(ok: bool) -> str:
+        return "ok" if ok else "over goal"
+
+    rows = [
+        "| figure | value | goal |",
+        "|---|---:|---|",
+        f"| untraced engine step (1,024 decoding requests) | {figures['untraced_ms']:.2f} ms | |",
+        f"| traced engine step, end to end (engine + record + writer CPU) | "
+        f"{figures['traced_ms']:.2f} ms | |",
+        f"| ratio traced / untraced, end to end | {figures['ratio']:.3f} | ≤ {GOAL_RATIO} "
+        f"({mark(figures['ratio'] <= GOAL_RATIO)}) |",
+        f"| ratio, the engine thread's own cost (probe + record_step) | "
+        f"{figures['engine_thread_ratio']:.3f} | ≤ {GOAL_RATIO} "
+        f"({mark(figures['engine_thread_ratio'] <= GOAL_RATIO)}) |",
+        f"| record_step per step | {figures['record_ms']:.3f} ms | |",
+        f"| writer ingest (rows per second of writer CPU) | "
+        f"{figures['writer_ingest_rows_per_s'] / 1e6:.2f} M | ≥ 1 M "
+        f"({mark(figures['writer_ingest_rows_per_s'] >= GOAL_INGEST_ROWS_PER_S)}) |",
+        f"| bytes per scheduled (step, request) row in the file | "
+        f"{figures['bytes_per_row']:.2f} | ≤ {GOAL_BYTES_PER_ROW} "
+        f"({mark(figures['bytes_per_row'] <= GOAL_BYTES_PER_ROW)}) |",
+        f"| close (final checkpoint and compression) | {figures['close_s']:.2f} s | |",
+    ]
+    note = (
+        f"{figures['steps']} measured steps, median of {figures['repeats']} runs; bytes per row "
+        f"from one {figures['size_steps']}-step trace ({figures['size_rows']:,} rows)."
+    )
+    return "\n".join(rows) + "\n\n" + note
+
+
+def generate_million_step_trace(path: Path, num_steps: int = 1_000_000) -> None:
+    """A real recorded run of `num_steps` steps: a few long requests arriving in waves."""
+    requests = [
+        {
+            "id": f"long{i}",
+            "arrival_step": i * 997,
+            "prompt_token_ids": [(i * 31 + t) % 30000 + 3 for t in range(64 + 16 * i)],
+            "max_tokens": num_steps // 2,
+        }
+        for i in range(6)
+    ]
+    config = {
+        "block_size": 16,
+        "num_blocks": 16384,
+        "max_num_batched_tokens": 512,
+        "max_num_seqs": 8,
+        "max_model_len": num_steps,
+    }
+    workload = parse_workload(
+        json.dumps({"config": config, "requests": requests, "max_steps": num_steps}),
+        source="1m-step",
+    )
+    summary = record_workload(workload, TapeModelRunner({}), path, flush_every_steps=4096)
+    print(f"{path}: {summary.num_steps} steps, {path.stat().st_size / 1e6:.1f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
+    parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    parser.add_argument("--generate-1m", type=Path, metavar="PATH", help="write a 1M-step trace")
+    args = parser.parse_args()
+    if args.generate_1m:
+        generate_million_step_trace(args.generate_1m)
+        return
+    if args.quick:
+        figures = measure(num_steps=60, repeats=2, size_steps=200)
+    else:
+        figures = measure(num_steps=300, repeats=5, size_steps=2000)
+    text = report(figures)
+    print(text)
+    if args.results:
+        write_section(args.results, "tracer_overhead", f"{heading('tracer_overhead.py')}\n\n{text}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Benchmark workloads in the conformance JSON format (plain dicts, no stepscope imports)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+
+def decode_case(num_requests: int, num_steps: int) -> dict[str, Any]:
+    prompt_len, block_size = 128, 16
+    blocks_per_request = (prompt_len + num_steps + 64) // block_size + 1
+    requests = [
+        {
+            "id": f"d{i}",
+            "arrival_step": 0,
+            "prompt_token_ids": [(i * 7919 + t) % 30000 + 3 for t in range(prompt_len)],
+            "max_tokens": 100_000,
+        }
+        for i in range(num_requests)
+    ]
+    config = {
+        "block_size": block_size,
+        "num_blocks": num_requests * blocks_per_request + 1,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 1024,
+        "max_model_len": 65536,
+        "enable_prefix_caching": True,
+    }
+    warmup = num_requests * prompt_len // 8192 + 2
+    return {
+        "name": f"decode N={num_requests}",
+        "workload": {"config": config, "requests": requests},
+        "measure_from": warmup,
+        "num_steps": num_steps,
+    }
+
+
+def mixed_case(num_requests: int, seed: int = 0) -> dict[str, Any]:
+    rng = random.Random(seed)
+    requests = []
+    for i in range(num_requests):
+        prompt_len = rng.randint(64, 2048)
+        shared = [11 + (i % 4)] * 256 if rng.random() < 0.3 else []  # some shared prefixes
+        prompt = shared + [rng.randint(3, 30000) for _ in range(prompt_len - len(shared))]
+        requests.append(
+            {
+                "id": f"m{i}",
+                "arrival_step": i // 2,
+                "prompt_token_ids": prompt[:prompt_len],
+                "max_tokens": rng.randint(16, 256),
+            }
+        )
+    config = {
+        "block_size": 16,
+        "num_blocks": 2400,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 256,
+        "max_model_len": 4096,
+        "enable_prefix_caching": True,
+    }
+    return {
+        "name": f"mixed {num_requests} reqs",
+        "workload": {"config": config, "requests": requests},
+        "measure_from": 0,
+        "num_steps": 100_000,
+    }

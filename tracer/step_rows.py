@@ -1,0 +1,270 @@
+"""One step's rows for the hot tables, built in bulk.
+
+`_scheduled` gets a row per scheduled request per step, so its rows are appended
+column-wise straight from the SchedulerOutput and ModelRunnerOutput with C-level
+iteration. A plain running-pass grant needs no row of its own: it is its
+`_scheduled` row. Only rarer decisions (refused calls, admissions, refunded
+grants, preemptions) are walked one by one into `_allocations`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import compress, islice
+from typing import Any
+
+from stepscope.engine import EngineStep
+
+from .columns import OptionalIntColumn, SeqColumn, TableBuffer
+from .probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
+from .redact import Redactor
+
+
+class Seq:
+    """Numbers a step's events, allocation calls and preemptions in order."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def next(self) -> int:
+        self.value += 1
+        return self.value - 1
+
+    def take(self, count: int) -> int:
+        """Reserve `count` consecutive numbers; returns the first."""
+        self.value += count
+        return self.value - count
+
+
+@dataclass(frozen=True)
+class StepDecisions:
+    """The seq of every scheduled row, and the decisions that need rows of their own.
+
+    The running rows' seqs are the range `first_running_seq` + 0..num_running-1 when
+    nothing interrupted the running pass; `other_seqs` holds the rest, in row order.
+    """
+
+    first_running_seq: int | None
+    num_running: int
+    other_seqs: list[int]
+    explicit_calls: list[tuple[int, Decision]]
+    preemptions: list[tuple[int, Preemption]]
+
+    def add_to(self, column: SeqColumn) -> None:
+        if self.first_running_seq is not None:
+            column.extend_range(self.first_running_seq, self.first_running_seq + self.num_running)
+        column.extend(self.other_seqs)
+
+
+def number_decisions(engine_step: EngineStep, decisions: list[Decision], seq: Seq) -> StepDecisions:
+    """Give every allocation call and preemption its seq, in call order.
+
+    Without a preemption there was no refused running call either, so the running
+    pass is exactly the output's running rows, in order, followed by admission calls.
+    """
+    output = engine_step.scheduler_output
+    cached = output.scheduled_cached_reqs
+    num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
+    if not output.preempted_req_ids:
+        first = seq.take(num_running)
+        admissions = [(seq.next(), decision) for decision in decisions[num_running:]]
+        granted = [number for number, call in admissions if _granted(call)]
+        return StepDecisions(first, num_running, granted, admissions, [])
+    return _number_walked(engine_step, decisions, seq)
+
+
+def _number_walked(engine_step: EngineStep, decisions: list[Decision], seq: Seq) -> StepDecisions:
+    """Walk a step with preemptions: grants that survived map to their output rows."""
+    kept = set(engine_step.scheduler_output.num_scheduled_tokens)
+    grant_seq: dict[str, int] = {}
+    explicit: list[tuple[int, Decision]] = []
+    preemptions: list[tuple[int, Preemption]] = []
+    refunded = {d.request_id for d in decisions if type(d) is Preemption and d.num_tokens_refunded}
+    for decision in decisions:
+        number = seq.next()
+        if type(decision) is Preemption:
+            preemptions.append((number, decision))
+        elif type(decision) is str and decision in kept and decision not in refunded:
+            grant_seq[decision] = number
+        else:
+            explicit.append((number, decision))
+            if type(decision) is AdmissionCall and decision.refusal is None:
+                grant_seq[decision.request_id] = number
+    request_ids = engine_step.scheduler_output.num_scheduled_tokens
+    seqs = [grant_seq[req_id] for req_id in request_ids]
+    return StepDecisions(None, 0, seqs, explicit, preemptions)
+
+
+def _granted(decision: Decision) -> bool:
+    assert isinstance(decision, AdmissionCall), decision
+    return decision.refusal is None
+
+
+def add_scheduled(
+    scheduled: TableBuffer,
+    block_ids: TableBuffer,
+    step: int,
+    engine_step: EngineStep,
+    seqs: StepDecisions,
+    request_index: Mapping[str, int],
+    redactor: Redactor | None,
+    table_lengths: dict[int, int],
+) -> list[int]:
+    """The output's rows in `num_scheduled_tokens` order; returns their request indices."""
+    output = engine_step.scheduler_output
+    cached = output.scheduled_cached_reqs
+    request_ids = list(output.num_scheduled_tokens)
+    indices = list(map(request_index.__getitem__, request_ids))
+    num_rows = len(request_ids)
+    num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
+    kinds, computed, tables = _admission_columns(engine_step, num_running)
+    columns = scheduled.columns
+    columns["step"].extend_repeated(step, num_rows)
+    seqs.add_to(columns["seq"])
+    columns["request_index"].extend(indices)
+    columns["kind"].extend_repeated("running", num_running)
+    columns["kind"].extend(kinds)
+    columns["num_tokens"].extend(output.num_scheduled_tokens.values())
+    columns["computed_before"].extend(cached.num_computed_tokens[:num_running])
+    columns["computed_before"].extend(computed)
+    _add_sampled(columns["sampled_token_id"], engine_step, request_ids, redactor)
+    all_tables = [*cached.new_block_ids[:num_running], *tables]
+    _add_block_ids(block_ids, step, indices, all_tables, num_running, table_lengths)
+    return indices
+
+
+def _admission_columns(
+    engine_step: EngineStep, num_running: int
+) -> tuple[list[str], list[int], list[Sequence[int] | None]]:
+    """kind, computed_before and block table of each admission, in order."""
+    output = engine_step.scheduler_output
+    cached = output.scheduled_cached_reqs
+    new = {data.req_id: data for data in output.scheduled_new_reqs}
+    resumed_index = {
+        req_id: num_running + i for i, req_id in enumerate(cached.req_ids[num_running:])
+    }
+    kinds, computed, tables = [], [], []
+    for req_id in islice(output.num_scheduled_tokens, num_running, None):
+        data = new.get(req_id)
+        if data is not None:
+            kinds.append("new")
+            computed.append(data.num_computed_tokens)
+            tables.append(data.block_ids)
+        else:
+            index = resumed_index[req_id]
+            kinds.append("resumed")
+            computed.append(cached.num_computed_tokens[index])
+            tables.append(cached.new_block_ids[index])
+    return kinds, computed, tables
+
+
+def _add_sampled(
+    column: Any, engine_step: EngineStep, request_ids: list[str], redactor: Redactor | None
+) -> None:
+    """One sampled token per row (sync scheduling without drafts samples at most one)."""
+    runner_output = engine_step.model_runner_output
+    sampled = runner_output.sampled_token_ids
+    if runner_output.req_ids != request_ids:
+        index_of = runner_output.req_id_to_index
+        sampled = [sampled[index_of[req_id]] for req_id in request_ids]
+    missing = OptionalIntColumn.MISSING
+    if redactor is None:
+        try:
+            firsts = [tokens[0] for tokens in sampled]
+        except IndexError:  # a prefill chunk sampled nothing: take the slow path
+            pass
+        else:
+            if sum(map(len, sampled)) == len(firsts):
+                column.extend(firsts)
+                return
+    for tokens in sampled:
+        assert len(tokens) <= 1, f"{len(tokens)} tokens sampled in one step"
+        token = tokens[0] if tokens else missing
+        column.append(redactor.token(token) if redactor is not None and tokens else token)
+
+
+def _add_block_ids(
+    buffer: TableBuffer,
+    step: int,
+    indices: list[int],
+    tables: list[Sequence[int] | None],
+    num_running: int,
+    table_lengths: dict[int, int],
+) -> None:
+    """A row per block id in the output (most rows carry none), with its slot in the table.
+
+    Admissions carry their whole table (slots from 0); a running request's new blocks
+    continue its table, whose length `table_lengths` keeps per request.
+    """
+    request_indices: list[int] = []
+    slots: list[int] = []
+    block_ids: list[int] = []
+    for position in compress(range(len(tables)), tables):
+        index, blocks = indices[position], tables[position]
+        assert blocks is not None
+        first_slot = table_lengths.get(index, 0) if position < num_running else 0
+        count = len(blocks)
+        request_indices += [index] * count
+        slots += range(first_slot, first_slot + count)
+        block_ids += blocks
+        table_lengths[index] = first_slot + count
+    columns = buffer.columns
+    columns["step"].extend_repeated(step, len(block_ids))
+    columns["request_index"].extend(request_indices)
+    columns["slot"].extend(slots)
+    columns["block_id"].extend(block_ids)
+
+
+def add_explicit_calls(
+    buffer: TableBuffer,
+    step: int,
+    calls: list[tuple[int, Decision]],
+    refunds: Mapping[str, Preemption],
+    request_index: Mapping[str, int],
+) -> None:
+    """Rows for refused running calls, admission calls and grants refunded later."""
+    for number, call in calls:
+        if type(call) is AdmissionCall:
+            row = _admission_row(step, number, call, request_index)
+        elif type(call) is RefusedRunningCall:
+            row = _refused_row(step, number, call, request_index)
+        else:
+            assert type(call) is str, call
+            refund = refunds[call]
+            row = _refunded_grant_row(step, number, request_index[call], refund)
+        for column, value in zip(buffer.columns.values(), row, strict=True):
+            column.append(value)
+
+
+def _refunded_grant_row(step: int, seq: int, index: int, refund: Preemption) -> tuple[Any, ...]:
+    """Free-block counts are left NULL: the reader derives them as for every running grant."""
+    needed = len(refund.refunded_block_ids)
+    return (step, seq, index, "running", refund.num_tokens_refunded, 0, 0, False, needed, 0,
+            None, None, True, None, list(refund.refunded_block_ids))  # fmt: skip
+
+
+def _refused_row(
+    step: int, seq: int, call: RefusedRunningCall, request_index: Mapping[str, int]
+) -> tuple[Any, ...]:
+    refusal = call.refusal
+    free = refusal.num_free_blocks
+    return (step, seq, request_index[call.request_id], "running", call.num_new_tokens, 0, 0,
+            False, refusal.num_blocks_needed, refusal.watermark_blocks, free, free, False,
+            refusal.check.value, [])  # fmt: skip
+
+
+def _admission_row(
+    step: int, seq: int, call: AdmissionCall, request_index: Mapping[str, int]
+) -> tuple[Any, ...]:
+    refusal = call.refusal
+    needed = (
+        refusal.num_blocks_needed
+        if refusal is not None
+        else call.num_free_blocks_before - call.num_free_blocks_after
+    )
+    return (step, seq, request_index[call.request_id], "waiting", call.num_new_tokens,
+            call.num_new_computed_tokens, 0, call.full_sequence_check, needed,
+            call.watermark_blocks, call.num_free_blocks_before, call.num_free_blocks_after,
+            refusal is None, None if refusal is None else refusal.check.value,
+            list(call.block_ids))  # fmt: skip
