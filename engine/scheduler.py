@@ -412,7 +412,11 @@ class Scheduler:
             has_scheduled_reqs=bool(self.running),
         )
         if self.probe is not None:
-            refusal = result if isinstance(result, AllocationRefusal) else None
+            refusal, block_ids = (
+                (result, ())
+                if isinstance(result, AllocationRefusal)
+                else (None, _block_ids(result))
+            )
             self.probe.decisions.append(
                 AdmissionCall(
                     request_id=request.request_id,
@@ -422,7 +426,7 @@ class Scheduler:
                     watermark_blocks=kv_cache_manager.watermark_blocks if self.running else 0,
                     num_free_blocks_before=num_free_blocks,
                     num_free_blocks_after=kv_cache_manager.get_num_free_blocks(),
-                    block_ids=() if refusal is not None else _block_ids(result),
+                    block_ids=block_ids,
                     refusal=refusal,
                 )
             )

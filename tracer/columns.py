@@ -10,7 +10,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, chain, islice
 from operator import length_hint
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -129,6 +129,10 @@ class ListColumn:
         self.values.extend(items)
         self.offsets.append(len(self.values))
 
+    def extend_repeated(self, items: Sequence[int], count: int) -> None:
+        for _ in range(count):
+            self.append(items)
+
     def extend(self, lists: Sequence[Sequence[int] | None]) -> None:
         """Append many lists (None counts as empty), without a Python loop per list."""
         self.values.extend(chain.from_iterable(filter(None, lists)))
@@ -207,7 +211,16 @@ class ObjectColumn:
         self.values = []
 
 
-Column = IntColumn | ListColumn | EnumColumn | ObjectColumn
+class Column(Protocol):
+    """What every column buffer offers; values are checked by the concrete column."""
+
+    def __len__(self) -> int: ...
+    def append(self, value: Any) -> None: ...
+    def extend(self, values: Any) -> None: ...
+    def extend_repeated(self, value: Any, count: int) -> None: ...
+    def to_arrow(self) -> pa.Array: ...
+    def truncate(self, num_rows: int) -> None: ...
+    def reset(self) -> None: ...
 
 
 class TableBuffer:

@@ -16,7 +16,7 @@ from typing import Any
 
 from stepscope.engine import EngineStep
 
-from .columns import OptionalIntColumn, SeqColumn, TableBuffer
+from .columns import Column, OptionalIntColumn, SeqColumn, TableBuffer
 from .probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
 from .redact import Redactor
 
@@ -51,7 +51,8 @@ class StepDecisions:
     explicit_calls: list[tuple[int, Decision]]
     preemptions: list[tuple[int, Preemption]]
 
-    def add_to(self, column: SeqColumn) -> None:
+    def add_to(self, column: Column) -> None:
+        assert isinstance(column, SeqColumn)
         if self.first_running_seq is not None:
             column.extend_range(self.first_running_seq, self.first_running_seq + self.num_running)
         column.extend(self.other_seqs)
@@ -144,7 +145,9 @@ def _admission_columns(
     resumed_index = {
         req_id: num_running + i for i, req_id in enumerate(cached.req_ids[num_running:])
     }
-    kinds, computed, tables = [], [], []
+    kinds: list[str] = []
+    computed: list[int] = []
+    tables: list[Sequence[int] | None] = []
     for req_id in islice(output.num_scheduled_tokens, num_running, None):
         data = new.get(req_id)
         if data is not None:
