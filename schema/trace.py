@@ -122,9 +122,31 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     if path.is_dir():
         raise TraceError(f"{path}: is a directory, not a trace")
     try:
-        return duckdb.connect(str(path), read_only=True, config=_LOCKED_CONFIG)
+        con = duckdb.connect(str(path), read_only=True, config=_LOCKED_CONFIG)
     except duckdb.Error as error:
         raise TraceError(f"{path}: not a readable trace ({_first_line(error)})") from None
+    expected = _expected_size(con)
+    if expected is not None and path.stat().st_size < expected:
+        con.close()
+        raise TraceError(
+            f"{path}: truncated trace ({path.stat().st_size} of {expected} bytes are there)"
+        )
+    return con
+
+
+_DUCKDB_HEADER_BYTES = 3 * 4096
+"""DuckDB's main header and its two database headers, before the first block."""
+
+
+def _expected_size(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The file size the database's own header promises, when DuckDB reports it."""
+    try:
+        ((block_size, total_blocks),) = con.execute(
+            "SELECT block_size, total_blocks FROM pragma_database_size()"
+        ).fetchall()
+    except duckdb.Error:
+        return None
+    return _DUCKDB_HEADER_BYTES + int(block_size) * int(total_blocks)
 
 
 def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:

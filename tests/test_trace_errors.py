@@ -1,0 +1,100 @@
+"""Bad traces and bad SQL get one clear error; a trace cannot reach the reader's files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from stepscope.schema import TraceError
+from test_cli import stepscope
+from traces import case, record
+
+import stepscope as api
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("t") / "t.duckdb"
+    record(case("03"), path)
+    return path
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(TraceError) as caught:
+        api.open(path)
+    return str(caught.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert "no such file" in _error(tmp_path / "nope.duckdb")
+
+
+def test_a_file_that_is_not_duckdb(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\n" * 100)
+    assert "not a readable trace" in _error(path)
+
+
+def test_a_duckdb_file_that_is_not_a_trace(tmp_path: Path) -> None:
+    path = tmp_path / "other.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    assert "not a stepscope trace" in _error(path)
+
+
+def test_a_newer_schema_version(tmp_path: Path, trace: Path) -> None:
+    path = tmp_path / "newer.duckdb"
+    shutil.copy(trace, path)
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE _meta SET value = '99' WHERE key = 'schema_version'")
+    message = _error(path)
+    assert "schema version 99" in message and "upgrade stepscope" in message
+
+
+def test_a_truncated_file(tmp_path: Path, trace: Path) -> None:
+    path = tmp_path / "truncated.duckdb"
+    for fraction in (0.2, 0.5, 0.95):
+        path.write_bytes(trace.read_bytes()[: int(trace.stat().st_size * fraction)])
+        message = _error(path)
+        assert "truncated" in message or "not a readable trace" in message, fraction
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM '/etc/hostname'",
+        "COPY (SELECT 1) TO '/tmp/stepscope-leak.csv'",
+        "ATTACH '/tmp/stepscope-other.duckdb' AS other",
+        "INSTALL httpfs",
+        "SET enable_external_access = true",
+        "CREATE TABLE x (a INTEGER)",
+    ],
+)
+def test_queries_cannot_touch_files_or_the_trace(trace: Path, query: str) -> None:
+    with api.open(trace) as opened, pytest.raises(TraceError):
+        opened.sql(query)
+    assert not Path("/tmp/stepscope-leak.csv").exists()
+
+
+def test_bad_sql_names_the_problem(trace: Path) -> None:
+    with api.open(trace) as opened:
+        with pytest.raises(TraceError, match="no_such_view"):
+            opened.sql("SELECT * FROM no_such_view")
+        with pytest.raises(TraceError, match="Parser Error"):
+            opened.sql("SELEC 1")
+
+
+def test_cli_errors_are_one_line_and_exit_2(trace: Path, tmp_path: Path) -> None:
+    for args in (
+        ("sql", str(trace), "SELECT * FROM read_csv('/etc/passwd')"),
+        ("sql", str(trace), "SELEC 1"),
+        ("info", str(tmp_path / "missing.duckdb")),
+        ("sql", "/etc/hostname", "SELECT 1"),
+    ):
+        result = stepscope(*args)
+        assert result.returncode == 2, args
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
