@@ -12,7 +12,7 @@ import duckdb
 import pytest
 from conftest import TESTS
 from decisions import run_lines
-from stepscope.engine import InputError, load_workload
+from stepscope.engine import InputError, StepRecord, load_workload
 from stepscope.schema.ddl import table_specs
 from stepscope.tracer.recorder import _new_buffers
 from stepscope.tracer.redact import Redactor
@@ -27,11 +27,12 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from traces import decode_workload, record
 
-def report(record_):
-    if record_.step % 20 == 0:
-        print(record_.step, flush=True)
+class Report:
+    def on_step(self, record_, scheduler):
+        if record_.step % 20 == 0:
+            print(record_.step, flush=True)
 
-record(decode_workload(32, 100_000), Path({path!r}), flush_every_steps=16, on_step=report)
+record(decode_workload(32, 100_000), Path({path!r}), flush_every_steps=16, sinks=[Report()])
 """
 
 
@@ -62,12 +63,13 @@ def test_kill_9_leaves_a_trace_that_opens_with_every_flushed_step(tmp_path: Path
 def test_an_interrupted_recording_keeps_its_steps(tmp_path: Path) -> None:
     path = tmp_path / "interrupted.duckdb"
 
-    def interrupt(record_: object) -> None:
-        if getattr(record_, "step", 0) == 50:
-            raise KeyboardInterrupt
+    class Interrupt:
+        def on_step(self, record_: StepRecord, scheduler: object) -> None:
+            if record_.step == 50:
+                raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        record(decode_workload(4, 1000), path, on_step=interrupt, flush_every_steps=8)
+        record(decode_workload(4, 1000), path, sinks=[Interrupt()], flush_every_steps=8)
     with stepscope.open(path) as trace:
         assert not trace.complete
         assert trace.sql("SELECT count(*) FROM steps").fetchall() == [(51,)]

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import datetime
 import platform
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from stepscope.engine import EngineLoop, InputError, ModelRunner, StepRecord, Workload
+from stepscope.engine import EngineLoop, InputError, ModelRunner, Scheduler, StepRecord, Workload
 from stepscope.engine.decision_log import EMULATED_VLLM_VERSION, ENGINE_NAME
 
 from stepscope import __version__
 
 from .recorder import TraceRecorder
 from .redact import Redactor
+
+
+class StepSink(Protocol):
+    """Something else that follows the run step by step (progress, OpenTelemetry)."""
+
+    def on_step(self, record: StepRecord, scheduler: Scheduler) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ def record_workload(
     *,
     meta: Mapping[str, str] | None = None,
     redactor: Redactor | None = None,
-    on_step: Callable[[StepRecord], None] | None = None,
+    sinks: Sequence[StepSink] = (),
     flush_every_steps: int = 256,
 ) -> RecordSummary:
     """Run the workload with a recorder attached; the trace is marked complete at the end.
@@ -68,10 +75,11 @@ def record_workload(
     loop = EngineLoop(workload, model_runner, probe=recorder)
     complete = False
     try:
+        scheduler = loop.core.scheduler
         for record in loop.run():
-            recorder.record_step(record, loop.core.scheduler)
-            if on_step is not None:
-                on_step(record)
+            recorder.record_step(record, scheduler)
+            for sink in sinks:
+                sink.on_step(record, scheduler)
         complete = True
     finally:
         recorder.close(complete)

@@ -9,9 +9,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from stepscope.engine import StepRecord, TapeModelRunner
+from stepscope.engine import Scheduler, StepRecord, TapeModelRunner
 from stepscope.inputs import apply_knobs, load_workload_arg, tapes
-from stepscope.tracer.record import record_workload
+from stepscope.tracer.otel import (
+    StepSpans,
+    exporter_from_env,
+    make_span_exporter,
+    make_tracer_provider,
+)
+from stepscope.tracer.record import StepSink, record_workload
 from stepscope.tracer.redact import Redactor
 
 from .options import KnobsOption
@@ -36,6 +42,15 @@ def record(
     flush_every: Annotated[
         int, typer.Option("--flush-every", min=1, help="Steps per write to the file.")
     ] = 256,
+    otel: Annotated[
+        str | None,
+        typer.Option(
+            "--otel",
+            metavar="console|otlp",
+            help="Also export OpenTelemetry spans (default: OTEL_TRACES_EXPORTER; otlp reads "
+            "OTEL_EXPORTER_OTLP_*).",
+        ),
+    ] = None,
 ) -> None:
     """Run a workload and record every step into a DuckDB trace."""
     loaded = apply_knobs(load_workload_arg(workload), knobs or [])
@@ -49,23 +64,25 @@ def record(
         console=console,
         transient=True,
     )
-    task = progress.add_task("record", total=len(loaded.requests), step=0)
-
-    def on_step(record: StepRecord) -> None:
-        done = len(record.rejected) + len(record.aborted)
-        if record.engine_step is not None:
-            done += sum(1 for o in record.engine_step.outputs if o.finish_reason is not None)
-        progress.update(task, advance=done, step=record.step)
-
-    with progress:
-        summary = record_workload(
-            loaded,
-            TapeModelRunner(tapes(loaded)),
-            output,
-            redactor=Redactor() if redact else None,
-            on_step=on_step,
-            flush_every_steps=flush_every,
-        )
+    sinks: list[StepSink] = [_Progress(progress, len(loaded.requests))]
+    exporter = exporter_from_env(otel)
+    spans = None
+    if exporter is not None:
+        spans = StepSpans(make_tracer_provider(make_span_exporter(exporter)), loaded)
+        sinks.append(spans)
+    try:
+        with progress:
+            summary = record_workload(
+                loaded,
+                TapeModelRunner(tapes(loaded)),
+                output,
+                redactor=Redactor() if redact else None,
+                sinks=sinks,
+                flush_every_steps=flush_every,
+            )
+    finally:
+        if spans is not None:
+            spans.close()
     size_mb = output.stat().st_size / 1e6
     state = "complete" if summary.complete else "incomplete"
     console.print(
@@ -73,3 +90,17 @@ def record(
         f"to {output} ({size_mb:.2f} MB, {state})",
         highlight=False,
     )
+
+
+class _Progress:
+    """Advances the progress bar as requests finish."""
+
+    def __init__(self, progress: Progress, num_requests: int) -> None:
+        self.progress = progress
+        self.task = progress.add_task("record", total=num_requests, step=0)
+
+    def on_step(self, record: StepRecord, scheduler: Scheduler) -> None:
+        done = len(record.rejected) + len(record.aborted)
+        if record.engine_step is not None:
+            done += sum(1 for o in record.engine_step.outputs if o.finish_reason is not None)
+        self.progress.update(self.task, advance=done, step=record.step)
