@@ -43,7 +43,10 @@ class IntColumn:
 
     def extend(self, values: Iterable[int]) -> None:
         # Building an array from a list or tuple runs twice as fast as array.extend.
-        if not isinstance(values, list | tuple | array):
+        if isinstance(values, array) and values.typecode == self.typecode:
+            self.values.extend(values)
+            return
+        if not isinstance(values, list | tuple):
             values = list(values)
         self.values.extend(array(self.typecode, values))
 

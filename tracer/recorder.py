@@ -19,7 +19,7 @@ from stepscope.schema.ddl import enum_types, table_specs
 from .columns import TableBuffer, buffer_for
 from .probe import Decision, Preemption, ScheduleEnd, ScheduleStart
 from .redact import Redactor
-from .step_rows import Seq, add_explicit_calls, add_scheduled, number_decisions
+from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .writer import TraceWriter
 
 
@@ -50,6 +50,7 @@ class TraceRecorder:
         self._buffers = _new_buffers()
         self._table_lengths: dict[int, int] = {}
         self._seq = Seq()
+        self._indices = IndexCache()
         self.writer.submit({"_config": _config_table(workload.config)})
 
     # ----- the probe ----------------------------------------------------------
@@ -186,7 +187,7 @@ class TraceRecorder:
         numbered = number_decisions(engine_step, decisions, seq)
         add_scheduled(
             buffers["_scheduled"], buffers["_block_ids"], step, engine_step,
-            numbered, self.request_index, self.redactor, self._table_lengths,
+            numbered, self.request_index, self.redactor, self._table_lengths, self._indices,
         )  # fmt: skip
         refunds = {p.request_id: p for _, p in numbered.preemptions if p.num_tokens_refunded}
         add_explicit_calls(

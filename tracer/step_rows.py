@@ -9,6 +9,7 @@ grants, preemptions) are walked one by one into `_allocations`.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice
@@ -102,6 +103,20 @@ def _granted(decision: Decision) -> bool:
     return decision.refusal is None
 
 
+class IndexCache:
+    """The request indices of the last step's rows: a steady batch repeats them step after step."""
+
+    def __init__(self) -> None:
+        self._request_ids: list[str] = []
+        self._indices: array[int] = array("i")
+
+    def indices(self, request_ids: list[str], request_index: Mapping[str, int]) -> array[int]:
+        if request_ids != self._request_ids:
+            self._request_ids = request_ids
+            self._indices = array("i", list(map(request_index.__getitem__, request_ids)))
+        return self._indices
+
+
 def add_scheduled(
     scheduled: TableBuffer,
     block_ids: TableBuffer,
@@ -111,12 +126,13 @@ def add_scheduled(
     request_index: Mapping[str, int],
     redactor: Redactor | None,
     table_lengths: dict[int, int],
-) -> list[int]:
+    index_cache: IndexCache,
+) -> Sequence[int]:
     """The output's rows in `num_scheduled_tokens` order; returns their request indices."""
     output = engine_step.scheduler_output
     cached = output.scheduled_cached_reqs
     request_ids = list(output.num_scheduled_tokens)
-    indices = list(map(request_index.__getitem__, request_ids))
+    indices = index_cache.indices(request_ids, request_index)
     num_rows = len(request_ids)
     num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
     kinds, computed, tables = _admission_columns(engine_step, num_running)
@@ -190,7 +206,7 @@ def _add_sampled(
 def _add_block_ids(
     buffer: TableBuffer,
     step: int,
-    indices: list[int],
+    indices: Sequence[int],
     tables: list[Sequence[int] | None],
     num_running: int,
     table_lengths: dict[int, int],
