@@ -37,10 +37,14 @@ class EngineCore:
     """A scheduler and a model runner, stepped together."""
 
     def __init__(
-        self, config: EngineConfig, model_runner: ModelRunner, probe: Probe | None = None
+        self,
+        config: EngineConfig,
+        model_runner: ModelRunner,
+        probe: Probe | None = None,
+        scheduler_cls: type[Scheduler] = Scheduler,
     ) -> None:
         self.config = config
-        self.scheduler = Scheduler(config, probe)
+        self.scheduler = scheduler_cls(config, probe)
         self.model_runner = model_runner
 
     def add_request(self, request: Request) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .core import EngineCore, EngineStep
 from .model_runner import ModelRunner
 from .request import FinishReason, Request
+from .scheduler import Scheduler
 from .workload import RequestSpec, Workload
 
 if TYPE_CHECKING:
@@ -65,10 +66,14 @@ class EngineLoop:
     """Drives an `EngineCore` through a workload, one `StepRecord` per step."""
 
     def __init__(
-        self, workload: Workload, model_runner: ModelRunner, probe: Probe | None = None
+        self,
+        workload: Workload,
+        model_runner: ModelRunner,
+        probe: Probe | None = None,
+        scheduler_cls: type[Scheduler] = Scheduler,
     ) -> None:
         self.workload = workload
-        self.core = EngineCore(workload.config, model_runner, probe)
+        self.core = EngineCore(workload.config, model_runner, probe, scheduler_cls)
         self.arrived: dict[str, Request] = {}
         self.finishes: dict[str, RequestFinish] = {}
         self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}

@@ -196,10 +196,10 @@ class Scheduler:
         if self.probe is not None:
             self.probe.on_schedule_start(self._schedule_start(plan))
         plan.running_pass_end = self._schedule_running(plan)
-        if plan.preempted:
-            plan.admission_stop = AdmissionStop.PREEMPTED_THIS_STEP
-        else:
+        if self._may_admit(plan):
             plan.admission_stop = self._schedule_waiting(plan)
+        else:
+            plan.admission_stop = AdmissionStop.PREEMPTED_THIS_STEP
         output = self._make_output(plan)
         self._update_after_schedule(output)
         self.last_plan = plan
@@ -224,6 +224,10 @@ class Scheduler:
             num_waiting=len(self.waiting),
             num_free_blocks=self.kv_cache_manager.get_num_free_blocks(),
         )
+
+    def _may_admit(self, plan: StepPlan) -> bool:
+        """The anti-thrash rule: a step that preempted anybody admits nobody."""
+        return not plan.preempted
 
     def _long_prefill_token_threshold(self) -> int:
         """The per-request chunk cap for this step; off when only one request exists."""

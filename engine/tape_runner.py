@@ -22,6 +22,8 @@ class TapeModelRunner:
     def __init__(self, tapes: Mapping[str, Sequence[int]]) -> None:
         self.tapes = tapes
         self.request_states = RequestStates()
+        self.num_padded_tokens = 0
+        """Tokens sampled past the end of a tape (the script had nothing to say)."""
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         sampled: dict[str, list[int]] = {}
@@ -32,7 +34,11 @@ class TapeModelRunner:
                 continue
             tape = self.tapes.get(req_id, ())
             index = chunk.state.num_output_tokens
-            token_id = tape[index] if index < len(tape) else PAD_TOKEN_ID
+            if index < len(tape):
+                token_id = tape[index]
+            else:
+                token_id = PAD_TOKEN_ID
+                self.num_padded_tokens += 1
             self.request_states.append_sampled(req_id, token_id)
             sampled[req_id] = [token_id]
         return ModelRunnerOutput.from_sampled(sampled)

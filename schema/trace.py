@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
@@ -82,7 +83,9 @@ class Trace:
     def views(self) -> list[ViewInfo]:
         return view_infos()
 
-    def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
+    def sql(
+        self, query: str, params: list[Any] | dict[str, Any] | None = None
+    ) -> duckdb.DuckDBPyRelation:
         """Run a query; bad SQL raises TraceError with DuckDB's message."""
         try:
             relation = self._con.sql(query, params=params)
@@ -95,6 +98,17 @@ class Trace:
         if relation is None:
             raise TraceError("the statement returned no rows (only queries are allowed)")
         return relation
+
+    def stream(self, query: str, batch_rows: int = 1 << 16) -> pa.RecordBatchReader:
+        """Stream a query's rows in Arrow batches, on a cursor of its own.
+
+        Several streams can be open at once; they see the physical `_` tables, not
+        the views (which belong to the main connection).
+        """
+        try:
+            return self._con.cursor().sql(query).to_arrow_reader(batch_rows)
+        except duckdb.Error as error:
+            raise TraceError(_first_line(error)) from None
 
     def close(self) -> None:
         self._con.close()

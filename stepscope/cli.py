@@ -17,8 +17,11 @@ from stepscope.schema import TraceError
 from stepscope.tracer.writer import TraceWriteError
 
 from . import run_view
+from .commands.check import check
+from .commands.diff import diff
 from .commands.info import info
 from .commands.record import record
+from .commands.replay import replay
 from .commands.sql import sql
 
 app = typer.Typer(
@@ -121,6 +124,9 @@ def _config_line(workload: Workload) -> str:
 app.command()(record)
 app.command()(info)
 app.command()(sql)
+app.command()(replay)
+app.command()(diff)
+app.command()(check)
 
 
 def main() -> None:

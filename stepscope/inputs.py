@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import InputError, Workload, load_workload
+from stepscope.engine import InputError, Scheduler, Workload, load_workload
 
 DEFAULT_WORKLOAD = "default.json"
 
@@ -44,3 +46,22 @@ def parse_knob(text: str) -> tuple[str, Any]:
 def tapes(workload: Workload) -> dict[str, tuple[int, ...]]:
     """Each request's scripted outputs, for the tape model runner."""
     return {spec.request_id: spec.output_token_ids for spec in workload.requests}
+
+
+def load_scheduler_class(spec: str) -> type[Scheduler]:
+    """`package.module:Class`, a subclass of the engine's Scheduler, imported from the path."""
+    module_name, sep, class_name = spec.partition(":")
+    if not sep or not module_name or not class_name:
+        raise InputError(f"--scheduler {spec!r}: expected module:Class")
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise InputError(f"--scheduler {spec!r}: cannot import {module_name}: {error}") from None
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type) or not issubclass(cls, Scheduler):
+        raise InputError(
+            f"--scheduler {spec!r}: {class_name} is not a subclass of stepscope.engine.Scheduler"
+        )
+    return cls

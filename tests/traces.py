@@ -46,3 +46,21 @@ def decode_workload(num_requests: int, num_steps: int) -> Workload:
               "max_model_len": num_steps + 64}  # fmt: skip
     text = json.dumps({"config": config, "requests": requests, "max_steps": num_steps + 10})
     return parse_workload(text, source="decode")
+
+
+def prefill_heavy_workload(num_requests: int = 40, prompt_len: int = 200) -> Workload:
+    """Long prompts all arriving at once: the token budget, not KV, sets the pace."""
+    requests = [
+        {
+            "id": f"p{i}",
+            "prompt_token_ids": [1000 + prompt_len * i + t for t in range(prompt_len)],
+            "output_token_ids": [5] * 8 + [2],
+            "max_tokens": 20,
+            "eos_token_id": 2,
+        }
+        for i in range(num_requests)
+    ]
+    config = {"block_size": 16, "num_blocks": 1200, "max_num_batched_tokens": 256,
+              "max_num_seqs": 64, "max_model_len": 512}  # fmt: skip
+    text = json.dumps({"config": config, "requests": requests, "max_steps": 2000})
+    return parse_workload(text, source="prefill-heavy")

@@ -42,6 +42,7 @@ def trace_meta(workload: Workload, extra: Mapping[str, str] | None = None) -> di
         "python_version": platform.python_version(),
         "workload": workload.source,
         "description": workload.description,
+        "max_steps": str(workload.max_steps),
         "model": "tape",
         "device": "cpu",
         **(extra or {}),
@@ -57,6 +58,7 @@ def record_workload(
     redactor: Redactor | None = None,
     sinks: Sequence[StepSink] = (),
     flush_every_steps: int = 256,
+    scheduler_cls: type[Scheduler] = Scheduler,
 ) -> RecordSummary:
     """Run the workload with a recorder attached; the trace is marked complete at the end.
 
@@ -72,7 +74,7 @@ def record_workload(
         redactor=redactor,
         flush_every_steps=flush_every_steps,
     )
-    loop = EngineLoop(workload, model_runner, probe=recorder)
+    loop = EngineLoop(workload, model_runner, probe=recorder, scheduler_cls=scheduler_cls)
     complete = False
     try:
         scheduler = loop.core.scheduler

@@ -1,0 +1,259 @@
+"""The diff of two traces: where their decisions part, why, and what it changed.
+
+Steps are aligned by number. Each step's decision (tokens per request and their
+order, admissions, preemptions, block ids, free blocks) is first compared by a
+fingerprint computed in SQL, and only the first differing step is drilled into.
+The first divergence is classified: *input* when arrivals, aborts or the tokens
+the model sampled differed first (GPU numerics, a changed workload), *decision*
+when the same inputs met a different choice.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from stepscope.schema import Trace, open_trace
+
+from .sql import query
+
+
+class Classification(enum.StrEnum):
+    IDENTICAL = "identical"
+    INPUT = "input"
+    DECISION = "decision"
+    INPUTS_ONLY = "inputs_only"
+    """Inputs differ but every decision is the same."""
+
+
+@dataclass(frozen=True)
+class StepSide:
+    """One trace's view of a step, for the report."""
+
+    scheduled: list[tuple[Any, ...]]
+    """(request_id, kind, num_tokens, computed_before, new_block_ids, sampled_token_id)."""
+    preemptions: list[tuple[Any, ...]]
+    """(request_id, needed_by, num_computed_tokens_discarded)."""
+    allocations: list[tuple[Any, ...]]
+    """(request_id, pass, num_new_tokens, num_blocks_needed, free before, granted, refusal)."""
+    step: dict[str, Any]
+    """The `steps` row: budgets, counts, free blocks, why each pass stopped."""
+
+
+@dataclass(frozen=True)
+class RequestDelta:
+    request_id: str
+    a: dict[str, Any]
+    b: dict[str, Any]
+    changed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    a: Path
+    b: Path
+    config_differences: dict[str, tuple[Any, Any]]
+    num_steps: tuple[int, int]
+    classification: Classification
+    first_decision_step: int | None
+    decision_fields: tuple[str, ...]
+    first_input_step: int | None
+    input_cause: str | None
+    divergent_steps: list[int]
+    first_step_detail: tuple[StepSide, StepSide] | None
+    request_deltas: list[RequestDelta]
+    metrics: dict[str, tuple[Any, Any]]
+    ignore_block_ids: bool = False
+    workload_differences: list[str] = field(default_factory=list)
+
+    @property
+    def decisions_differ(self) -> bool:
+        return self.first_decision_step is not None
+
+    @property
+    def identical(self) -> bool:
+        return self.classification is Classification.IDENTICAL
+
+
+_DECISION_COLUMNS = ("idle", "num_free_blocks", "decision", "preempted")
+
+
+def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> TraceDiff:
+    with open_trace(a_path) as a, open_trace(b_path) as b:
+        fingerprints = (_fingerprints(a), _fingerprints(b))
+        decision_step, fields, divergent = _first_decision(*fingerprints, ignore_block_ids)
+        workload_differences, workload_step = _workload_differences(a, b)
+        input_step, cause = _first_input(*fingerprints, workload_step)
+        detail = None
+        if decision_step is not None:
+            detail = (_step_side(a, decision_step), _step_side(b, decision_step))
+        return TraceDiff(
+            a=a_path,
+            b=b_path,
+            config_differences=_config_differences(a.config, b.config),
+            num_steps=(fingerprints[0].num_rows, fingerprints[1].num_rows),
+            classification=_classify(decision_step, input_step),
+            first_decision_step=decision_step,
+            decision_fields=fields,
+            first_input_step=input_step,
+            input_cause=cause,
+            divergent_steps=divergent,
+            first_step_detail=detail,
+            request_deltas=_request_deltas(a, b),
+            metrics=_metrics(a, b),
+            ignore_block_ids=ignore_block_ids,
+            workload_differences=workload_differences,
+        )
+
+
+def _fingerprints(trace: Trace) -> pa.Table:
+    return trace.sql(query("step_fingerprints")).to_arrow_table()
+
+
+def _first_decision(
+    a: pa.Table, b: pa.Table, ignore_block_ids: bool
+) -> tuple[int | None, tuple[str, ...], list[int]]:
+    """The first step whose decision differs, the fields that differ there, and every such step."""
+    common = min(a.num_rows, b.num_rows)
+    columns = [*_DECISION_COLUMNS, *(() if ignore_block_ids else ("blocks",))]
+    differs = pa.array([False] * common)
+    per_column = {}
+    for name in columns:
+        unequal = pc.not_equal(a[name].slice(0, common), b[name].slice(0, common))
+        per_column[name] = unequal
+        differs = pc.or_(differs, unequal)
+    steps = a["step"].slice(0, common)
+    divergent = pc.filter(steps, differs).to_pylist()
+    if a.num_rows != b.num_rows:
+        divergent.append(common)
+    if not divergent:
+        return None, (), []
+    first = divergent[0]
+    if first == common:
+        return first, ("missing_step",), divergent
+    index = first - steps[0].as_py()
+    fields = tuple(_FIELD_NAMES[name] for name in columns if per_column[name][index].as_py())
+    return first, fields, divergent
+
+
+_FIELD_NAMES = {
+    "idle": "idle",
+    "num_free_blocks": "num_free_blocks",
+    "decision": "scheduled",
+    "preempted": "preempted",
+    "blocks": "block_ids",
+}
+
+
+def _first_input(
+    a: pa.Table, b: pa.Table, workload_step: int | None
+) -> tuple[int | None, str | None]:
+    """The first step whose inputs differ: arrivals or aborts at it, or tokens sampled before it.
+
+    A token sampled at step s first matters at step s + 1, and only counts when both
+    traces scheduled the same rows at s (otherwise the decision differed first).
+    """
+    common = min(a.num_rows, b.num_rows)
+    candidates: list[tuple[int, str]] = []
+    if workload_step is not None:
+        candidates.append((workload_step, "requests"))
+    arrivals = pc.not_equal(a["inputs"].slice(0, common), b["inputs"].slice(0, common))
+    steps = a["step"].slice(0, common)
+    first_arrival = pc.filter(steps, arrivals).to_pylist()
+    if first_arrival:
+        candidates.append((first_arrival[0], "arrivals or aborts"))
+    same_rows = pc.equal(a["decision"].slice(0, common), b["decision"].slice(0, common))
+    tokens = pc.and_(
+        same_rows, pc.not_equal(a["sampled"].slice(0, common), b["sampled"].slice(0, common))
+    )
+    first_tokens = pc.filter(steps, tokens).to_pylist()
+    if first_tokens:
+        candidates.append((first_tokens[0] + 1, f"sampled tokens (step {first_tokens[0]})"))
+    if not candidates:
+        return None, None
+    step, cause = min(candidates)
+    return step, cause
+
+
+def _classify(decision_step: int | None, input_step: int | None) -> Classification:
+    if decision_step is None:
+        return Classification.IDENTICAL if input_step is None else Classification.INPUTS_ONLY
+    if input_step is not None and input_step <= decision_step:
+        return Classification.INPUT
+    return Classification.DECISION
+
+
+def _workload_differences(a: Trace, b: Trace) -> tuple[list[str], int | None]:
+    """Requests whose inputs differ between the traces, and the earliest step one arrives."""
+    a_rows = {row[0]: row for row in a.sql(query("request_inputs")).fetchall()}
+    b_rows = {row[0]: row for row in b.sql(query("request_inputs")).fetchall()}
+    differences = []
+    arrival_steps: list[int] = []
+    for request_id in sorted(a_rows.keys() | b_rows.keys()):
+        mine, theirs = a_rows.get(request_id), b_rows.get(request_id)
+        if mine == theirs:
+            continue
+        where = "only in A" if theirs is None else "only in B" if mine is None else "inputs differ"
+        differences.append(f"{request_id}: {where}")
+        arrival_steps.extend(row[1] for row in (mine, theirs) if row is not None)
+    return differences, min(arrival_steps, default=None)
+
+
+def _config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
+
+
+def _step_side(trace: Trace, step: int) -> StepSide:
+    scheduled = trace.sql(
+        "SELECT request_id, kind, num_tokens, computed_before, new_block_ids, sampled_token_id "
+        "FROM scheduled WHERE step = ? ORDER BY position",
+        [step],
+    ).fetchall()
+    preemptions = trace.sql(
+        "SELECT request_id, needed_by, num_computed_tokens_discarded FROM preemptions "
+        "WHERE step = ? ORDER BY seq",
+        [step],
+    ).fetchall()
+    allocations = trace.sql(
+        "SELECT request_id, pass, num_new_tokens, num_blocks_needed, num_free_blocks_before, "
+        "granted, refusal FROM allocations WHERE step = ? AND (NOT granted OR pass = 'waiting' "
+        "OR num_blocks_needed > 0) ORDER BY seq",
+        [step],
+    ).fetchall()
+    relation = trace.sql("SELECT * FROM steps WHERE step = ?", [step])
+    rows = relation.fetchall()
+    step_row = dict(zip(relation.columns, rows[0], strict=True)) if rows else {}
+    return StepSide(scheduled, preemptions, allocations, step_row)
+
+
+_OUTCOME_FIELDS = ("finish_step", "finish_reason", "num_output_tokens", "ttft_steps",
+                   "num_preemptions", "tpot_steps")  # fmt: skip
+
+
+def _request_deltas(a: Trace, b: Trace) -> list[RequestDelta]:
+    def outcomes(trace: Trace) -> dict[str, dict[str, Any]]:
+        relation = trace.sql(query("request_outcomes"))
+        names = relation.columns
+        return {row[0]: dict(zip(names, row, strict=True)) for row in relation.fetchall()}
+
+    mine, theirs = outcomes(a), outcomes(b)
+    deltas = []
+    for request_id in mine.keys() & theirs.keys():
+        changed = tuple(f for f in _OUTCOME_FIELDS if mine[request_id][f] != theirs[request_id][f])
+        if changed:
+            deltas.append(RequestDelta(request_id, mine[request_id], theirs[request_id], changed))
+    return sorted(deltas, key=lambda d: (d.a["arrival_step"], d.request_id))
+
+
+def run_metrics(trace: Trace) -> dict[str, Any]:
+    relation = trace.sql(query("run_metrics"))
+    return dict(zip(relation.columns, relation.fetchall()[0], strict=True))
+
+
+def _metrics(a: Trace, b: Trace) -> dict[str, tuple[Any, Any]]:
+    mine, theirs = run_metrics(a), run_metrics(b)
+    return {name: (mine[name], theirs[name]) for name in mine}

@@ -1,0 +1,153 @@
+"""Exact replay: re-run the scheduler from a trace alone and check every step against it.
+
+The trace gives the config, the arrivals with their arrival times, the aborts, and
+what the model sampled, so no model is needed and the device the trace was recorded
+on does not matter. Every replayed step is compared with the recorded one as it goes;
+the first that differs is reported with both sides and the decisions that led there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from stepscope.engine import EngineLoop, Scheduler, StepRecord, TapeModelRunner, Workload
+from stepscope.schema import Trace, open_trace
+from stepscope.tracer.probe import Decision, ScheduleEnd, ScheduleStart
+from stepscope.tracer.record import trace_meta
+from stepscope.tracer.recorder import TraceRecorder
+
+from .decisions import RecordedDecisions, StepDecision, live_decision
+from .inputs import workload_from_trace
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first step where the replay did not decide as the recording did."""
+
+    step: int
+    fields: tuple[str, ...]
+    """Decision fields that differ; `missing_step` / `extra_step` when one side ended."""
+    recorded: StepDecision | None
+    replayed: StepDecision | None
+    replayed_decisions: tuple[Decision, ...]
+    """The replay's allocation calls and preemptions in that step."""
+
+
+@dataclass(frozen=True)
+class ExactReplay:
+    trace: Path
+    num_recorded_steps: int
+    num_compared_steps: int
+    trace_complete: bool
+    divergence: Divergence | None
+    output: Path | None
+
+
+class DecisionTap:
+    """A probe that keeps the scheduler's decisions of the current step only."""
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+
+    def on_schedule_start(self, record: ScheduleStart) -> None:
+        self.decisions = []
+
+    def on_schedule_end(self, record: ScheduleEnd) -> None:
+        pass
+
+
+def replay_exact(
+    trace_path: Path,
+    output: Path | None = None,
+    scheduler_cls: type[Scheduler] = Scheduler,
+    stop_at_divergence: bool = True,
+) -> ExactReplay:
+    """Replay `trace_path`; with `output`, the replay is recorded there as a trace too."""
+    with open_trace(trace_path) as trace:
+        workload = workload_from_trace(trace)
+        recorded = iter(RecordedDecisions(trace))
+        num_recorded = int(trace.sql("SELECT count(*) FROM _steps").fetchall()[0][0])
+        replay = _Replay(workload, recorded, output, scheduler_cls, trace)
+        divergence, compared = replay.run(stop_at_divergence, trace.complete)
+    return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)
+
+
+class _Replay:
+    """One replay run: the engine, its probe, and the recorded steps it walks beside."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        recorded: Iterator[StepDecision],
+        output: Path | None,
+        scheduler_cls: type[Scheduler],
+        trace: Trace,
+    ) -> None:
+        self.recorded = recorded
+        tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+        self.recorder = (
+            TraceRecorder(output, workload, _replay_meta(workload, trace))
+            if output is not None
+            else None
+        )
+        self.probe: TraceRecorder | DecisionTap = self.recorder or DecisionTap()
+        self.loop = EngineLoop(
+            workload, TapeModelRunner(tapes), probe=self.probe, scheduler_cls=scheduler_cls
+        )
+
+    def run(self, stop_at_divergence: bool, trace_complete: bool) -> tuple[Divergence | None, int]:
+        divergence: Divergence | None = None
+        compared = 0
+        complete = False
+        try:
+            for record in self.loop.run():
+                decisions = tuple(self.probe.decisions)
+                if self.recorder is not None:
+                    self.recorder.record_step(record, self.loop.core.scheduler)
+                if divergence is not None:
+                    continue
+                expected = next(self.recorded, None)
+                if expected is None and not trace_complete:
+                    break  # the recording stopped early: nothing more to compare
+                divergence = self._compare(record, expected, decisions)
+                compared += divergence is None
+                if divergence is not None and stop_at_divergence:
+                    break
+            else:
+                complete = True
+        finally:
+            if self.recorder is not None:
+                self.recorder.close(complete)
+        if divergence is None and complete:
+            missing = next(self.recorded, None)
+            if missing is not None:
+                divergence = Divergence(missing.step, ("missing_step",), missing, None, ())
+        return divergence, compared
+
+    def _compare(
+        self,
+        record: StepRecord,
+        expected: StepDecision | None,
+        decisions: tuple[Decision, ...],
+    ) -> Divergence | None:
+        mine = live_decision(record, self.loop.request_index)
+        if expected is None:
+            return Divergence(record.step, ("extra_step",), None, mine, decisions)
+        fields = expected.differences(mine)
+        if expected.sampled != mine.sampled:
+            fields.append("sampled")
+        if not fields:
+            return None
+        return Divergence(record.step, tuple(fields), expected, mine, decisions)
+
+
+def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:
+    meta = trace_meta(workload)
+    meta.update(
+        replay_of=str(trace.path),
+        model=f"replay of {trace.meta.get('model', 'unknown')}",
+        device="none (replay)",
+    )
+    return meta

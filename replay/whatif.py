@@ -1,0 +1,68 @@
+"""What-if replay: the recorded arrivals under another config or scheduler, as a new trace.
+
+Each request's output sequence comes from the trace as its tape, so the run may take
+a different course: requests may be admitted, preempted and finished at other steps.
+A request that would sample past its recorded sequence (it ran further before an
+abort, say) gets a placeholder token; the summary counts them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stepscope.engine import Scheduler, TapeModelRunner
+from stepscope.schema import open_trace
+from stepscope.tracer.record import record_workload
+
+from .cost_model import CostModel, fit_cost_model, latency_seconds
+from .diff import TraceDiff, diff_traces
+from .inputs import workload_from_trace
+
+
+@dataclass(frozen=True)
+class WhatIfReplay:
+    original: Path
+    output: Path
+    knobs: dict[str, Any]
+    scheduler: str
+    diff: TraceDiff
+    cost_model: CostModel | None
+    seconds: dict[str, tuple[float | None, float | None]]
+    """Modelled seconds, original vs what-if (empty without step timings)."""
+    num_placeholder_tokens: int
+
+
+def replay_whatif(
+    trace_path: Path,
+    output: Path,
+    knobs: Mapping[str, Any] | None = None,
+    scheduler_cls: type[Scheduler] = Scheduler,
+) -> WhatIfReplay:
+    with open_trace(trace_path) as trace:
+        workload = workload_from_trace(trace, knobs)
+        model = fit_cost_model(trace)
+        original_seconds = latency_seconds(trace, model) if model else {}
+    runner = TapeModelRunner({spec.request_id: spec.output_token_ids for spec in workload.requests})
+    scheduler = f"{scheduler_cls.__module__}.{scheduler_cls.__qualname__}"
+    meta = {"replay_of": str(trace_path), "what_if": json.dumps(dict(knobs or {})),
+            "scheduler": scheduler}  # fmt: skip
+    record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls)
+    seconds: dict[str, tuple[float | None, float | None]] = {}
+    if model is not None:
+        with open_trace(output) as replayed:
+            new_seconds = latency_seconds(replayed, model)
+        seconds = {name: (original_seconds[name], new_seconds[name]) for name in new_seconds}
+    return WhatIfReplay(
+        original=trace_path,
+        output=output,
+        knobs=dict(knobs or {}),
+        scheduler=scheduler,
+        diff=diff_traces(trace_path, output),
+        cost_model=model,
+        seconds=seconds,
+        num_placeholder_tokens=runner.num_padded_tokens,
+    )

@@ -1,0 +1,100 @@
+"""`stepscope check`: replay baseline traces with the current scheduler and diff them, for CI."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from stepscope.engine import InputError
+from stepscope.inputs import load_scheduler_class, parse_knob
+from stepscope.replay.diff import TraceDiff
+from stepscope.replay.report import diff_to_markdown, diffs_to_junit, print_diff
+from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
+from stepscope.replay.whatif import replay_whatif
+
+from .diff import FailOnOption, ToleranceOption
+from .options import KnobsOption
+
+
+def check(
+    baselines: Annotated[
+        list[Path], typer.Argument(help="Baseline traces, or folders holding them (*.duckdb).")
+    ],
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", metavar="module:Class", help="The Scheduler to check."),
+    ] = None,
+    knobs: KnobsOption = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report.")] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write a Markdown report (CI job summary).")
+    ] = None,
+    fail_on: FailOnOption = FailOn.DECISIONS,
+    tolerance: ToleranceOption = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show each full diff.")] = False,
+) -> None:
+    """Replay each baseline's inputs through the current scheduler and diff it with the baseline.
+
+    Exit 0 when every baseline passes (--fail-on), 1 when one does not, 2 on bad input."""
+    traces = _traces(baselines)
+    scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
+    knob_values = dict(parse_knob(k) for k in knobs or [])
+    tolerances = parse_tolerances(tolerance or [])
+    console = Console()
+    results: list[tuple[str, TraceDiff, Verdict]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for index, trace in enumerate(traces):
+            output = Path(scratch) / f"{index}.duckdb"
+            extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
+            replayed = replay_whatif(trace, output, knob_values, **extra)
+            verdict = judge(replayed.diff, fail_on, tolerances)
+            results.append((str(trace), replayed.diff, verdict))
+            if verbose:
+                print_diff(console, replayed.diff, verdict)
+    console.print(_summary(results))
+    if junit is not None:
+        junit.write_text(diffs_to_junit(results))
+    if markdown is not None:
+        markdown.write_text("".join(diff_to_markdown(d, v, title=n) for n, d, v in results))
+    if any(verdict.failed for _, _, verdict in results):
+        raise typer.Exit(1)
+
+
+def _traces(paths: list[Path]) -> list[Path]:
+    traces: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            traces.extend(sorted(path.rglob("*.duckdb")))
+        elif path.exists():
+            traces.append(path)
+        else:
+            raise InputError(f"{path}: no such trace or folder")
+    if not traces:
+        raise InputError(f"no *.duckdb traces under {', '.join(map(str, paths))}")
+    return traces
+
+
+def _summary(results: list[tuple[str, TraceDiff, Verdict]]) -> Table:
+    table = Table(title="stepscope check", title_justify="left")
+    for name in ("baseline", "result", "first divergence", "steps", "preemptions", "mean ttft"):
+        table.add_column(name)
+    for name, diff, verdict in results:
+        outcome = "[red]FAIL[/]" if verdict.failed else "[green]pass[/]"
+        divergence = (
+            "none"
+            if diff.first_decision_step is None
+            else f"step {diff.first_decision_step} ({diff.classification})"
+        )
+        table.add_row(name, outcome, divergence, *(_pair(diff, m) for m in
+                      ("steps_to_drain", "preemptions", "mean_ttft_steps")))  # fmt: skip
+    return table
+
+
+def _pair(diff: TraceDiff, metric: str) -> str:
+    before, after = diff.metrics[metric]
+    return str(before) if before == after else f"{before} -> {after}"
