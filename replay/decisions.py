@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import compress, islice
+from operator import itemgetter
 from typing import Any
 
 from stepscope.engine import StepRecord
 from stepscope.schema import Trace
+from stepscope.schema.ddl import enum_types
 
 DECISION_FIELDS = ("idle", "requests", "num_tokens", "kinds", "preempted", "num_free_blocks")
 """Fields that are the scheduler's choice; `block_ids` joins them unless ignored."""
+
+KIND_NAMES = enum_types()["request_kind"]
+_NEW, _RESUMED, _RUNNING = (KIND_NAMES.index(name) for name in ("new", "resumed", "running"))
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,8 @@ class StepDecision:
     requests: Sequence[int] = ()
     """Request indices in `num_scheduled_tokens` order."""
     num_tokens: Sequence[int] = ()
-    kinds: Sequence[str] = ()
+    kinds: Sequence[int] = ()
+    """Codes of the `request_kind` enum (see `KIND_NAMES`)."""
     sampled: Sequence[int | None] = ()
     preempted: frozenset[int] = frozenset()
     num_free_blocks: int | None = None
@@ -51,28 +57,41 @@ def live_decision(record: StepRecord, request_index: Mapping[str, int]) -> StepD
     request_ids = list(output.num_scheduled_tokens)
     num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
     new = {data.req_id: data for data in output.scheduled_new_reqs}
-    kinds = ["running"] * num_running
-    blocks = dict(zip(cached.req_ids, cached.new_block_ids, strict=True))
+    kinds = [_RUNNING] * num_running
+    tables = list(cached.new_block_ids[:num_running])
     for req_id in islice(request_ids, num_running, None):
-        if req_id in new:
-            kinds.append("new")
-            blocks[req_id] = new[req_id].block_ids
-        else:
-            kinds.append("resumed")
-    runner_output = engine_step.model_runner_output
-    sampled = runner_output.sampled_token_ids
-    index_of = runner_output.req_id_to_index
+        data = new.get(req_id)
+        kinds.append(_NEW if data is not None else _RESUMED)
+        tables.append(data.block_ids if data is not None else _resumed_table(cached, req_id))
     return StepDecision(
         step=record.step,
         idle=False,
-        requests=[request_index[req_id] for req_id in request_ids],
+        requests=list(map(request_index.__getitem__, request_ids)),
         num_tokens=list(output.num_scheduled_tokens.values()),
         kinds=kinds,
-        sampled=[_first(sampled[index_of[req_id]]) for req_id in request_ids],
-        preempted=frozenset(request_index[req_id] for req_id in output.preempted_req_ids),
+        sampled=_sampled(engine_step, request_ids),
+        preempted=frozenset(map(request_index.__getitem__, output.preempted_req_ids)),
         num_free_blocks=engine_step.num_free_blocks_after_schedule,
-        block_ids={request_index[r]: tuple(b) for r, b in blocks.items() if b},
+        block_ids={
+            request_index[request_ids[i]]: tuple(tables[i])
+            for i in compress(range(len(tables)), tables)
+        },
     )
+
+
+def _resumed_table(cached: Any, req_id: str) -> Sequence[int]:
+    return cached.new_block_ids[cached.req_ids.index(req_id)] or ()
+
+
+def _sampled(engine_step: Any, request_ids: list[str]) -> list[int | None]:
+    runner_output = engine_step.model_runner_output
+    sampled = runner_output.sampled_token_ids
+    if runner_output.req_ids != request_ids:
+        index_of = runner_output.req_id_to_index
+        sampled = [sampled[index_of[req_id]] for req_id in request_ids]
+    if sum(map(len, sampled)) == len(sampled) and all(sampled):
+        return list(map(itemgetter(0), sampled))
+    return [_first(tokens) for tokens in sampled]
 
 
 def _first(tokens: Sequence[int]) -> int | None:
@@ -96,7 +115,7 @@ class RecordedDecisions:
         )
         scheduled = _Lookahead(
             stream(
-                "SELECT step, request_index, num_tokens, CAST(kind AS VARCHAR) AS kind, "
+                "SELECT step, request_index, num_tokens, enum_code(kind) AS kind, "
                 "sampled_token_id FROM _scheduled ORDER BY step, seq"
             )
         )

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
 
+from .decisions import KIND_NAMES
 from .diff import Classification, StepSide, TraceDiff
 from .exact import ExactReplay
 from .verdict import Verdict
@@ -273,6 +274,8 @@ def _decision_field(decision: Any, name: str) -> str:
     if decision is None:
         return "(no such step)"
     value = getattr(decision, name)
+    if name == "kinds":
+        value = [KIND_NAMES[code] for code in value]
     if isinstance(value, frozenset):
         value = sorted(value)
     return str(list(value) if isinstance(value, tuple) else value)
@@ -329,6 +332,7 @@ def _decision_json(decision: Any) -> dict[str, Any] | None:
     data = dataclasses.asdict(decision)
     data["preempted"] = sorted(decision.preempted)
     data["block_ids"] = {str(k): list(v) for k, v in decision.block_ids.items()}
+    data["kinds"] = [KIND_NAMES[code] for code in decision.kinds]
     return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
 

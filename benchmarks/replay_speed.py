@@ -1,0 +1,143 @@
+"""Exact replay speed against the untraced engine, and the time to diff two long traces.
+
+    python benchmarks/replay_speed.py [--results benchmarks/RESULTS.md] [--quick]
+
+Replay: 256 requests decoding for 10,000 steps are recorded once; then the untraced
+engine and the exact replay (which reads the trace and checks every step) run on the
+same workload in the same invocation, and their steps per second are compared
+(goal: replay at least 0.9 of the engine's rate). Diff: two 100,000-step traces of 16
+decoding requests (1.6 M scheduled rows each), identical, so every step is compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from results import heading, write_section
+from stepscope.engine import EngineLoop, TapeModelRunner, Workload
+from stepscope.engine.workload import parse_workload
+from stepscope.replay.diff import diff_traces
+from stepscope.replay.exact import replay_exact
+from stepscope.tracer.record import record_workload
+
+GOAL_REPLAY_RATIO = 0.9
+GOAL_DIFF_SECONDS = 1.0
+
+
+def decoding_workload(num_requests: int, num_steps: int) -> Workload:
+    """Requests that all decode from the first steps until `num_steps` (tape tokens, no EOS)."""
+    prompt_len, block_size = 32, 16
+    requests = [
+        {
+            "id": f"r{i}",
+            "prompt_token_ids": [(i * 7919 + t) % 30000 + 3 for t in range(prompt_len)],
+            "output_token_ids": [(i + k) % 997 + 3 for k in range(num_steps)],
+            "max_tokens": num_steps - 4,
+        }
+        for i in range(num_requests)
+    ]
+    blocks = num_requests * ((prompt_len + num_steps) // block_size + 2) + 1
+    config = {
+        "block_size": block_size,
+        "num_blocks": blocks,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": max(num_requests, 8),
+        "max_model_len": prompt_len + num_steps + 8,
+    }
+    text = json.dumps({"config": config, "requests": requests, "max_steps": num_steps + 10})
+    return parse_workload(text, source=f"decode-{num_requests}x{num_steps}")
+
+
+def steps_per_second(run: object) -> tuple[float, int]:
+    started = time.perf_counter()
+    steps = run()  # type: ignore[operator]
+    return steps / (time.perf_counter() - started), steps
+
+
+def engine_run(workload: Workload) -> int:
+    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    return sum(1 for _ in EngineLoop(workload, TapeModelRunner(tapes)).run())
+
+
+def measure_replay(
+    num_requests: int, num_steps: int, repeats: int, folder: Path
+) -> dict[str, float]:
+    workload = decoding_workload(num_requests, num_steps)
+    trace = folder / "replay.duckdb"
+    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    record_workload(workload, TapeModelRunner(tapes), trace)
+    engine_rates, replay_rates = [], []
+    for _ in range(repeats):
+        engine_rates.append(steps_per_second(lambda: engine_run(workload))[0])
+        rate, _ = steps_per_second(lambda: replay_exact(trace).num_compared_steps)
+        replay_rates.append(rate)
+    engine_rate, replay_rate = statistics.median(engine_rates), statistics.median(replay_rates)
+    return {
+        "engine_steps_per_s": engine_rate,
+        "replay_steps_per_s": replay_rate,
+        "ratio": replay_rate / engine_rate,
+        "steps": num_steps,
+        "requests": num_requests,
+    }
+
+
+def measure_diff(num_steps: int, repeats: int, folder: Path) -> dict[str, float]:
+    workload = decoding_workload(16, num_steps)
+    a, b = folder / "a.duckdb", folder / "b.duckdb"
+    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    record_workload(workload, TapeModelRunner(tapes), a, flush_every_steps=4096)
+    shutil.copy(a, b)
+    seconds = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = diff_traces(a, b)
+        seconds.append(time.perf_counter() - started)
+        assert result.identical
+    return {"diff_s": statistics.median(seconds), "steps": num_steps}
+
+
+def report(replay: dict[str, float], diff: dict[str, float]) -> str:
+    ok_replay = "ok" if replay["ratio"] >= GOAL_REPLAY_RATIO else "under goal"
+    ok_diff = "ok" if diff["diff_s"] <= GOAL_DIFF_SECONDS else "over goal"
+    return "\n".join([
+        "| figure | value | goal |",
+        "|---|---:|---|",
+        f"| untraced engine, {int(replay['requests'])} decoding requests | "
+        f"{replay['engine_steps_per_s']:.0f} steps/s | |",
+        f"| exact replay of its trace (checks every step) | {replay['replay_steps_per_s']:.0f} "
+        f"steps/s | |",
+        f"| replay / engine rate ({int(replay['steps']):,} steps) | {replay['ratio']:.3f} | "
+        f"≥ {GOAL_REPLAY_RATIO} ({ok_replay}) |",
+        f"| diff of two {int(diff['steps']):,}-step traces | {diff['diff_s']:.2f} s | "
+        f"≤ {GOAL_DIFF_SECONDS:g} s ({ok_diff}) |",
+    ])  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
+    parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        if args.quick:
+            replay = measure_replay(64, 500, repeats=1, folder=folder)
+            diff = measure_diff(5_000, repeats=1, folder=folder)
+        else:
+            replay = measure_replay(256, 10_000, repeats=3, folder=folder)
+            diff = measure_diff(100_000, repeats=3, folder=folder)
+    text = report(replay, diff)
+    print(text)
+    if args.results:
+        note = "\n\nMedian of the repeats; engine and replay alternate in the same invocation."
+        write_section(args.results, "replay_speed", f"{heading('replay_speed.py')}\n\n{text}{note}")
+
+
+if __name__ == "__main__":
+    main()
