@@ -58,7 +58,7 @@ def live_decision(record: StepRecord, request_index: Mapping[str, int]) -> StepD
     num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
     new = {data.req_id: data for data in output.scheduled_new_reqs}
     kinds = [_RUNNING] * num_running
-    tables = list(cached.new_block_ids[:num_running])
+    tables: list[Sequence[int] | None] = list(cached.new_block_ids[:num_running])
     for req_id in islice(request_ids, num_running, None):
         data = new.get(req_id)
         kinds.append(_NEW if data is not None else _RESUMED)
