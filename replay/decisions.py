@@ -73,7 +73,7 @@ def live_decision(record: StepRecord, request_index: Mapping[str, int]) -> StepD
         preempted=frozenset(map(request_index.__getitem__, output.preempted_req_ids)),
         num_free_blocks=engine_step.num_free_blocks_after_schedule,
         block_ids={
-            request_index[request_ids[i]]: tuple(tables[i])
+            request_index[request_ids[i]]: tuple(tables[i] or ())
             for i in compress(range(len(tables)), tables)
         },
     )
