@@ -24,6 +24,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from results_file import write_section
 from step_timer import time_steps
 from stepscope.engine import ModelRunnerOutput, Scheduler
 from stepscope.engine.workload import parse_workload
@@ -161,19 +162,6 @@ def table(ours: list[dict[str, Any]], theirs: list[dict[str, Any]] | None) -> st
     return "\n".join(lines)
 
 
-def write_results(path: Path, text: str) -> None:
-    """Replace this benchmark's section of RESULTS.md (or add it)."""
-    start, end = "<!-- scheduler_cost:start -->", "<!-- scheduler_cost:end -->"
-    section = f"{start}\n{text}\n{end}"
-    current = path.read_text() if path.exists() else "# Benchmark results\n"
-    if start in current:
-        before, rest = current.split(start, 1)
-        current = before + section + rest.split(end, 1)[1]
-    else:
-        current = current.rstrip("\n") + "\n\n" + section + "\n"
-    path.write_text(current)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
@@ -196,7 +184,7 @@ def main() -> None:
             "with scheduler stats off, run in the same invocation. Ratio = stepscope / vLLM "
             f"of schedule + update; goal ≤ {GOAL}.\n\n"
         )
-        write_results(args.results, heading + text)
+        write_section(args.results, "scheduler_cost", heading + text)
 
 
 if __name__ == "__main__":

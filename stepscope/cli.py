@@ -11,8 +11,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from stepscope.engine import EngineLoop, InputError, TapeModelRunner, Workload, load_workload
+from stepscope.engine import EngineLoop, InputError, Workload, load_workload
 from stepscope.engine.decision_log import decision_lines
+from stepscope.engine.model.config import PRESETS
+from stepscope.engine.model_runners import DEVICES, DTYPES, TAPE, create_model_runner
 
 from . import run_view
 
@@ -42,27 +44,50 @@ SetOption = Annotated[
 ]
 
 
+ModelOption = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        metavar="tape|PRESET|PATH",
+        help=f"{TAPE}: the workload's scripted outputs; a seeded preset "
+        f"({', '.join(PRESETS)}); or a local directory with a Llama config.json and "
+        "*.safetensors.",
+    ),
+]
+DeviceOption = Annotated[
+    str, typer.Option("--device", help=f"For a real model: {'|'.join(DEVICES)}.")
+]
+DtypeOption = Annotated[str, typer.Option("--dtype", help=f"For a real model: {'|'.join(DTYPES)}.")]
+
+
 @app.command()
 def run(
     workload: Annotated[
         Path | None,
-        typer.Argument(help="Workload JSON (conformance format). Default: the bundled example."),
+        typer.Argument(
+            help="Workload: JSON (conformance format) or a synthetic .toml description. "
+            "Default: the bundled example."
+        ),
     ] = None,
     jsonl: Annotated[
         bool,
         typer.Option("--jsonl", help="One JSON object per step, in the vLLM oracle's format."),
     ] = False,
     knobs: SetOption = None,
+    model: ModelOption = TAPE,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "float32",
 ) -> None:
     """Run a workload through the engine and show each step's scheduling decisions."""
     loaded = _with_knobs(_load(workload), knobs or [])
-    loop = EngineLoop(loaded, TapeModelRunner(_tapes(loaded)))
+    runner = create_model_runner(model, loaded, device=device, dtype=dtype)
+    loop = EngineLoop(loaded, runner)
     if jsonl:
         for line in decision_lines(loop):
             sys.stdout.write(json.dumps(line) + "\n")
         return
     console = Console()
-    title = f"{loaded.source}  ({_config_line(loaded)})"
+    title = f"{loaded.source}  ({_config_line(loaded)}; model {model})"
     table = run_view.new_step_table(title)
     summary = run_view.RunSummary()
     for record in loop.run():
@@ -78,10 +103,6 @@ def _load(path: Path | None) -> Workload:
     bundled = resources.files("stepscope").joinpath("workloads", DEFAULT_WORKLOAD)
     with resources.as_file(bundled) as bundled_path:
         return load_workload(bundled_path)
-
-
-def _tapes(workload: Workload) -> dict[str, tuple[int, ...]]:
-    return {spec.request_id: spec.output_token_ids for spec in workload.requests}
 
 
 def _with_knobs(workload: Workload, assignments: list[str]) -> Workload:
