@@ -17,6 +17,10 @@ from stepscope.engine.request_states import ScheduledChunk
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.engine.torch_runner import TorchModelRunner
 
+# The tiny model gains little from a second thread, and OpenMP threads stall badly
+# whenever another process holds a core.
+torch.set_num_threads(1)
+
 FLOAT32_ATOL = 1e-4
 """Largest |paged - dense| logit allowed in float32 (logits are of order 1-10)."""
 
