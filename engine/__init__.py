@@ -6,6 +6,7 @@ from .engine_loop import EngineLoop, RequestFinish, StepRecord
 from .errors import ConfigError, InputError, WorkloadError
 from .kv_cache_manager import AllocationRefusal, KVCacheManager
 from .model_runner import ModelRunner
+from .model_runners import create_model_runner
 from .outputs import EngineCoreOutput, ModelRunnerOutput
 from .request import FinishReason, Request, RequestStatus
 from .sampling_params import SamplingParams
@@ -43,6 +44,7 @@ __all__ = [
     "TapeModelRunner",
     "Workload",
     "WorkloadError",
+    "create_model_runner",
     "load_workload",
     "parse_workload",
 ]

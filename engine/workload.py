@@ -3,7 +3,11 @@
     {"config": {...engine knobs...}, "max_steps": N, "description": "...",
      "requests": [{"id", "arrival_step", "prompt_token_ids", "output_token_ids",
                    "max_tokens", "priority", "eos_token_id"?, "arrival_time"?,
-                   "min_tokens"?, "stop_token_ids"?, "abort_step"?}]}
+                   "min_tokens"?, "stop_token_ids"?, "abort_step"?,
+                   "temperature"?, "top_k"?, "top_p"?, "seed"?}]}
+
+`output_token_ids` is the tape the scripted runner plays; a real model ignores it
+and samples with `temperature` / `top_k` / `top_p` / `seed` instead.
 
 A bad file raises `WorkloadError` naming the file, the line, the request and the
 field; nothing is half-loaded.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +44,10 @@ _REQUEST_KEYS = {
     "min_tokens",
     "stop_token_ids",
     "abort_step",
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
 }
 
 
@@ -79,7 +88,7 @@ class Workload:
 
 
 def load_workload(path: str | Path) -> Workload:
-    """Read and validate a workload file."""
+    """Read and validate a workload file: JSON, or a synthetic description if it ends in `.toml`."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -87,6 +96,10 @@ def load_workload(path: str | Path) -> Workload:
         raise WorkloadError(f"{path}: cannot read: {error.strerror or error}") from None
     except UnicodeDecodeError:
         raise WorkloadError(f"{path}: not a UTF-8 text file") from None
+    if path.suffix == ".toml":
+        from .synthetic.toml_workload import parse_toml_workload
+
+        return parse_toml_workload(text, source=str(path))
     return parse_workload(text, source=str(path))
 
 
@@ -188,7 +201,19 @@ def _sampling_params(item: dict[str, Any], path: tuple[str | int, ...]) -> Sampl
         raise _FieldError((*path, "min_tokens"), f"must be at most max_tokens ({max_tokens})")
     eos_token_id = _optional_int(item, "eos_token_id", path, minimum=0)
     stop_token_ids = _token_ids(item, "stop_token_ids", path, required=False)
-    return SamplingParams(max_tokens, min_tokens, eos_token_id, stop_token_ids)
+    top_p = _number_field(item, "top_p", path, default=1.0)
+    if not 0 < top_p <= 1:
+        raise _FieldError((*path, "top_p"), f"must be in (0, 1], got {top_p}")
+    return SamplingParams(
+        max_tokens,
+        min_tokens,
+        eos_token_id,
+        stop_token_ids,
+        temperature=_number_field(item, "temperature", path, default=0.0, minimum=0.0),
+        top_k=_int_field(item, "top_k", path, minimum=0, default=0),
+        top_p=top_p,
+        seed=_optional_int(item, "seed", path, minimum=0),
+    )
 
 
 def _reject_unknown(obj: Mapping[str, Any], known: set[str], path: tuple[str | int, ...]) -> None:
@@ -225,6 +250,21 @@ def _int_field(
     if minimum is not None and value < minimum:
         raise _FieldError((*path, key), f"must be at least {minimum}, got {value}")
     return value
+
+
+def _number_field(
+    obj: Mapping[str, Any],
+    key: str,
+    path: tuple[str | int, ...],
+    default: float,
+    minimum: float | None = None,
+) -> float:
+    value = obj.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _FieldError((*path, key), f"expected a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise _FieldError((*path, key), f"must be at least {minimum:g}, got {value}")
+    return float(value)
 
 
 def _optional_int(

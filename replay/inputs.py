@@ -11,7 +11,7 @@ from stepscope.schema import Trace
 
 _REQUESTS_SQL = """
 SELECT request_id, arrival_step, arrival_time, priority, prompt_token_ids, max_tokens,
-       min_tokens, eos_token_id, stop_token_ids, abort_step
+       min_tokens, eos_token_id, stop_token_ids, abort_step, temperature, top_k, top_p, seed
 FROM _requests
 ORDER BY request_index
 """
@@ -59,14 +59,17 @@ def _config(trace: Trace) -> EngineConfig:
 
 def _request_spec(row: tuple[Any, ...], outputs: list[int]) -> RequestSpec:
     (request_id, arrival_step, arrival_time, priority, prompt, max_tokens, min_tokens, eos,
-     stops, abort_step) = row  # fmt: skip
+     stops, abort_step, temperature, top_k, top_p, seed) = row  # fmt: skip
+    sampling = SamplingParams(
+        max_tokens, min_tokens, eos, tuple(stops or ()), temperature, top_k, top_p, seed
+    )
     return RequestSpec(
         request_id=request_id,
         arrival_step=arrival_step,
         arrival_time=arrival_time,
         prompt_token_ids=tuple(prompt),
         output_token_ids=tuple(outputs),
-        sampling_params=SamplingParams(max_tokens, min_tokens, eos, tuple(stops or ())),
+        sampling_params=sampling,
         priority=priority,
         abort_step=abort_step,
     )

@@ -57,7 +57,11 @@ CREATE TABLE _requests (
     min_tokens INTEGER,  -- outputs before EOS / stop ids may stop it (enforced by the sampler)
     eos_token_id BIGINT,  -- EOS token (NULL: ignores EOS); a pseudonym when redacted
     stop_token_ids BIGINT[],  -- stop token ids; pseudonyms when redacted
-    abort_step INTEGER  -- step at which the workload aborts it (NULL: never)
+    abort_step INTEGER,  -- step at which the workload aborts it (NULL: never)
+    temperature DOUBLE,  -- sampling temperature (0: greedy)
+    top_k INTEGER,  -- top-k sampling (0: off)
+    top_p DOUBLE,  -- nucleus sampling (1: off)
+    seed BIGINT  -- sampling seed (NULL: derived from the request id)
 );
 
 -- One row per engine step, idle steps included.

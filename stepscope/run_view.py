@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
@@ -18,9 +18,7 @@ class RunSummary:
     num_steps: int = 0
     num_idle_steps: int = 0
     num_scheduled_tokens: int = 0
-    num_preemptions: int = 0
     min_free_blocks: int | None = None
-    finish_reasons: Counter[str] = field(default_factory=Counter)
 
     def add(self, record: StepRecord) -> None:
         self.num_steps += 1

@@ -142,6 +142,10 @@ class TraceRecorder:
             eos,
             stops,
             spec.abort_step,
+            params.temperature,
+            params.top_k,
+            params.top_p,
+            params.seed,
         )
         for column, value in zip(self._buffers["_requests"].columns.values(), row, strict=True):
             column.append(value)

@@ -6,6 +6,9 @@ from typing import Annotated
 
 import typer
 
+from stepscope.engine.model.config import PRESETS
+from stepscope.engine.model_runners import DEVICES, DTYPES, TAPE
+
 KnobsOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -14,3 +17,18 @@ KnobsOption = Annotated[
         help="Override an engine knob, e.g. --set max_num_batched_tokens=4096 (repeatable).",
     ),
 ]
+
+ModelOption = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        metavar="tape|PRESET|PATH",
+        help=f"{TAPE}: the workload's scripted outputs; a seeded preset "
+        f"({', '.join(PRESETS)}); or a local directory with a Llama config.json and "
+        "*.safetensors.",
+    ),
+]
+DeviceOption = Annotated[
+    str, typer.Option("--device", help=f"For a real model: {'|'.join(DEVICES)}.")
+]
+DtypeOption = Annotated[str, typer.Option("--dtype", help=f"For a real model: {'|'.join(DTYPES)}.")]

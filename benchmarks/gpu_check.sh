@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# GPU check: run a workload on a CUDA device and on the CPU with the same seeded model,
+# compare every request's tokens and the scheduling decisions, print throughput and
+# agreement, and run the GPU tests. Exit 0 all good, 1 a check failed, 2 no CUDA device.
+#
+#   bash benchmarks/gpu_check.sh                        # on a machine with a GPU
+#   RESULTS=benchmarks/RESULTS.md bash benchmarks/gpu_check.sh   # also record the figures
+#   DEVICE=cpu MODEL=tiny WORKLOAD=examples/workloads/chat_poisson.toml \
+#       bash benchmarks/gpu_check.sh                    # dry run of the checks, no GPU
+#
+# float32 on both sides should agree token for token (up to rare near-ties in the
+# logits); bfloat16 is reported for its speed and its agreement, not held to it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-.venv/bin/python}
+WORKLOAD=${WORKLOAD:-examples/workloads/gpu_mixed.toml}
+MODEL=${MODEL:-small}
+DEVICE=${DEVICE:-cuda}
+MIN_AGREEMENT=${MIN_AGREEMENT:-0.95}
+OUT=${OUT:-benchmarks/out/gpu_check}
+mkdir -p "$OUT"
+
+NO_NUMPY_WARNING="ignore:Failed to initialize NumPy"  # the CPU wheel's import-time warning
+if ! "$PYTHON" -W "$NO_NUMPY_WARNING" -c "import sys, torch; sys.exit(0 if '$DEVICE' == 'cpu' or torch.cuda.is_available() else 1)"; then
+    echo "gpu_check: PyTorch sees no CUDA device here" >&2
+    exit 2
+fi
+
+# A one-request, one-token workload: its wall time is the start-up (import, weights).
+cat > "$OUT/startup.json" <<'JSON'
+{"config": {"block_size": 16, "num_blocks": 4, "max_num_batched_tokens": 16, "max_num_seqs": 1},
+ "requests": [{"id": "s", "prompt_token_ids": [5, 6, 7], "max_tokens": 1}]}
+JSON
+
+timed_run() {  # name device dtype workload
+    local start=$EPOCHREALTIME
+    "$PYTHON" -m stepscope run "$4" --model "$MODEL" --device "$2" --dtype "$3" --jsonl \
+        > "$OUT/$1.jsonl"
+    local end=$EPOCHREALTIME
+    echo "$1 $start $end" >> "$OUT/times.txt"
+}
+
+rm -f "$OUT/times.txt"
+for dtype in float32 bfloat16; do
+    timed_run "startup-$DEVICE-$dtype" "$DEVICE" "$dtype" "$OUT/startup.json"
+    timed_run "$DEVICE-$dtype" "$DEVICE" "$dtype" "$WORKLOAD"
+done
+timed_run startup-reference-cpu-float32 cpu float32 "$OUT/startup.json"
+timed_run reference-cpu-float32 cpu float32 "$WORKLOAD"
+
+tests_status=0
+"$PYTHON" -m pytest -q -m gpu tests/test_model_gpu.py > "$OUT/gpu_tests.txt" 2>&1 || tests_status=$?
+
+"$PYTHON" -W "$NO_NUMPY_WARNING" - "$OUT" "$DEVICE" "$MODEL" "$WORKLOAD" "$MIN_AGREEMENT" "$tests_status" "${RESULTS:-}" <<'PY'
+import json, platform, sys
+from datetime import date
+from pathlib import Path
+
+import torch
+
+out, device, model, workload, min_agreement, tests_status, results = sys.argv[1:]
+out = Path(out)
+times = {}
+for line in (out / "times.txt").read_text().splitlines():
+    name, start, end = line.split()
+    times[name] = float(end) - float(start)
+
+def load(name):
+    lines = [json.loads(line) for line in (out / f"{name}.jsonl").read_text().splitlines()]
+    return lines[:-1], lines[-1]["final"]
+
+def first_step(steps, key):
+    """Index of the first step whose `key` field differs between the two runs, or None."""
+    a, b = steps
+    for index, (x, y) in enumerate(zip(a, b)):
+        if x.get(key) != y.get(key):
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+reference_steps, reference = load("reference-cpu-float32")
+rows, failures = [], []
+for run in (f"{device}-float32", f"{device}-bfloat16", "reference-cpu-float32"):
+    steps, final = load(run)
+    generated = sum(len(f["output_token_ids"]) for f in final.values())
+    scheduled = sum(s.get("total_num_scheduled_tokens", 0) for s in steps)
+    seconds = times[run] - times[f"startup-{run}"]
+    same = sum(final[r]["output_token_ids"] == reference[r]["output_token_ids"] for r in reference)
+    total = sum(len(f["output_token_ids"]) for f in reference.values())
+    prefix = 0
+    for r, f in reference.items():
+        for mine, theirs in zip(final[r]["output_token_ids"], f["output_token_ids"]):
+            if mine != theirs:
+                break
+            prefix += 1
+    token_step = first_step((steps, reference_steps), "sampled")
+    decision_keys = ("num_scheduled_tokens", "new_block_ids", "preempted_req_ids", "new_req_ids")
+    decision_step = min(
+        (s for s in (first_step((steps, reference_steps), k) for k in decision_keys) if s is not None),
+        default=None,
+    )
+    # Step k decides before it samples, so a decision may only differ after a token did.
+    if decision_step is not None and (token_step is None or decision_step <= token_step):
+        failures.append(f"{run}: scheduling departs at step {decision_step} before any token does")
+    agreement = same / len(reference)
+    if run == f"{device}-float32" and agreement < float(min_agreement):
+        failures.append(f"{run}: {agreement:.1%} of requests agree with the CPU, below {float(min_agreement):.0%}")
+    rows.append(
+        f"| {run} | {len(steps)} | {seconds:.1f} | {generated / seconds:,.0f} | "
+        f"{scheduled / seconds:,.0f} | {same}/{len(reference)} | {prefix / total:.1%} | "
+        f"{'-' if token_step is None else token_step} |"
+    )
+if tests_status != "0":
+    failures.append(f"GPU tests failed (exit {tests_status}): see {out / 'gpu_tests.txt'}")
+name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu"
+text = "\n".join([
+    f"## gpu_check.sh ({date.today()}, {name}, torch {torch.__version__})",
+    "",
+    f"`{workload}` with the `{model}` preset; seconds exclude start-up (a one-token run's "
+    "wall time); agreement is against the CPU float32 run.",
+    "",
+    "| run | steps | seconds | generated tok/s | scheduled tok/s | requests identical | "
+    "tokens agreeing before first difference | first step with other tokens |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    *rows,
+    "",
+    "GPU tests: " + (out / "gpu_tests.txt").read_text().strip().splitlines()[-1],
+])
+print(text)
+if results:
+    sys.path.insert(0, "benchmarks")
+    from results import write_section
+    write_section(Path(results), "gpu_check", text)
+for failure in failures:
+    print("FAILED:", failure, file=sys.stderr)
+sys.exit(1 if failures else 0)
+PY

@@ -1,0 +1,1 @@
+"""Synthetic workloads described in TOML: arrivals, lengths, shared prefixes, priorities."""

@@ -1,0 +1,65 @@
+"""`stepscope run`: run a workload and print each step's decisions (or the oracle's JSON lines)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from stepscope import run_view
+from stepscope.engine import EngineLoop, Workload
+from stepscope.engine.decision_log import decision_lines
+from stepscope.engine.model_runners import TAPE, create_model_runner
+from stepscope.inputs import apply_knobs, load_workload_arg
+
+from .options import DeviceOption, DtypeOption, KnobsOption, ModelOption
+
+
+def run(
+    workload: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Workload: JSON (conformance format) or a synthetic .toml description. "
+            "Default: the bundled example."
+        ),
+    ] = None,
+    jsonl: Annotated[
+        bool,
+        typer.Option("--jsonl", help="One JSON object per step, in the vLLM oracle's format."),
+    ] = False,
+    knobs: KnobsOption = None,
+    model: ModelOption = TAPE,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "float32",
+) -> None:
+    """Run a workload through the engine and show each step's scheduling decisions."""
+    loaded = apply_knobs(load_workload_arg(workload), knobs or [])
+    runner = create_model_runner(model, loaded, device=device, dtype=dtype)
+    loop = EngineLoop(loaded, runner)
+    if jsonl:
+        for line in decision_lines(loop):
+            sys.stdout.write(json.dumps(line) + "\n")
+        return
+    console = Console()
+    title = f"{loaded.source}  ({_config_line(loaded)}; model {model})"
+    table = run_view.new_step_table(title)
+    summary = run_view.RunSummary()
+    for record in loop.run():
+        run_view.add_step_row(table, record, loop, loaded.config.token_budget)
+        summary.add(record)
+    console.print(table)
+    run_view.print_summary(console, summary, loop)
+
+
+def _config_line(workload: Workload) -> str:
+    config = workload.config
+    return (
+        f"bs {config.block_size}, {config.num_blocks} blocks, budget {config.token_budget}, "
+        f"max_num_seqs {config.max_num_seqs}, {config.policy.value}, "
+        f"prefix caching {'on' if config.enable_prefix_caching else 'off'}, "
+        f"chunked prefill {'on' if config.enable_chunked_prefill else 'off'}"
+    )
