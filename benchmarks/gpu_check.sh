@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # GPU check: run a workload on a CUDA device and on the CPU with the same seeded model,
 # compare every request's tokens and the scheduling decisions, print throughput and
-# agreement, and run the GPU tests. Exit 0 all good, 1 a check failed, 2 no CUDA device.
+# agreement, and run the GPU tests. Then record the workload on the device and check the
+# tool's promise: the GPU trace replays exactly on the CPU with no model, and a live CPU
+# rerun of its arrivals diffs as identical or as an *input* divergence (numerics), never
+# as a scheduling decision. Exit 0 all good, 1 a check failed, 2 no CUDA device.
 #
 #   bash benchmarks/gpu_check.sh                        # on a machine with a GPU
 #   RESULTS=benchmarks/RESULTS.md bash benchmarks/gpu_check.sh   # also record the figures
@@ -52,14 +55,26 @@ timed_run reference-cpu-float32 cpu float32 "$WORKLOAD"
 tests_status=0
 "$PYTHON" -m pytest -q -m gpu tests/test_model_gpu.py > "$OUT/gpu_tests.txt" 2>&1 || tests_status=$?
 
-"$PYTHON" -W "$NO_NUMPY_WARNING" - "$OUT" "$DEVICE" "$MODEL" "$WORKLOAD" "$MIN_AGREEMENT" "$tests_status" "${RESULTS:-}" <<'PY'
+# Record on the device; replay the trace on the CPU (no model); rerun its arrivals live on
+# the CPU and diff the two recordings.
+rm -f "$OUT/device.duckdb" "$OUT/cpu_rerun.duckdb"
+"$PYTHON" -m stepscope record "$WORKLOAD" --model "$MODEL" --device "$DEVICE" \
+    -o "$OUT/device.duckdb" 2> "$OUT/record.txt"
+replay_status=0
+"$PYTHON" -m stepscope replay "$OUT/device.duckdb" --json > "$OUT/replay.json" || replay_status=$?
+"$PYTHON" -m stepscope record --from "$OUT/device.duckdb" --model "$MODEL" --device cpu \
+    -o "$OUT/cpu_rerun.duckdb" 2>> "$OUT/record.txt"
+"$PYTHON" -m stepscope diff "$OUT/device.duckdb" "$OUT/cpu_rerun.duckdb" --json \
+    > "$OUT/rerun_diff.json" || true
+
+"$PYTHON" -W "$NO_NUMPY_WARNING" - "$OUT" "$DEVICE" "$MODEL" "$WORKLOAD" "$MIN_AGREEMENT" "$tests_status" "${RESULTS:-}" "$replay_status" <<'PY'
 import json, platform, sys
 from datetime import date
 from pathlib import Path
 
 import torch
 
-out, device, model, workload, min_agreement, tests_status, results = sys.argv[1:]
+out, device, model, workload, min_agreement, tests_status, results, replay_status = sys.argv[1:]
 out = Path(out)
 times = {}
 for line in (out / "times.txt").read_text().splitlines():
@@ -110,6 +125,12 @@ for run in (f"{device}-float32", f"{device}-bfloat16", "reference-cpu-float32"):
         f"{scheduled / seconds:,.0f} | {same}/{len(reference)} | {prefix / total:.1%} | "
         f"{'-' if token_step is None else token_step} |"
     )
+replay = json.loads((out / "replay.json").read_text())
+rerun = json.loads((out / "rerun_diff.json").read_text())
+if replay_status != "0" or not replay["identical"]:
+    failures.append(f"the {device} trace does not replay exactly on the CPU: {replay.get('divergence')}")
+if rerun["classification"] == "decision":
+    failures.append(f"the CPU rerun departs by a scheduling decision at step {rerun['first_decision_step']}")
 if tests_status != "0":
     failures.append(f"GPU tests failed (exit {tests_status}): see {out / 'gpu_tests.txt'}")
 name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu"
@@ -123,6 +144,12 @@ text = "\n".join([
     "tokens agreeing before first difference | first step with other tokens |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",
     *rows,
+    "",
+    f"Trace recorded on {device}, exact replay on the CPU with no model: "
+    f"{'identical' if replay['identical'] else 'DIVERGED'} over {replay['num_compared_steps']} steps. "
+    f"Live CPU rerun of its arrivals vs the {device} trace: {rerun['classification']}"
+    + (f" (first input difference at step {rerun['first_input_step']}: {rerun['input_cause']})"
+       if rerun["first_input_step"] is not None else "") + ".",
     "",
     "GPU tests: " + (out / "gpu_tests.txt").read_text().strip().splitlines()[-1],
 ])
