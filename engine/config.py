@@ -19,7 +19,6 @@ _REQUIRED = ("block_size", "num_blocks", "max_num_batched_tokens", "max_num_seqs
 
 _UNSUPPORTED = {
     "prefill_schedule_interval": 1,
-    "async_scheduling": False,
 }
 
 
@@ -45,6 +44,8 @@ class EngineConfig:
     watermark: float = 0.0
     max_num_scheduled_tokens: int | None = None
     max_num_active_seqs: int | None = None
+    async_scheduling: bool = False
+    """vLLM's AsyncScheduler and its batch queue: step N+1 is scheduled before N's output."""
 
     @property
     def token_budget(self) -> int:
@@ -140,6 +141,7 @@ _FIELD_TYPES: dict[str, type] = {
     "long_prefill_token_threshold_adaptive": bool,
     "scheduler_reserve_full_isl": bool,
     "watermark": float,
+    "async_scheduling": bool,
 }
 
 

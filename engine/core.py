@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .config import EngineConfig
+from .errors import ConfigError
 from .model_runner import ModelRunner
 from .outputs import EngineCoreOutput, ModelRunnerOutput
 from .request import Request, RequestStatus
@@ -43,6 +45,8 @@ class EngineCore:
         probe: Probe | None = None,
         scheduler_cls: type[Scheduler] = Scheduler,
     ) -> None:
+        if config.async_scheduling:
+            raise ConfigError("async_scheduling", "not modelled by this engine yet")
         self.config = config
         self.scheduler = scheduler_cls(config, probe)
         self.model_runner = model_runner
@@ -54,8 +58,12 @@ class EngineCore:
         """Abort one request now; returns it if it was unfinished."""
         return self.scheduler.finish_requests(request_id, RequestStatus.FINISHED_ABORTED)
 
-    def step(self) -> EngineStep | None:
-        """Run one step; None (idle) when there is nothing to schedule or ship."""
+    def step(self, before_update: Callable[[], object] | None = None) -> EngineStep | None:
+        """Run one step; None (idle) when there is nothing to schedule or ship.
+
+        `before_update` runs once the model has run, before the update: where
+        vLLM applies the aborts that arrived meanwhile (`_process_aborts_queue`).
+        """
         scheduler = self.scheduler
         if not scheduler.has_requests():
             return None
@@ -68,6 +76,8 @@ class EngineCore:
         assert plan is not None
         model_runner_output = self.model_runner.execute_model(scheduler_output)
         executed = clock()
+        if before_update is not None:
+            before_update()
         outputs = scheduler.update_from_output(scheduler_output, model_runner_output)
         updated = clock()
         return EngineStep(

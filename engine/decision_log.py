@@ -74,6 +74,8 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
         },
         num_free_blocks_after_update=scheduler.kv_cache_manager.get_num_free_blocks(),
     )
+    if record.aborted_before_update:
+        line["aborted_before_update"] = list(record.aborted_before_update)
     if record.rejected:
         line["rejected"] = list(record.rejected)
     return line

@@ -2,7 +2,8 @@
 
 For step s = 0, 1, …: add the requests arriving at s (a prompt that is empty or
 at least `max_model_len` long is rejected, as vLLM's input processor does), abort
-those whose `abort_step` is s, then step the engine; a step with nothing to
+those whose `abort_step` is s, then step the engine (aborts marked
+`abort_before_update` land inside it, after the model ran); a step with nothing to
 schedule or ship is idle. The loop ends once every request has arrived and the
 scheduler has nothing left, or at `max_steps`.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .core import EngineCore, EngineStep
@@ -38,6 +40,10 @@ class StepRecord:
     rejected: tuple[str, ...]
     aborted: tuple[str, ...]
     engine_step: EngineStep | None
+    update_step: int | None = None
+    """The step whose update processed this step's output (this step, when synchronous)."""
+    aborted_before_update: tuple[str, ...] = ()
+    """Aborted after this step's `schedule()`, before its update (while the model ran)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +89,11 @@ class EngineLoop:
         )
         self._next_arrival = 0
         self._aborts: dict[int, list[str]] = {}
+        self._aborts_before_update: dict[int, list[str]] = {}
         for spec in workload.requests:
             if spec.abort_step is not None:
-                self._aborts.setdefault(spec.abort_step, []).append(spec.request_id)
+                aborts = self._aborts_before_update if spec.abort_before_update else self._aborts
+                aborts.setdefault(spec.abort_step, []).append(spec.request_id)
 
     def all_arrived(self) -> bool:
         return self._next_arrival >= len(self._pending)
@@ -93,16 +101,19 @@ class EngineLoop:
     def run(self) -> Iterator[StepRecord]:
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
-            aborted = self._apply_aborts(step)
+            aborted = self._apply_aborts(step, self._aborts)
             if not self.core.scheduler.has_requests():
                 if self.all_arrived():
                     return
                 yield StepRecord(step, arrived, rejected, aborted, None)
                 continue
-            engine_step = self.core.step()
+            aborted_late: list[str] = []
+            engine_step = self.core.step(partial(self._abort_late, step, aborted_late))
             assert engine_step is not None
             self._record_finishes(step, engine_step)
-            yield StepRecord(step, arrived, rejected, aborted, engine_step)
+            yield StepRecord(
+                step, arrived, rejected, aborted, engine_step, step, tuple(aborted_late)
+            )
             if self.all_arrived() and not self.core.scheduler.has_requests():
                 return
 
@@ -131,9 +142,13 @@ class EngineLoop:
         self.finishes[spec.request_id] = RequestFinish(None, REJECTED, (), 0, error=error)
         return True
 
-    def _apply_aborts(self, step: int) -> tuple[str, ...]:
+    def _abort_late(self, step: int, aborted: list[str]) -> None:
+        """The aborts that land while the model runs, before the update."""
+        aborted.extend(self._apply_aborts(step, self._aborts_before_update))
+
+    def _apply_aborts(self, step: int, aborts: dict[int, list[str]]) -> tuple[str, ...]:
         aborted: list[str] = []
-        for request_id in self._aborts.get(step, ()):
+        for request_id in aborts.get(step, ()):
             if request_id not in self.arrived or request_id in self.finishes:
                 continue
             for request in self.core.abort_request(request_id):

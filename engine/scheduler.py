@@ -175,6 +175,9 @@ class Scheduler:
         """(running, waiting)."""
         return len(self.running), len(self.waiting)
 
+    def get_num_free_blocks(self) -> int:
+        return self.kv_cache_manager.get_num_free_blocks()
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(self.waiting)
 

@@ -4,7 +4,12 @@
      "requests": [{"id", "arrival_step", "prompt_token_ids", "output_token_ids",
                    "max_tokens", "priority", "eos_token_id"?, "arrival_time"?,
                    "min_tokens"?, "stop_token_ids"?, "abort_step"?,
-                   "temperature"?, "top_k"?, "top_p"?, "seed"?}]}
+                   "abort_before_update"?, "temperature"?, "top_k"?, "top_p"?,
+                   "seed"?}]}
+
+An abort lands before the step's `schedule()`, or, with `abort_before_update`, after
+it and before `update_from_output()`: where an abort that reaches vLLM while the
+model runs lands (`EngineCore._process_aborts_queue`).
 
 `output_token_ids` is the tape the scripted runner plays; a real model ignores it
 and samples with `temperature` / `top_k` / `top_p` / `seed` instead.
@@ -44,6 +49,7 @@ _REQUEST_KEYS = {
     "min_tokens",
     "stop_token_ids",
     "abort_step",
+    "abort_before_update",
     "temperature",
     "top_k",
     "top_p",
@@ -63,6 +69,8 @@ class RequestSpec:
     sampling_params: SamplingParams
     priority: int = 0
     abort_step: int | None = None
+    abort_before_update: bool = False
+    """The abort lands after the step's `schedule()`, before its update."""
 
     def make_request(self, block_hasher: BlockHasher | None) -> Request:
         return Request(
@@ -182,6 +190,11 @@ def _request_fields(item: dict[str, Any], index: int, request_id: str) -> Reques
     elif isinstance(arrival_time, bool) or not isinstance(arrival_time, int | float):
         raise _FieldError((*path, "arrival_time"), "expected a number")
     abort_step = _optional_int(item, "abort_step", path, minimum=arrival_step)
+    abort_before_update = item.get("abort_before_update", False)
+    if not isinstance(abort_before_update, bool):
+        raise _FieldError((*path, "abort_before_update"), "expected true or false")
+    if abort_before_update and abort_step is None:
+        raise _FieldError((*path, "abort_before_update"), "needs abort_step")
     return RequestSpec(
         request_id=request_id,
         arrival_step=arrival_step,
@@ -191,6 +204,7 @@ def _request_fields(item: dict[str, Any], index: int, request_id: str) -> Reques
         sampling_params=_sampling_params(item, path),
         priority=_int_field(item, "priority", path, default=0),
         abort_step=abort_step,
+        abort_before_update=abort_before_update,
     )
 
 

@@ -79,7 +79,7 @@ class TraceDiff:
         return self.classification is Classification.IDENTICAL
 
 
-_DECISION_COLUMNS = ("idle", "num_free_blocks", "decision", "preempted")
+_DECISION_COLUMNS = ("idle", "update_step", "num_free_blocks", "decision", "preempted")
 
 
 def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> TraceDiff:
@@ -142,6 +142,7 @@ def _first_decision(
 
 _FIELD_NAMES = {
     "idle": "idle",
+    "update_step": "update_step",
     "num_free_blocks": "num_free_blocks",
     "decision": "scheduled",
     "preempted": "preempted",

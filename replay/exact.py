@@ -103,7 +103,11 @@ class _Replay:
         complete = False
         try:
             for record in self.loop.run():
-                decisions = tuple(self.probe.decisions)
+                decisions = tuple(
+                    self.recorder.next_decisions
+                    if self.recorder is not None
+                    else self.probe.decisions
+                )
                 if self.recorder is not None:
                     self.recorder.record_step(record, self.loop.core.scheduler)
                 if divergence is not None:

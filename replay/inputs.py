@@ -11,7 +11,8 @@ from stepscope.schema import Trace
 
 _REQUESTS_SQL = """
 SELECT request_id, arrival_step, arrival_time, priority, prompt_token_ids, max_tokens,
-       min_tokens, eos_token_id, stop_token_ids, abort_step, temperature, top_k, top_p, seed
+       min_tokens, eos_token_id, stop_token_ids, abort_step, abort_before_update,
+       temperature, top_k, top_p, seed
 FROM _requests
 ORDER BY request_index
 """
@@ -59,7 +60,7 @@ def _config(trace: Trace) -> EngineConfig:
 
 def _request_spec(row: tuple[Any, ...], outputs: list[int]) -> RequestSpec:
     (request_id, arrival_step, arrival_time, priority, prompt, max_tokens, min_tokens, eos,
-     stops, abort_step, temperature, top_k, top_p, seed) = row  # fmt: skip
+     stops, abort_step, abort_before_update, temperature, top_k, top_p, seed) = row  # fmt: skip
     sampling = SamplingParams(
         max_tokens, min_tokens, eos, tuple(stops or ()), temperature, top_k, top_p, seed
     )
@@ -72,4 +73,5 @@ def _request_spec(row: tuple[Any, ...], outputs: list[int]) -> RequestSpec:
         sampling_params=sampling,
         priority=priority,
         abort_step=abort_step,
+        abort_before_update=bool(abort_before_update),
     )

@@ -15,6 +15,7 @@ from .decisions import KIND_NAMES
 from .diff import Classification, StepSide, TraceDiff
 from .exact import ExactReplay
 from .verdict import Verdict
+from .vllm_replay import VLLM_VERSION, VllmReplay
 from .whatif import WhatIfReplay
 
 MAX_REQUEST_ROWS = 15
@@ -361,3 +362,21 @@ def print_whatif(
             "recorded outputs (placeholder token 0)[/]",
             highlight=False,
         )
+
+
+# ----- replay through vLLM ------------------------------------------------------
+
+
+def print_vllm_replay(console: Console, result: VllmReplay, verdict: Verdict) -> None:
+    console.print(
+        f"replayed {result.trace} through vLLM {VLLM_VERSION}'s {result.scheduler_class}"
+        + (f", kept at {result.output}" if result.output is not None else ""),
+        highlight=False,
+    )
+    if result.num_padded_tokens:
+        console.print(
+            f"{result.num_padded_tokens} tokens sampled past the recorded outputs "
+            "(placeholders: the run took another course)",
+            highlight=False,
+        )
+    print_diff(console, result.diff, verdict)

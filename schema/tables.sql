@@ -41,7 +41,8 @@ CREATE TABLE _config (
     long_prefill_token_threshold INTEGER,  -- per-request chunk cap when 2+ requests exist (0: off)
     long_prefill_token_threshold_adaptive BOOLEAN,  -- floor the cap at a fair share of the budget
     scheduler_reserve_full_isl BOOLEAN,  -- admit only if the whole current sequence fits
-    watermark DOUBLE  -- fraction of blocks held back from admissions
+    watermark DOUBLE,  -- fraction of blocks held back from admissions
+    async_scheduling BOOLEAN  -- AsyncScheduler with a batch queue: a step is scheduled before the previous one's output
 );
 
 -- One row per workload request, written when it arrives (rejected ones included).
@@ -57,7 +58,8 @@ CREATE TABLE _requests (
     min_tokens INTEGER,  -- outputs before EOS / stop ids may stop it (enforced by the sampler)
     eos_token_id BIGINT,  -- EOS token (NULL: ignores EOS); a pseudonym when redacted
     stop_token_ids BIGINT[],  -- stop token ids; pseudonyms when redacted
-    abort_step INTEGER,  -- step at which the workload aborts it (NULL: never)
+    abort_step INTEGER,  -- step at which it was aborted (NULL: never)
+    abort_before_update BOOLEAN,  -- the abort landed after that step's schedule(), before its update
     temperature DOUBLE,  -- sampling temperature (0: greedy)
     top_k INTEGER,  -- top-k sampling (0: off)
     top_p DOUBLE,  -- nucleus sampling (1: off)
@@ -67,7 +69,8 @@ CREATE TABLE _requests (
 -- One row per engine step, idle steps included.
 CREATE TABLE _steps (
     step INTEGER,  -- engine step, from 0
-    idle BOOLEAN,  -- nothing to schedule or ship: schedule() was not called
+    idle BOOLEAN,  -- schedule() was not called: nothing to schedule or ship
+    update_step INTEGER,  -- step whose update processed this step's output (= step unless async; NULL: idle)
     token_budget INTEGER,  -- tokens the scheduler could issue this step
     input_budget INTEGER,  -- max_num_batched_tokens for this step
     long_prefill_token_threshold INTEGER,  -- chunk cap in force this step (0: off or lone request)

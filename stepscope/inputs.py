@@ -50,18 +50,44 @@ def tapes(workload: Workload) -> dict[str, tuple[int, ...]]:
 
 def load_scheduler_class(spec: str) -> type[Scheduler]:
     """`package.module:Class`, a subclass of the engine's Scheduler, imported from the path."""
-    module_name, sep, class_name = spec.partition(":")
-    if not sep or not module_name or not class_name:
-        raise InputError(f"--scheduler {spec!r}: expected module:Class")
+    cls = _load_class(spec, "--scheduler", separators=":")
+    if not issubclass(cls, Scheduler):
+        raise InputError(
+            f"--scheduler {spec!r}: {cls.__name__} is not a subclass of stepscope.engine.Scheduler"
+        )
+    return cls
+
+
+def load_vllm_scheduler_class(spec: str) -> type:
+    """`package.module.Class` (as vLLM's `--scheduler-cls` takes it) or `module:Class`."""
+    from stepscope.tracer.vllm.driver import prepare_environment
+
+    prepare_environment()
+    cls = _load_class(spec, "--scheduler-cls", separators=":.")
+    from vllm.v1.core.sched.interface import SchedulerInterface
+
+    if not issubclass(cls, SchedulerInterface):
+        raise InputError(
+            f"--scheduler-cls {spec!r}: {cls.__name__} is not a vLLM scheduler "
+            "(a subclass of vllm.v1.core.sched.interface.SchedulerInterface)"
+        )
+    return cls
+
+
+def _load_class(spec: str, option: str, separators: str) -> type:
+    """Import `module<sep>Class` (the last separator splits), the working directory first."""
+    cut = max(spec.rfind(sep) for sep in separators)
+    module_name, class_name = spec[:cut], spec[cut + 1 :]
+    if cut <= 0 or not class_name:
+        expected = " or ".join(f"module{sep}Class" for sep in separators)
+        raise InputError(f"{option} {spec!r}: expected {expected}")
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise InputError(f"--scheduler {spec!r}: cannot import {module_name}: {error}") from None
+        raise InputError(f"{option} {spec!r}: cannot import {module_name}: {error}") from None
     cls = getattr(module, class_name, None)
-    if not isinstance(cls, type) or not issubclass(cls, Scheduler):
-        raise InputError(
-            f"--scheduler {spec!r}: {class_name} is not a subclass of stepscope.engine.Scheduler"
-        )
+    if not isinstance(cls, type):
+        raise InputError(f"{option} {spec!r}: {module_name} has no class {class_name}")
     return cls

@@ -91,6 +91,25 @@ Decision: TypeAlias = "str | RefusedRunningCall | AdmissionCall | Preemption"
 """A running grant (the request id), or a full record of a rarer decision."""
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleCall:
+    """Everything one `schedule()` call told the probe, kept until its step is recorded."""
+
+    start: ScheduleStart
+    decisions: list[Decision]
+    end: ScheduleEnd
+
+
+class QueueState(Protocol):
+    """What the recorder reads from a scheduler after a step's update."""
+
+    def get_request_counts(self) -> tuple[int, int]:
+        """(running, waiting)."""
+        ...
+
+    def get_num_free_blocks(self) -> int: ...
+
+
 class Probe(Protocol):
     """Receives the scheduler's decisions for the step being scheduled."""
 

@@ -9,22 +9,30 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
-from stepscope.engine import EngineConfig, EngineStep, Scheduler, StepRecord, Workload
+from stepscope.engine import EngineConfig, EngineStep, StepRecord, Workload
+from stepscope.engine.workload import RequestSpec
 from stepscope.schema.ddl import enum_types, table_specs
 
 from .columns import TableBuffer, buffer_for
-from .probe import Decision, Preemption, ScheduleEnd, ScheduleStart
+from .probe import Decision, Preemption, QueueState, ScheduleCall, ScheduleEnd, ScheduleStart
 from .redact import Redactor
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .writer import TraceWriter
 
 
 class TraceRecorder:
-    """The probe handed to the scheduler, and the sink for every `StepRecord`."""
+    """The probe handed to the scheduler, and the sink for every `StepRecord`.
+
+    The workload's requests get their indices up front; an engine whose requests
+    are not known in advance (a live vLLM) registers each as it arrives. Each
+    `schedule()` call's decisions wait in a queue until its step is recorded, since
+    under async scheduling the next step is scheduled before this one's output.
+    """
 
     def __init__(
         self,
@@ -38,12 +46,13 @@ class TraceRecorder:
         self.writer = TraceWriter(path, {**meta, "redacted": str(redactor is not None).lower()})
         self.workload = workload
         self.redactor = redactor
-        self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
+        self.specs: list[RequestSpec] = list(workload.requests)
+        self.request_index = {spec.request_id: i for i, spec in enumerate(self.specs)}
         self.flush_every_steps = flush_every_steps
         self.flush_interval_s = flush_interval_s
         self.decisions: list[Decision] = []
         self._schedule_start: ScheduleStart | None = None
-        self._schedule_end: ScheduleEnd | None = None
+        self._schedule_calls: deque[ScheduleCall] = deque()
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
         self.num_steps = 0
@@ -59,11 +68,27 @@ class TraceRecorder:
         self._schedule_start = record
 
     def on_schedule_end(self, record: ScheduleEnd) -> None:
-        self._schedule_end = record
+        assert self._schedule_start is not None, "on_schedule_start was not called"
+        self._schedule_calls.append(ScheduleCall(self._schedule_start, self.decisions, record))
+        self._schedule_start, self.decisions = None, []
+
+    @property
+    def next_decisions(self) -> list[Decision]:
+        """The decisions of the oldest `schedule()` call whose step is not recorded yet."""
+        return self._schedule_calls[0].decisions if self._schedule_calls else self.decisions
+
+    def register_request(self, spec: RequestSpec) -> None:
+        """Record `spec` for its request: a known id keeps its index, a new one gets the next."""
+        index = self.request_index.get(spec.request_id)
+        if index is None:
+            self.request_index[spec.request_id] = len(self.specs)
+            self.specs.append(spec)
+        else:
+            self.specs[index] = spec
 
     # ----- steps --------------------------------------------------------------
 
-    def record_step(self, record: StepRecord, scheduler: Scheduler) -> None:
+    def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
         """Record one loop step; call it as the record is yielded (queues are read live).
 
         A step is recorded whole or not at all: if recording it fails, its partial
@@ -74,9 +99,10 @@ class TraceRecorder:
             seq = self._seq
             self._record_arrivals(record, seq)
             if record.engine_step is None:
+                self._record_late_aborts(record, seq)
                 self._record_idle_step(record.step, scheduler)
             else:
-                self._record_engine_step(record.step, record.engine_step, scheduler, seq)
+                self._record_engine_step(record, record.engine_step, scheduler, seq)
         except BaseException:
             for name, buffer in self._buffers.items():
                 buffer.truncate(lengths[name])
@@ -101,12 +127,12 @@ class TraceRecorder:
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
 
-    def close(self, complete: bool) -> None:
-        """Flush, then mark the trace complete (or not) and close it."""
+    def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
+        """Flush, then mark the trace complete (or not), add `final_meta`, and close it."""
         try:
             self.flush()
         finally:
-            self.writer.close(complete, {"num_steps": str(self.num_steps)})
+            self.writer.close(complete, {**(final_meta or {}), "num_steps": str(self.num_steps)})
 
     def _record_arrivals(self, record: StepRecord, seq: Seq) -> None:
         for request_id in record.arrived:
@@ -119,9 +145,14 @@ class TraceRecorder:
             self._event(record.step, seq, request_id, "abort", None)
             self._table_lengths.pop(self.request_index[request_id], None)
 
+    def _record_late_aborts(self, record: StepRecord, seq: Seq) -> None:
+        for request_id in record.aborted_before_update:
+            self._event(record.step, seq, request_id, "abort", "before_update")
+            self._table_lengths.pop(self.request_index[request_id], None)
+
     def _record_request(self, request_id: str) -> None:
         index = self.request_index[request_id]
-        spec = self.workload.requests[index]
+        spec = self.specs[index]
         params = spec.sampling_params
         prompt = list(spec.prompt_token_ids)
         eos, stops = params.eos_token_id, list(params.stop_token_ids)
@@ -142,6 +173,7 @@ class TraceRecorder:
             eos,
             stops,
             spec.abort_step,
+            spec.abort_before_update,
             params.temperature,
             params.top_k,
             params.top_p,
@@ -167,9 +199,9 @@ class TraceRecorder:
         columns["detail"].append(detail)
         columns["stop_reason"].append(stop_reason)
 
-    def _record_idle_step(self, step: int, scheduler: Scheduler) -> None:
+    def _record_idle_step(self, step: int, scheduler: QueueState) -> None:
         num_running, num_waiting = scheduler.get_request_counts()
-        free = scheduler.kv_cache_manager.get_num_free_blocks()
+        free = scheduler.get_num_free_blocks()
         row: dict[str, object] = dict.fromkeys(self._buffers["_steps"].columns)
         row.update(
             step=step,
@@ -182,11 +214,12 @@ class TraceRecorder:
         self._append_step_row(row)
 
     def _record_engine_step(
-        self, step: int, engine_step: EngineStep, scheduler: Scheduler, seq: Seq
+        self, record: StepRecord, engine_step: EngineStep, scheduler: QueueState, seq: Seq
     ) -> None:
-        decisions, self.decisions = self.decisions, []
-        start, end = self._schedule_start, self._schedule_end
-        assert start is not None and end is not None, "the scheduler was not given this probe"
+        assert self._schedule_calls, "the scheduler was not given this probe"
+        call = self._schedule_calls.popleft()
+        start, decisions, end = call.start, call.decisions, call.end
+        step = record.step
         buffers = self._buffers
         numbered = number_decisions(engine_step, decisions, seq)
         add_scheduled(
@@ -201,20 +234,25 @@ class TraceRecorder:
             self._record_preemption(step, number, preemption)
             self._event(step, seq, preemption.request_id, "preempt", preemption.needed_by)
         self._record_admission_events(step, engine_step, seq)
+        self._record_late_aborts(record, seq)
         finished = [o for o in engine_step.outputs if o.finish_reason is not None]
         for output in finished:
             stop = self._stop_reason(output.stop_reason)
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
             self._table_lengths.pop(self.request_index[output.request_id], None)
         row = self._step_row(step, engine_step, scheduler, start, end)
-        row.update(num_preemptions=len(numbered.preemptions), num_finished=len(finished))
+        row.update(
+            update_step=record.update_step,
+            num_preemptions=len(numbered.preemptions),
+            num_finished=len(finished),
+        )
         self._append_step_row(row)
 
     def _step_row(
         self,
         step: int,
         engine_step: EngineStep,
-        scheduler: Scheduler,
+        scheduler: QueueState,
         start: ScheduleStart,
         end: ScheduleEnd,
     ) -> dict[str, object]:
@@ -237,7 +275,7 @@ class TraceRecorder:
             "num_preemptions": 0,
             "num_finished": 0,
             "num_free_blocks_after_schedule": engine_step.num_free_blocks_after_schedule,
-            "num_free_blocks_after_update": scheduler.kv_cache_manager.get_num_free_blocks(),
+            "num_free_blocks_after_update": scheduler.get_num_free_blocks(),
             "num_running_after": num_running,
             "num_waiting_after": num_waiting,
             "prefix_cache_queries": end.prefix_cache_queries,

@@ -27,7 +27,7 @@ preempted AS (
     GROUP BY p.step
 ),
 inputs AS (
-    SELECT e.step, bit_xor(hash(r.request_id, CAST(e.kind AS VARCHAR))) AS inputs
+    SELECT e.step, bit_xor(hash(r.request_id, CAST(e.kind AS VARCHAR), coalesce(e.detail, ''))) AS inputs
     FROM _events e
     JOIN _requests r USING (request_index)
     WHERE e.kind IN ('arrive', 'reject', 'abort')
@@ -36,6 +36,7 @@ inputs AS (
 SELECT
     st.step,
     st.idle,
+    coalesce(st.update_step, -1) AS update_step,
     coalesce(st.num_free_blocks_after_schedule, -1) AS num_free_blocks,
     coalesce(scheduled.decision, 0) AS decision,
     coalesce(scheduled.sampled, 0) AS sampled,

@@ -11,6 +11,7 @@ SELECT
     r.eos_token_id,
     r.stop_token_ids,
     r.abort_step,
+    r.abort_before_update,
     f.step AS finish_step,
     f.reason AS finish_reason,
     f.stop_reason,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import tempfile
 from pathlib import Path
@@ -11,13 +12,25 @@ import typer
 from rich.console import Console
 
 from stepscope.engine import InputError
-from stepscope.inputs import load_scheduler_class, parse_knob
+from stepscope.inputs import load_scheduler_class, load_vllm_scheduler_class, parse_knob
 from stepscope.replay.exact import replay_exact
-from stepscope.replay.report import exact_to_json, print_exact, print_whatif
+from stepscope.replay.report import (
+    diff_to_json,
+    exact_to_json,
+    print_exact,
+    print_vllm_replay,
+    print_whatif,
+)
 from stepscope.replay.verdict import FailOn, judge
+from stepscope.replay.vllm_replay import replay_with_vllm, require_vllm
 from stepscope.replay.whatif import replay_whatif
 
 from .options import KnobsOption
+
+
+class Engine(enum.StrEnum):
+    STEPSCOPE = "stepscope"
+    VLLM = "vllm"
 
 
 def replay(
@@ -32,16 +45,43 @@ def replay(
             "--scheduler", metavar="module:Class", help="A Scheduler subclass to replay with."
         ),
     ] = None,
+    engine: Annotated[
+        Engine,
+        typer.Option(
+            "--engine",
+            help="stepscope: this tool's engine. vllm: vLLM 0.33.0's own scheduler "
+            "(needs stepscope[vllm]); the replay is diffed against the trace.",
+        ),
+    ] = Engine.STEPSCOPE,
+    scheduler_cls: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler-cls",
+            metavar="module.Class",
+            help="With --engine vllm: a vLLM scheduler class to replay with, as vLLM's "
+            "--scheduler-cls takes it.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Replay a trace with no model. Exact by default: every step is checked against the
     recording (exit 0 identical, 1 divergent). With --set or --scheduler it is a what-if:
-    the run may take another course, and a summary against the original is printed."""
+    the run may take another course, and a summary against the original is printed.
+    With --engine vllm the trace drives vLLM's own scheduler and the result is diffed
+    against it (exit 0 identical decisions, 1 not)."""
     if output is not None and output.exists():
         raise InputError(f"{output}: already exists (remove it or choose another -o)")
-    scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
-    if knobs or scheduler_cls is not None:
-        _what_if(trace, output, dict(parse_knob(k) for k in knobs or []), scheduler_cls, as_json)
+    if engine is Engine.VLLM:
+        if scheduler:
+            raise InputError("--scheduler takes a stepscope Scheduler; with --engine vllm use "
+                             "--scheduler-cls")  # fmt: skip
+        _replay_with_vllm(trace, output, knobs, scheduler_cls, as_json)
+        return
+    if scheduler_cls:
+        raise InputError("--scheduler-cls needs --engine vllm")
+    scheduler_class = load_scheduler_class(scheduler) if scheduler else None
+    if knobs or scheduler_class is not None:
+        _what_if(trace, output, dict(parse_knob(k) for k in knobs or []), scheduler_class, as_json)
         return
     result = replay_exact(trace, output)
     if as_json:
@@ -49,6 +89,36 @@ def replay(
     else:
         print_exact(Console(), result)
     if result.divergence is not None:
+        raise typer.Exit(1)
+
+
+def _replay_with_vllm(
+    trace: Path,
+    output: Path | None,
+    knobs: list[str] | None,
+    scheduler_cls: str | None,
+    as_json: bool,
+) -> None:
+    require_vllm()
+    cls = load_vllm_scheduler_class(scheduler_cls) if scheduler_cls else None
+    changed = dict(parse_knob(k) for k in knobs or [])
+    result = replay_with_vllm(trace, output, cls, changed or None)
+    verdict = judge(result.diff, FailOn.METRICS if changed else FailOn.DECISIONS, {})
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "engine": "vllm",
+                    "scheduler_class": result.scheduler_class,
+                    "num_padded_tokens": result.num_padded_tokens,
+                    "diff": diff_to_json(result.diff, verdict),
+                },
+                default=str,
+            )
+        )
+    else:
+        print_vllm_replay(Console(), result, verdict)
+    if verdict.failed:
         raise typer.Exit(1)
 
 

@@ -1,0 +1,81 @@
+"""Replay a trace through vLLM's own scheduler (or a custom vLLM scheduler class) and diff it.
+
+The trace's arrivals, aborts and sampled tokens drive vLLM's real `Scheduler` (or
+`AsyncScheduler`, as the trace's config says) with the recorder attached; the
+replay's trace is then diffed against the original. A trace recorded from vLLM
+replays identically; one recorded by stepscope's engine does too, wherever the
+engine matches vLLM. Needs vLLM 0.33.0 installed (`stepscope[vllm]`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stepscope.engine import InputError
+from stepscope.schema import open_trace
+
+from .diff import TraceDiff, diff_traces
+from .inputs import workload_from_trace
+
+VLLM_VERSION = "0.33.0"
+
+
+@dataclass(frozen=True)
+class VllmReplay:
+    trace: Path
+    output: Path | None
+    scheduler_class: str
+    diff: TraceDiff
+    num_padded_tokens: int
+    """Tokens the replay sampled past a request's recorded outputs (its course changed)."""
+
+
+def require_vllm() -> None:
+    """Fail with a one-line error where vLLM cannot be imported."""
+    if importlib.util.find_spec("vllm") is None:
+        raise InputError(
+            "--engine vllm: vLLM is not installed in this Python "
+            f"(pip install 'stepscope[vllm]', which pins vllm=={VLLM_VERSION})"
+        )
+    import vllm
+
+    if vllm.__version__ != VLLM_VERSION:
+        raise InputError(
+            f"--engine vllm: vLLM {vllm.__version__} is installed; stepscope records and "
+            f"replays vLLM {VLLM_VERSION}"
+        )
+
+
+def replay_with_vllm(
+    trace_path: Path,
+    output: Path | None = None,
+    scheduler_cls: type | None = None,
+    knobs: Mapping[str, Any] | None = None,
+    ignore_block_ids: bool = False,
+) -> VllmReplay:
+    """Replay `trace_path` through vLLM; the replay's trace is kept at `output` if given.
+
+    `knobs` change the config first (a what-if run through vLLM).
+    """
+    require_vllm()
+    from stepscope.tracer.vllm.driver import record_with_vllm
+
+    with open_trace(trace_path) as trace:
+        workload = workload_from_trace(trace, knobs)
+    with tempfile.TemporaryDirectory() as scratch:
+        target = output or Path(scratch) / "vllm-replay.duckdb"
+        run = record_with_vllm(
+            workload,
+            target,
+            scheduler_cls=scheduler_cls,
+            meta={"replay_of": str(trace_path), "model": "replay (recorded tokens)"},
+        )
+        with open_trace(target) as replayed:
+            scheduler_class = replayed.meta.get("scheduler_class", "")
+        diff = diff_traces(trace_path, target, ignore_block_ids)
+    return VllmReplay(trace_path, output, scheduler_class, diff, run.num_padded_tokens)

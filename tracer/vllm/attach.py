@@ -1,0 +1,81 @@
+"""Start recording a live vLLM scheduler: settings, the trace's `meta`, and the session."""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import logging
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stepscope.engine import Workload
+from stepscope.tracer.redact import Redactor
+
+from stepscope import __version__
+
+from . import settings
+from .session import VllmRecording
+
+logger = logging.getLogger("stepscope.tracer.vllm")
+
+ENGINE_NAME = "vllm"
+
+
+def attach_recording(
+    scheduler: Any,
+    path: Path,
+    *,
+    planned: Workload | None = None,
+    meta: Mapping[str, str] | None = None,
+    redactor: Redactor | None = None,
+) -> VllmRecording:
+    """Record `scheduler` into a new trace at `path` from now on (raises if it exists)."""
+    if path.exists():
+        raise FileExistsError(f"{path}: already exists")
+    recording = VllmRecording(
+        scheduler, path, {**vllm_meta(scheduler), **(meta or {})}, planned, redactor
+    )
+    return recording.attach()
+
+
+def start_from_settings(scheduler: Any) -> VllmRecording | None:
+    """Record if `STEPSCOPE_TRACE` (or the config) asks to; never stops vLLM from starting."""
+    path = settings.trace_path(scheduler.vllm_config)
+    if path is None:
+        return None
+    try:
+        redactor = Redactor() if settings.redact(scheduler.vllm_config) else None
+        recording = attach_recording(scheduler, path, redactor=redactor)
+    except Exception as error:
+        logger.error("stepscope: not recording this engine: %s", error)
+        return None
+    atexit.register(recording.close)
+    logger.info("stepscope: recording the scheduler into %s", path)
+    return recording
+
+
+def vllm_meta(scheduler: Any) -> dict[str, str]:
+    """What the trace says about the engine that made it."""
+    import vllm
+
+    config = scheduler.vllm_config
+    cls = type(scheduler)
+    return {
+        "tool_version": __version__,
+        "engine": ENGINE_NAME,
+        "vllm_version": vllm.__version__,
+        "scheduler_class": f"{cls.__module__}.{cls.__qualname__}",
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python_version": platform.python_version(),
+        "workload": "vllm",
+        "description": "",
+        "model": str(config.model_config.model),
+        "device": str(config.device_config.device_type)
+        if config.device_config is not None
+        else "unknown",
+        "use_v2_model_runner": str(bool(scheduler.use_v2_model_runner)).lower(),
+        "prefix_caching_hash_algo": str(config.cache_config.prefix_caching_hash_algo),
+    }

@@ -1,0 +1,172 @@
+"""vLLM's objects as stepscope's: the config, a request, a SchedulerOutput, a step's outputs.
+
+Each conversion is a snapshot taken when vLLM hands the object over: vLLM reuses
+and mutates its own lists afterwards. Block ids are those of KV cache group 0,
+the only group in the subset stepscope's engine models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from stepscope.engine import EngineConfig, SamplingParams
+from stepscope.engine.outputs import EngineCoreOutput, ModelRunnerOutput
+from stepscope.engine.request import FinishReason
+from stepscope.engine.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from stepscope.engine.workload import RequestSpec
+
+
+def engine_config(scheduler: Any) -> EngineConfig:
+    """The knobs of a live vLLM scheduler, as stepscope's engine takes them (validated)."""
+    scheduler_config = scheduler.scheduler_config
+    return EngineConfig.from_dict(
+        {
+            "block_size": scheduler.block_size,
+            "num_blocks": scheduler.kv_cache_config.num_blocks,
+            "max_num_batched_tokens": scheduler_config.max_num_batched_tokens,
+            "max_num_seqs": scheduler_config.max_num_seqs,
+            "max_model_len": scheduler.max_model_len,
+            "policy": scheduler.policy.value,
+            "enable_prefix_caching": bool(scheduler.cache_config.enable_prefix_caching),
+            "enable_chunked_prefill": bool(scheduler_config.enable_chunked_prefill),
+            "long_prefill_token_threshold": scheduler_config.long_prefill_token_threshold,
+            "long_prefill_token_threshold_adaptive": bool(
+                scheduler_config.long_prefill_token_threshold_adaptive
+            ),
+            "scheduler_reserve_full_isl": bool(scheduler_config.scheduler_reserve_full_isl),
+            "watermark": float(scheduler_config.watermark),
+            "max_num_scheduled_tokens": scheduler_config.max_num_scheduled_tokens,
+            "max_num_active_seqs": scheduler_config.max_num_active_seqs,
+            "async_scheduling": bool(scheduler_config.async_scheduling),
+        }
+    )
+
+
+def request_spec(request: Any, arrival_step: int) -> RequestSpec:
+    """What the trace keeps of a request when it reaches the scheduler."""
+    params = request.sampling_params
+    top_k = params.top_k if params.top_k and params.top_k > 0 else 0
+    sampling = SamplingParams(
+        max_tokens=request.max_tokens,
+        min_tokens=params.min_tokens,
+        eos_token_id=params.eos_token_id,
+        stop_token_ids=tuple(params.stop_token_ids or ()),
+        temperature=float(params.temperature),
+        top_k=top_k,
+        top_p=float(params.top_p),
+        seed=params.seed,
+    )
+    return RequestSpec(
+        request_id=request.request_id,
+        arrival_step=arrival_step,
+        arrival_time=float(request.arrival_time),
+        prompt_token_ids=tuple(request.prompt_token_ids or ()),
+        output_token_ids=(),
+        sampling_params=sampling,
+        priority=request.priority,
+    )
+
+
+def scheduler_output(
+    output: Any, sampling: Mapping[str, SamplingParams], admitted_before: set[str]
+) -> SchedulerOutput:
+    """vLLM's SchedulerOutput in the V1 model runner's shape.
+
+    The V2 runner ships resumed requests among the new ones; a request admitted
+    before is moved back to the resumed rows, so both runners record alike.
+    `admitted_before` is updated with this step's first admissions.
+    """
+    cached = output.scheduled_cached_reqs
+    new_rows = []
+    resumed_rows = []
+    for data in output.scheduled_new_reqs:
+        block_ids = _group0(data.block_ids)
+        if data.req_id in admitted_before:
+            resumed_rows.append((data.req_id, block_ids, data.num_computed_tokens))
+            continue
+        admitted_before.add(data.req_id)
+        new_rows.append(
+            NewRequestData(
+                req_id=data.req_id,
+                prompt_token_ids=tuple(data.prompt_token_ids or ()),
+                sampling_params=sampling[data.req_id],
+                block_ids=block_ids,
+                num_computed_tokens=data.num_computed_tokens,
+            )
+        )
+    return SchedulerOutput(
+        scheduled_new_reqs=tuple(new_rows),
+        scheduled_cached_reqs=_cached_rows(cached, resumed_rows),
+        num_scheduled_tokens=dict(output.num_scheduled_tokens),
+        total_num_scheduled_tokens=output.total_num_scheduled_tokens,
+        preempted_req_ids=frozenset(output.preempted_req_ids or ()),
+        finished_req_ids=frozenset(output.finished_req_ids),
+    )
+
+
+def _cached_rows(
+    cached: Any, resumed_rows: list[tuple[str, tuple[int, ...], int]]
+) -> CachedRequestData:
+    req_ids = list(cached.req_ids)
+    if not req_ids and not resumed_rows:
+        return CachedRequestData.empty()
+    resumed = set(cached.resumed_req_ids)
+    new_block_ids: list[tuple[int, ...] | None] = [
+        None if blocks is None else _group0(blocks) for blocks in cached.new_block_ids
+    ]
+    num_computed = list(cached.num_computed_tokens)
+    num_output = list(cached.num_output_tokens)
+    for req_id, block_ids, computed in resumed_rows:
+        req_ids.append(req_id)
+        resumed.add(req_id)
+        new_block_ids.append(block_ids)
+        num_computed.append(computed)
+        num_output.append(0)
+    return CachedRequestData(
+        req_ids=tuple(req_ids),
+        resumed_req_ids=frozenset(resumed),
+        new_block_ids=tuple(new_block_ids),
+        num_computed_tokens=tuple(num_computed),
+        num_output_tokens=tuple(num_output),
+        all_token_ids={
+            req_id: tuple(tokens) for req_id, tokens in (cached.all_token_ids or {}).items()
+        },
+    )
+
+
+def _group0(block_ids: Any) -> tuple[int, ...]:
+    """Group 0's block ids from vLLM's per-group tuple of lists."""
+    return tuple(block_ids[0]) if block_ids else ()
+
+
+def model_runner_output(output: Any) -> ModelRunnerOutput:
+    req_ids = list(output.req_ids)
+    return ModelRunnerOutput(
+        req_ids=req_ids,
+        req_id_to_index=dict(output.req_id_to_index),
+        sampled_token_ids=[list(tokens) for tokens in (output.sampled_token_ids or ())]
+        or [[] for _ in req_ids],
+    )
+
+
+def engine_core_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, ...]:
+    """Every client's outputs of one `update_from_output()`, in client order."""
+    return tuple(
+        EngineCoreOutput(
+            request_id=output.request_id,
+            new_token_ids=tuple(output.new_token_ids),
+            finish_reason=_finish_reason(output.finish_reason),
+            stop_reason=output.stop_reason,
+        )
+        for client in sorted(outputs)
+        for output in _outputs_of(outputs[client])
+    )
+
+
+def _outputs_of(client_outputs: Any) -> Iterable[Any]:
+    return client_outputs.outputs if client_outputs is not None else ()
+
+
+def _finish_reason(reason: Any) -> FinishReason | None:
+    return None if reason is None else FinishReason(str(reason))

@@ -1,0 +1,189 @@
+"""vLLM's allocation calls and preemptions, recorded as they happen.
+
+`allocate_slots` on vLLM's KV cache manager and the scheduler's `_preempt_request`
+are wrapped on the instance (the classes stay untouched), so every call made
+during `schedule()` lands in the recorder's decision list in call order, as
+stepscope's own scheduler reports them. A refused call's numbers (blocks needed,
+watermark, free blocks) are worked out from the same state vLLM's check read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from stepscope.engine.kv_cache_manager import AllocationRefusal, RefusalCheck, cdiv
+from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
+
+_RUNNING_STATUS = "RUNNING"
+
+
+class AllocationTap:
+    """Turns one vLLM scheduler's allocation calls and preemptions into decision records."""
+
+    def __init__(self, scheduler: Any, decisions: Callable[[], list[Decision]]) -> None:
+        self.scheduler = scheduler
+        self.kv_cache_manager = scheduler.kv_cache_manager
+        self.block_pool = self.kv_cache_manager.block_pool
+        self._group0 = self.kv_cache_manager.coordinator.single_type_managers[0]
+        self._decisions = decisions
+        self._grants: dict[str, tuple[int, tuple[int, ...]]] = {}
+        """This step's running-pass grants: tokens and new block ids (a refund needs them)."""
+        self._needed_by: str | None = None
+        self.prefix_cache = (0, 0)
+        """Tokens this step's admissions looked up in the prefix cache, and the hits."""
+        self._allocate_slots = self.kv_cache_manager.allocate_slots
+        self._preempt_request = scheduler._preempt_request
+
+    def attach(self) -> None:
+        self.kv_cache_manager.allocate_slots = self.allocate_slots
+        self.scheduler._preempt_request = self.preempt_request
+
+    def start_step(self) -> None:
+        self._grants.clear()
+        self._needed_by = None
+        self.prefix_cache = (0, 0)
+
+    # ----- allocate_slots ------------------------------------------------------
+
+    def allocate_slots(self, request: Any, num_new_tokens: int, *args: Any, **kwargs: Any) -> Any:
+        call = _AllocationArgs.bind(num_new_tokens, args, kwargs)
+        if request.status.name == _RUNNING_STATUS:
+            return self._running_call(request, call, args, kwargs)
+        return self._admission_call(request, call, args, kwargs)
+
+    def _running_call(
+        self, request: Any, call: _AllocationArgs, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        new_blocks = self._allocate_slots(request, call.num_new_tokens, *args, **kwargs)
+        request_id = request.request_id
+        if new_blocks is None:
+            # A refused call changes nothing, so the state it was refused on is still here.
+            refusal = self._refusal(request, call)
+            self._needed_by = request_id
+            self._decisions().append(RefusedRunningCall(request_id, call.num_new_tokens, refusal))
+            return None
+        self._grants[request_id] = (call.num_new_tokens, _block_ids(new_blocks))
+        self._decisions().append(request_id)
+        return new_blocks
+
+    def _admission_call(
+        self, request: Any, call: _AllocationArgs, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        free_before = self.block_pool.get_num_free_blocks()
+        refusal = self._refusal(request, call)
+        watermark = refusal.watermark_blocks
+        new_blocks = self._allocate_slots(request, call.num_new_tokens, *args, **kwargs)
+        if new_blocks is not None and self.kv_cache_manager.enable_caching:
+            queries, hits = self.prefix_cache
+            self.prefix_cache = (
+                queries + request.num_tokens,
+                hits + call.num_new_computed_tokens,
+            )
+        self._decisions().append(
+            AdmissionCall(
+                request_id=request.request_id,
+                num_new_tokens=call.num_new_tokens,
+                num_new_computed_tokens=call.num_new_computed_tokens,
+                full_sequence_check=call.full_sequence_must_fit,
+                watermark_blocks=watermark,
+                num_free_blocks_before=free_before,
+                num_free_blocks_after=self.block_pool.get_num_free_blocks(),
+                block_ids=() if new_blocks is None else _block_ids(new_blocks),
+                refusal=refusal if new_blocks is None else None,
+            )
+        )
+        return new_blocks
+
+    def _refusal(self, request: Any, call: _AllocationArgs) -> AllocationRefusal:
+        """The check `allocate_slots` would refuse on, and its numbers, for the subset."""
+        manager = self.kv_cache_manager
+        watermark = 0
+        if call.has_scheduled_reqs and request.status.name in ("WAITING", "PREEMPTED"):
+            watermark = manager.watermark_blocks
+        free = self.block_pool.get_num_free_blocks()
+        max_model_len = manager.max_model_len
+        if call.full_sequence_must_fit:
+            full = min(request.num_tokens, max_model_len)
+            needed = self._num_blocks_to_allocate(request, full, call.hit_blocks)
+            if needed + watermark > free:
+                return AllocationRefusal(RefusalCheck.FULL_SEQUENCE, needed, watermark, free)
+        total = min(request.num_computed_tokens + call.num_new_computed_tokens, max_model_len)
+        slots = min(total + call.num_new_tokens + call.num_lookahead_tokens, max_model_len)
+        needed = self._num_blocks_to_allocate(request, slots, call.hit_blocks)
+        return AllocationRefusal(RefusalCheck.SLOTS, needed, watermark, free)
+
+    def _num_blocks_to_allocate(self, request: Any, num_tokens: int, hits: Sequence[Any]) -> int:
+        held = len(self._group0.req_to_blocks.get(request.request_id, ()))
+        block_size = self.scheduler.block_size
+        num_new = cdiv(num_tokens, block_size) - len(hits) - held
+        return max(num_new, 0) + sum(1 for block in hits if block.ref_cnt == 0)
+
+    # ----- _preempt_request -----------------------------------------------------
+
+    def preempt_request(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        request_id = request.request_id
+        free_before = self.block_pool.get_num_free_blocks()
+        num_computed = request.num_computed_tokens
+        num_blocks = len(self._group0.req_to_blocks.get(request_id, ()))
+        self._preempt_request(request, *args, **kwargs)
+        refunded_tokens, refunded_blocks = self._grants.pop(request_id, (0, ()))
+        self._decisions().append(
+            Preemption(
+                request_id=request_id,
+                needed_by=self._needed_by or request_id,
+                policy=self.scheduler.policy.value,
+                num_computed_tokens_discarded=num_computed,
+                num_blocks_freed=num_blocks,
+                num_tokens_refunded=refunded_tokens,
+                refunded_block_ids=refunded_blocks,
+                num_preemptions=request.num_preemptions,
+                num_free_blocks_before=free_before,
+                num_free_blocks_after=self.block_pool.get_num_free_blocks(),
+            )
+        )
+
+
+class _AllocationArgs:
+    """The `allocate_slots` arguments the records need, from vLLM's positional or keyword form."""
+
+    __slots__ = (
+        "full_sequence_must_fit",
+        "has_scheduled_reqs",
+        "hit_blocks",
+        "num_lookahead_tokens",
+        "num_new_computed_tokens",
+        "num_new_tokens",
+    )
+
+    _POSITIONAL = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_tokens")
+
+    def __init__(self) -> None:
+        self.num_new_tokens = 0
+        self.num_new_computed_tokens = 0
+        self.hit_blocks: Sequence[Any] = ()
+        self.num_lookahead_tokens = 0
+        self.full_sequence_must_fit = False
+        self.has_scheduled_reqs = True
+
+    @classmethod
+    def bind(
+        cls, num_new_tokens: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _AllocationArgs:
+        named = dict(zip(cls._POSITIONAL, args, strict=False))
+        named.update(kwargs)
+        call = cls()
+        call.num_new_tokens = num_new_tokens
+        call.num_new_computed_tokens = named.get("num_new_computed_tokens", 0)
+        blocks = named.get("new_computed_blocks")
+        call.hit_blocks = blocks.blocks[0] if blocks is not None and blocks.blocks else ()
+        call.num_lookahead_tokens = named.get("num_lookahead_tokens", 0)
+        call.full_sequence_must_fit = named.get("full_sequence_must_fit", False)
+        call.has_scheduled_reqs = named.get("has_scheduled_reqs", True)
+        return call
+
+
+def _block_ids(blocks: Any) -> tuple[int, ...]:
+    """Group 0's block ids of a `KVCacheBlocks`."""
+    groups = blocks.get_block_ids()
+    return tuple(groups[0]) if groups else ()

@@ -1,0 +1,119 @@
+"""What a vLLM `schedule()` call started from, and why each of its passes stopped.
+
+vLLM keeps a step's budgets and its loop exits in local variables. The start is
+read just before the call, as vLLM's own setup computes it; the reasons both
+passes stopped follow from what the call did (its grants, refusals and
+preemptions) and the queues it left, by the loop conditions of `schedule()`
+(scheduler.py L794 and L1062-1075 in 0.33.0) in their order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepscope.engine.scheduler import AdmissionStop, RunningPassEnd
+from stepscope.engine.scheduler_output import SchedulerOutput
+from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, ScheduleEnd, ScheduleStart
+
+_REFUSAL_STOP = {
+    "full_sequence": AdmissionStop.KV_FULL_SEQUENCE,
+    "slots": AdmissionStop.KV_FULL,
+}
+
+
+def schedule_start(scheduler: Any) -> ScheduleStart:
+    """`schedule()`'s budgets and the queues it is about to walk."""
+    token_budget = scheduler.max_num_scheduled_tokens
+    if scheduler._pause_state.name == "PAUSED_ALL":
+        token_budget = 0
+    input_budget = scheduler.scheduler_config.max_num_batched_tokens
+    num_running, num_waiting = scheduler.get_request_counts()
+    return ScheduleStart(
+        token_budget=token_budget,
+        input_budget=input_budget,
+        long_prefill_token_threshold=_long_prefill_token_threshold(
+            scheduler, num_running + num_waiting, input_budget
+        ),
+        num_running=num_running,
+        num_waiting=num_waiting,
+        num_free_blocks=scheduler.kv_cache_manager.block_pool.get_num_free_blocks(),
+    )
+
+
+def _long_prefill_token_threshold(scheduler: Any, num_requests: int, input_budget: int) -> int:
+    threshold = scheduler.scheduler_config.long_prefill_token_threshold
+    if num_requests <= 1 or threshold <= 0:
+        return 0
+    if scheduler.adaptive_long_prefill_threshold:
+        threshold = max(threshold, input_budget // num_requests)
+    return int(threshold)
+
+
+def schedule_end(
+    scheduler: Any,
+    start: ScheduleStart,
+    decisions: list[Decision],
+    output: SchedulerOutput,
+    prefix_cache: tuple[int, int],
+) -> ScheduleEnd:
+    """Why the running pass and the waiting pass stopped, from what the call did."""
+    cached = output.scheduled_cached_reqs
+    num_running_rows = len(cached.req_ids) - len(cached.resumed_req_ids)
+    running_tokens = sum(list(output.num_scheduled_tokens.values())[:num_running_rows])
+    num_admitted = len(output.num_scheduled_tokens) - num_running_rows
+    running = scheduler.running[: len(scheduler.running) - num_admitted]
+    last_running_row = cached.req_ids[num_running_rows - 1] if num_running_rows else None
+    admission_stop, blocked = _admission_stop(scheduler, start, decisions, output)
+    return ScheduleEnd(
+        running_pass_end=_running_pass_end(
+            scheduler, start, decisions, running_tokens, running, last_running_row
+        ),
+        admission_stop=admission_stop,
+        blocked_request_id=blocked,
+        prefix_cache_queries=prefix_cache[0],
+        prefix_cache_hits=prefix_cache[1],
+    )
+
+
+def _running_pass_end(
+    scheduler: Any,
+    start: ScheduleStart,
+    decisions: list[Decision],
+    running_tokens: int,
+    running: list[Any],
+    last_running_row: str | None,
+) -> RunningPassEnd:
+    """FCFS stops at a self-preemption; either policy stops when the budget runs out first."""
+    if scheduler.policy.value == "fcfs" and any(
+        type(d) is Preemption and d.request_id == d.needed_by for d in decisions
+    ):
+        return RunningPassEnd.SELF_PREEMPTED
+    exhausted = start.token_budget - running_tokens <= 0 or start.input_budget - running_tokens <= 0
+    unvisited = bool(running) and running[-1].request_id != last_running_row
+    if exhausted and unvisited:
+        return RunningPassEnd.BUDGET
+    return RunningPassEnd.ALL_VISITED
+
+
+def _admission_stop(
+    scheduler: Any, start: ScheduleStart, decisions: list[Decision], output: SchedulerOutput
+) -> tuple[AdmissionStop, str | None]:
+    """The first of the waiting loop's exits that holds, in the loop's order."""
+    if any(type(d) is Preemption for d in decisions):
+        return AdmissionStop.PREEMPTED_THIS_STEP, None
+    admissions = [d for d in decisions if type(d) is AdmissionCall]
+    refusal = admissions[-1].refusal if admissions else None
+    if refusal is not None:
+        return _REFUSAL_STOP[refusal.check.value], admissions[-1].request_id
+    total = output.total_num_scheduled_tokens
+    if start.token_budget - total <= 0:
+        return AdmissionStop.BUDGET, None
+    num_waiting = scheduler.get_request_counts()[1]
+    if num_waiting == 0:
+        return AdmissionStop.NO_WAITING, None
+    if start.input_budget - total <= 0:
+        return AdmissionStop.BUDGET, None
+    if len(scheduler.running) >= scheduler.max_num_active_reqs:
+        return AdmissionStop.MAX_NUM_SEQS, None
+    head = scheduler.waiting.peek_request()
+    return AdmissionStop.CHUNKING_OFF, head.request_id

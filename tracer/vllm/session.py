@@ -1,0 +1,339 @@
+"""A recording attached to one live vLLM scheduler: its calls become stepscope steps.
+
+vLLM's `EngineCore` calls the scheduler; the session wraps those calls on the
+scheduler instance and numbers engine iterations the way stepscope's step loop
+does, so the trace replays through either engine:
+
+* an iteration starts at each `schedule()`, or at an `update_from_output()` that
+  the current iteration has no room for (the batch queue draining, async only);
+* requests added and aborts made between iterations belong to the next one; an
+  abort made after an iteration's `schedule()` and before its update (vLLM's
+  `_process_aborts_queue`) is recorded as landing before the update;
+* under async scheduling an iteration whose batch queue was empty before its
+  `schedule()` ends without an update, exactly when `step_with_batch_queue` returns
+  early; the next iteration updates that batch.
+
+A step is recorded once its batch's output has been processed (one iteration
+later under async scheduling), in step order. A failure inside the recording
+never reaches vLLM: it is logged, the recording stops, and every step recorded
+so far is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stepscope.engine import EngineStep, SamplingParams, StepRecord, Workload
+from stepscope.engine.workload import RequestSpec
+from stepscope.tracer.recorder import TraceRecorder
+from stepscope.tracer.redact import Redactor
+
+from . import convert
+from .decisions import AllocationTap
+from .schedule_facts import schedule_end, schedule_start
+from .subset import outside_subset, request_outside_subset
+
+logger = logging.getLogger("stepscope.tracer.vllm")
+
+
+@dataclass
+class _Batch:
+    """One `schedule()` call's output, waiting for its update."""
+
+    scheduler_output: Any
+    """vLLM's object, kept so its identity matches the update it comes back in."""
+    output: Any
+    num_free_blocks_after_schedule: int
+    end: Any
+    schedule_ns: int
+    scheduled_at: int
+    engine_step: EngineStep | None = None
+    update_step: int | None = None
+
+
+@dataclass
+class _Iteration:
+    step: int
+    arrived: list[str]
+    rejected: list[str]
+    aborted: list[str]
+    aborted_before_update: list[str] = field(default_factory=list)
+    batch: _Batch | None = None
+    has_update: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.batch is None or self.batch.engine_step is not None
+
+
+class _QueueState:
+    """The recorder's view of vLLM's queues and free blocks."""
+
+    def __init__(self, scheduler: Any) -> None:
+        self._scheduler = scheduler
+        self._block_pool = scheduler.kv_cache_manager.block_pool
+
+    def get_request_counts(self) -> tuple[int, int]:
+        counts: tuple[int, int] = self._scheduler.get_request_counts()
+        return counts
+
+    def get_num_free_blocks(self) -> int:
+        return int(self._block_pool.get_num_free_blocks())
+
+
+class VllmRecording:
+    """Follows one vLLM scheduler and writes each of its steps to a trace."""
+
+    def __init__(
+        self,
+        scheduler: Any,
+        path: Path,
+        meta: Mapping[str, str],
+        planned: Workload | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
+        config = convert.engine_config(scheduler)
+        workload = planned.with_config(config) if planned is not None else Workload(config, ())
+        self.scheduler = scheduler
+        self.planned = {spec.request_id: spec for spec in workload.requests}
+        self.reasons = outside_subset(scheduler)
+        self.recorder = TraceRecorder(
+            path,
+            workload,
+            {**meta, "outside_subset": "; ".join(sorted(self.reasons))},
+            redactor=redactor,
+        )
+        self.async_scheduling = config.async_scheduling
+        self.queue_state = _QueueState(scheduler)
+        self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions)
+        self.sampling: dict[str, SamplingParams] = {}
+        self.admitted: set[str] = set()
+        self.step = -1
+        self.active = True
+        self._start: Any = None
+        self._arrived: list[str] = []
+        self._rejected: list[str] = []
+        self._aborted: list[str] = []
+        self._current: _Iteration | None = None
+        """The iteration whose update is still to come (None between iterations)."""
+        self._iterations: deque[_Iteration] = deque()
+        self._in_flight: dict[int, _Iteration] = {}
+        self._originals: dict[str, Callable[..., Any]] = {}
+
+    # ----- attaching ------------------------------------------------------------
+
+    def attach(self) -> VllmRecording:
+        """Wrap the scheduler's calls on this instance; its class is left as it is."""
+        scheduler = self.scheduler
+        for name in ("add_request", "finish_requests", "schedule", "update_from_output"):
+            self._originals[name] = getattr(scheduler, name)
+            setattr(scheduler, name, getattr(self, name))
+        self.tap.attach()
+        return self
+
+    def _guarded(self, action: Callable[[], None]) -> None:
+        """Run a piece of recording; a failure stops the recording, never the engine."""
+        if not self.active:
+            return
+        try:
+            action()
+        except Exception:
+            logger.exception("stepscope: recording failed; the trace keeps the steps so far")
+            self.active = False
+            self._close(complete=False)
+
+    # ----- the scheduler's calls ----------------------------------------------
+
+    def add_request(self, request: Any) -> None:
+        self._originals["add_request"](request)
+        self._guarded(lambda: self._on_arrival(request))
+
+    def finish_requests(self, request_ids: Any, finished_status: Any) -> list[Any]:
+        finished: list[Any] = self._originals["finish_requests"](request_ids, finished_status)
+        self._guarded(lambda: self._on_finish_requests(finished, finished_status))
+        return finished
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.active:
+            return self._originals["schedule"](*args, **kwargs)
+        in_flight_before = len(self._in_flight)
+        self._guarded(self._before_schedule)
+        started = time.perf_counter_ns()
+        output = self._originals["schedule"](*args, **kwargs)
+        scheduled_at = time.perf_counter_ns()
+        self._guarded(lambda: self._after_schedule(output, started, scheduled_at, in_flight_before))
+        return output
+
+    def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
+        if not self.active:
+            return self._originals["update_from_output"](scheduler_output, model_runner_output)
+        self._guarded(self._before_update)
+        started = time.perf_counter_ns()
+        outputs = self._originals["update_from_output"](scheduler_output, model_runner_output)
+        updated = time.perf_counter_ns()
+        self._guarded(
+            lambda: self._after_update(
+                scheduler_output, model_runner_output, outputs, started, updated
+            )
+        )
+        return outputs
+
+    # ----- calls a driver makes (a real server has neither) ----------------------
+
+    def idle_step(self) -> None:
+        """An iteration in which the engine had nothing to do (a scripted workload's gap)."""
+        self._guarded(self._idle_step)
+
+    def reject(self, spec: RequestSpec) -> None:
+        """A request the input processor turned away before it reached the scheduler."""
+
+        def record() -> None:
+            self.recorder.register_request(spec)
+            self._rejected.append(spec.request_id)
+
+        self._guarded(record)
+
+    def close(self, finished: bool = True) -> None:
+        """Record what is complete and close the trace (idempotent).
+
+        The trace is marked complete if the run `finished` and no batch was left
+        in flight.
+        """
+        if self.active:
+            self.active = False
+            self._close(complete=finished and not self._in_flight)
+
+    # ----- bookkeeping --------------------------------------------------------
+
+    def _on_arrival(self, request: Any) -> None:
+        spec = convert.request_spec(request, arrival_step=self.step + 1)
+        planned = self.planned.get(spec.request_id)
+        if planned is not None and planned.abort_step is not None:
+            # A scripted workload knows its aborts up front; a live server learns
+            # them as they land (the abort events carry them either way).
+            spec = dataclasses.replace(
+                spec,
+                abort_step=planned.abort_step,
+                abort_before_update=planned.abort_before_update,
+            )
+        self.sampling[spec.request_id] = spec.sampling_params
+        self.recorder.register_request(spec)
+        self._arrived.append(spec.request_id)
+        self.reasons.update(request_outside_subset(request))
+
+    def _on_finish_requests(self, finished: list[Any], status: Any) -> None:
+        if status.name != "FINISHED_ABORTED":
+            self.reasons.add(f"requests finished from outside as {status.name}")
+            return
+        current = self._current
+        late = current is not None and current.batch is not None and not current.has_update
+        for request in finished:
+            if late:
+                assert current is not None
+                current.aborted_before_update.append(request.request_id)
+            else:
+                self._aborted.append(request.request_id)
+
+    def _new_iteration(self) -> _Iteration:
+        self.step += 1
+        iteration = _Iteration(self.step, self._arrived, self._rejected, self._aborted)
+        self._arrived, self._rejected, self._aborted = [], [], []
+        self._iterations.append(iteration)
+        return iteration
+
+    def _idle_step(self) -> None:
+        self._current = None
+        self._new_iteration()
+        self._record_complete()
+
+    def _before_schedule(self) -> None:
+        self._current = self._new_iteration()
+        self.tap.start_step()
+        self._start = schedule_start(self.scheduler)
+        self.recorder.on_schedule_start(self._start)
+
+    def _after_schedule(
+        self, output: Any, started: int, scheduled_at: int, in_flight_before: int
+    ) -> None:
+        iteration = self._current
+        assert iteration is not None
+        free_blocks = self.queue_state.get_num_free_blocks()
+        ours = convert.scheduler_output(output, self.sampling, self.admitted)
+        end = schedule_end(
+            self.scheduler, self._start, self.recorder.decisions, ours, self.tap.prefix_cache
+        )
+        self.recorder.on_schedule_end(end)
+        iteration.batch = _Batch(
+            output, ours, free_blocks, end, scheduled_at - started, scheduled_at
+        )
+        self._in_flight[id(output)] = iteration
+        if self._returns_before_update(output, in_flight_before):
+            self._current = None
+
+    def _returns_before_update(self, output: Any, in_flight_before: int) -> bool:
+        """`step_with_batch_queue` returns right after scheduling when its queue was empty."""
+        if not self.async_scheduling or in_flight_before > 0:
+            return False
+        return output.total_num_scheduled_tokens > 0 or bool(self.scheduler.has_requests())
+
+    def _before_update(self) -> None:
+        current = self._current
+        if current is None or current.has_update:
+            current = self._current = self._new_iteration()
+        current.has_update = True
+
+    def _after_update(
+        self, scheduler_output: Any, runner_output: Any, outputs: Any, started: int, updated: int
+    ) -> None:
+        current = self._current
+        assert current is not None
+        iteration = self._in_flight.pop(id(scheduler_output))
+        batch = iteration.batch
+        assert batch is not None and batch.scheduler_output is scheduler_output
+        end = batch.end
+        batch.engine_step = EngineStep(
+            scheduler_output=batch.output,
+            model_runner_output=convert.model_runner_output(runner_output),
+            outputs=convert.engine_core_outputs(outputs),
+            num_free_blocks_after_schedule=batch.num_free_blocks_after_schedule,
+            running_pass_end=end.running_pass_end,
+            admission_stop=end.admission_stop,
+            schedule_ns=batch.schedule_ns,
+            model_ns=started - batch.scheduled_at,
+            update_ns=updated - started,
+        )
+        batch.update_step = current.step
+        self._current = None
+        self._record_complete()
+
+    def _record_complete(self) -> None:
+        """Record the oldest iterations whose batches are done, in step order."""
+        iterations = self._iterations
+        while iterations and iterations[0].complete:
+            self._record(iterations.popleft())
+
+    def _record(self, iteration: _Iteration) -> None:
+        batch = iteration.batch
+        record = StepRecord(
+            step=iteration.step,
+            arrived=tuple(iteration.arrived),
+            rejected=tuple(iteration.rejected),
+            aborted=tuple(iteration.aborted),
+            engine_step=None if batch is None else batch.engine_step,
+            update_step=None if batch is None else batch.update_step,
+            aborted_before_update=tuple(iteration.aborted_before_update),
+        )
+        self.recorder.record_step(record, self.queue_state)
+
+    def _close(self, complete: bool) -> None:
+        try:
+            self._record_complete()
+        finally:
+            self.recorder.close(complete, {"outside_subset": "; ".join(sorted(self.reasons))})

@@ -1,0 +1,61 @@
+"""What a vLLM run used that stepscope's engine does not model.
+
+The trace records vLLM's decisions whatever they were; these reasons, stored in
+`meta.outside_subset`, say why an exact replay through stepscope's engine cannot
+be expected to match (replay through vLLM's own scheduler still can).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def outside_subset(scheduler: Any) -> set[str]:
+    """The engine-wide features in use that the subset leaves out."""
+    config = scheduler.vllm_config
+    reasons = set()
+    groups = scheduler.kv_cache_config.kv_cache_groups
+    if len(groups) != 1:
+        reasons.add(f"{len(groups)} KV cache groups")
+    elif type(groups[0].kv_cache_spec).__name__ != "FullAttentionSpec":
+        reasons.add(f"KV cache spec {type(groups[0].kv_cache_spec).__name__}")
+    if config.speculative_config is not None:
+        reasons.add("speculative decoding")
+    if scheduler.connector is not None:
+        reasons.add("KV connector")
+    if config.lora_config is not None:
+        reasons.add("LoRA")
+    parallel = config.parallel_config
+    if parallel.pipeline_parallel_size > 1:
+        reasons.add("pipeline parallelism")
+    if parallel.data_parallel_size > 1:
+        reasons.add("data parallelism")
+    if scheduler.local_prefill_interval > 1:
+        reasons.add("prefill_schedule_interval > 1")
+    if scheduler.hash_block_size != scheduler.block_size:
+        reasons.add("hash block size differs from block size")
+    if scheduler.is_encoder_decoder:
+        reasons.add("encoder-decoder model")
+    if _is_async_class(scheduler) != bool(scheduler.scheduler_config.async_scheduling):
+        reasons.add("scheduler class and async_scheduling disagree")
+    return reasons
+
+
+def _is_async_class(scheduler: Any) -> bool:
+    return any(cls.__name__ == "AsyncScheduler" for cls in type(scheduler).__mro__)
+
+
+def request_outside_subset(request: Any) -> set[str]:
+    """The per-request features in use that the subset leaves out."""
+    reasons = set()
+    if request.prompt_token_ids is None:
+        reasons.add("prompt embeddings")
+    if request.mm_features:
+        reasons.add("multimodal inputs")
+    if request.use_structured_output:
+        reasons.add("structured output")
+    if request.lora_request is not None:
+        reasons.add("LoRA")
+    if request.pooling_params is not None:
+        reasons.add("pooling")
+    return reasons
