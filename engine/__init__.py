@@ -1,7 +1,8 @@
 """The engine: a scheduler that decides exactly as vLLM 0.33.0's V1 scheduler does."""
 
+from .async_scheduler import AsyncScheduler
 from .config import EngineConfig, SchedulingPolicy
-from .core import EngineCore, EngineStep
+from .core import EngineCore, EngineStep, default_scheduler_cls
 from .engine_loop import EngineLoop, RequestFinish, StepRecord
 from .errors import ConfigError, InputError, WorkloadError
 from .kv_cache_manager import AllocationRefusal, KVCacheManager
@@ -18,6 +19,7 @@ from .workload import RequestSpec, Workload, load_workload, parse_workload
 __all__ = [
     "AdmissionStop",
     "AllocationRefusal",
+    "AsyncScheduler",
     "CachedRequestData",
     "ConfigError",
     "EngineConfig",
@@ -45,6 +47,7 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "create_model_runner",
+    "default_scheduler_cls",
     "load_workload",
     "parse_workload",
 ]

@@ -5,17 +5,22 @@ at least `max_model_len` long is rejected, as vLLM's input processor does), abor
 those whose `abort_step` is s, then step the engine (aborts marked
 `abort_before_update` land inside it, after the model ran); a step with nothing to
 schedule or ship is idle. The loop ends once every request has arrived and the
-scheduler has nothing left, or at `max_steps`.
+engine has nothing left, or at `max_steps`.
+
+Under async scheduling a step's output is processed one step later (the batch
+queue), so its record comes out then; records still come out in step order, and
+a step's finishes belong to the step whose output caused them.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .core import EngineCore, EngineStep
+from .core import EngineCore, EngineStep, ScheduledBatch
 from .model_runner import ModelRunner
 from .request import FinishReason, Request
 from .scheduler import Scheduler
@@ -76,7 +81,7 @@ class EngineLoop:
         workload: Workload,
         model_runner: ModelRunner,
         probe: Probe | None = None,
-        scheduler_cls: type[Scheduler] = Scheduler,
+        scheduler_cls: type[Scheduler] | None = None,
     ) -> None:
         self.workload = workload
         self.core = EngineCore(workload.config, model_runner, probe, scheduler_cls)
@@ -99,6 +104,11 @@ class EngineLoop:
         return self._next_arrival >= len(self._pending)
 
     def run(self) -> Iterator[StepRecord]:
+        if self.workload.config.async_scheduling:
+            return self._run_with_batch_queue()
+        return self._run()
+
+    def _run(self) -> Iterator[StepRecord]:
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
             aborted = self._apply_aborts(step, self._aborts)
@@ -116,6 +126,40 @@ class EngineLoop:
             )
             if self.all_arrived() and not self.core.scheduler.has_requests():
                 return
+
+    def _run_with_batch_queue(self) -> Iterator[StepRecord]:
+        waiting_records: deque[_PendingRecord] = deque()
+        for step in range(self.workload.max_steps):
+            arrived, rejected = self._add_arrivals(step)
+            aborted = self._apply_aborts(step, self._aborts)
+            pending = _PendingRecord(step, arrived, rejected, aborted)
+            waiting_records.append(pending)
+            if not self.core.has_work():
+                if self.all_arrived():
+                    return
+                yield from _complete_records(waiting_records)
+                continue
+            result = self.core.step_with_batch_queue(
+                partial(self._abort_late, step, pending.aborted_before_update)
+            )
+            pending.batch = result.scheduled
+            if result.processed is not None:
+                self._processed(waiting_records, result.processed_batch, result.processed, step)
+            yield from _complete_records(waiting_records)
+            if self.all_arrived() and not self.core.has_work():
+                return
+
+    def _processed(
+        self,
+        records: deque[_PendingRecord],
+        batch: ScheduledBatch | None,
+        engine_step: EngineStep,
+        step: int,
+    ) -> None:
+        pending = next(record for record in records if record.batch is batch)
+        pending.engine_step = engine_step
+        pending.update_step = step
+        self._record_finishes(pending.step, engine_step)
 
     def _add_arrivals(self, step: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         arrived: list[str] = []
@@ -176,6 +220,41 @@ class EngineLoop:
                 )
             final[spec.request_id] = finish
         return final
+
+
+@dataclass
+class _PendingRecord:
+    """A step whose record waits for its batch's output (async scheduling)."""
+
+    step: int
+    arrived: tuple[str, ...]
+    rejected: tuple[str, ...]
+    aborted: tuple[str, ...]
+    aborted_before_update: list[str] = field(default_factory=list)
+    batch: ScheduledBatch | None = None
+    engine_step: EngineStep | None = None
+    update_step: int | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.batch is None or self.engine_step is not None
+
+    def record(self) -> StepRecord:
+        return StepRecord(
+            self.step,
+            self.arrived,
+            self.rejected,
+            self.aborted,
+            self.engine_step,
+            self.update_step,
+            tuple(self.aborted_before_update),
+        )
+
+
+def _complete_records(records: deque[_PendingRecord]) -> Iterator[StepRecord]:
+    """The oldest records whose output has been processed, in step order."""
+    while records and records[0].complete:
+        yield records.popleft().record()
 
 
 def _finish_of(request: Request, step: int | None, reason: FinishReason | None) -> RequestFinish:

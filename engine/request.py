@@ -74,8 +74,11 @@ class Request:
         "is_prefill_chunk",
         "max_tokens",
         "num_computed_tokens",
+        "num_in_flight_tokens",
+        "num_output_placeholders",
         "num_preemptions",
         "num_prompt_tokens",
+        "num_stale_output_tokens",
         "output_token_ids",
         "priority",
         "prompt_token_ids",
@@ -105,6 +108,12 @@ class Request:
         self.priority = priority
         self.status = RequestStatus.WAITING
         self.num_computed_tokens = 0
+        self.num_output_placeholders = 0
+        """Async scheduling: tokens sampled (or being sampled) whose output has not come back."""
+        self.num_in_flight_tokens = 0
+        """Scheduled tokens whose step's output has not been processed yet."""
+        self.num_stale_output_tokens = 0
+        """In-flight tokens of steps scheduled before a preemption: delivered, never counted."""
         self.num_preemptions = 0
         self.is_prefill_chunk = False
         self.stop_reason: int | str | None = None

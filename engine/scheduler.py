@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from stepscope.tracer.probe import (
     RefusedRunningCall,
     ScheduleEnd,
     ScheduleStart,
+    WaitingSkip,
 )
 
 from .block_hash import make_block_hasher
@@ -251,6 +253,9 @@ class Scheduler:
             if plan.token_budget <= 0 or plan.input_budget <= 0:
                 return RunningPassEnd.BUDGET
             request = self.running[req_index]
+            if _max_tokens_in_flight(request):
+                req_index += 1
+                continue
             num_new_tokens = self._num_new_tokens_running(request, plan)
             if num_new_tokens == 0:
                 req_index += 1
@@ -270,12 +275,15 @@ class Scheduler:
         return RunningPassEnd.ALL_VISITED
 
     def _num_new_tokens_running(self, request: Request, plan: StepPlan) -> int:
-        num_new_tokens = request.num_tokens - request.num_computed_tokens
+        num_new_tokens = (
+            request.num_tokens + request.num_output_placeholders - request.num_computed_tokens
+        )
         threshold = plan.long_prefill_token_threshold
         if 0 < threshold < num_new_tokens:
             num_new_tokens = threshold
         num_new_tokens = min(num_new_tokens, plan.token_budget, plan.input_budget)
-        # Keep positions plus the token to be sampled within max_model_len.
+        # Keep positions plus the token to be sampled within max_model_len (under async
+        # scheduling this reaches 0 when the in-flight token takes the last position).
         return min(num_new_tokens, self.max_model_len - request.num_computed_tokens - 1)
 
     def _allocate_with_preemption(
@@ -358,6 +366,10 @@ class Scheduler:
         self.kv_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
+        # Output still in flight for it is stale: delivered when it comes back, but it
+        # no longer moves the (reset) counters.
+        request.num_stale_output_tokens = request.num_in_flight_tokens
+        request.num_output_placeholders = 0
         request.num_preemptions += 1
         self.waiting.prepend_request(request)
         self.preempted_req_ids.add(request.request_id)
@@ -365,7 +377,19 @@ class Scheduler:
     # ----- the waiting pass ---------------------------------------------------
 
     def _schedule_waiting(self, plan: StepPlan) -> AdmissionStop:
-        """Admit from the head of the queue until one does not fit (no skipping past it)."""
+        """Admit from the head of the queue until one does not fit.
+
+        Nothing is skipped past for lack of room; only a request whose stale output
+        is still in flight is passed over, and put back at the head afterwards.
+        """
+        skipped: deque[Request] = deque()
+        try:
+            return self._admit_waiting(plan, skipped)
+        finally:
+            if skipped:
+                self.waiting.prepend_requests(skipped)
+
+    def _admit_waiting(self, plan: StepPlan, skipped: deque[Request]) -> AdmissionStop:
         while plan.token_budget > 0:
             if not self.waiting:
                 return AdmissionStop.NO_WAITING
@@ -373,7 +397,13 @@ class Scheduler:
                 return AdmissionStop.BUDGET
             if len(self.running) >= self.config.max_num_running_reqs:
                 return AdmissionStop.MAX_NUM_SEQS
-            stop = self._try_admit(self.waiting.peek_request(), plan)
+            request = self.waiting.peek_request()
+            if request.num_stale_output_tokens:
+                skipped.appendleft(self.waiting.pop_request())
+                if self.probe is not None:
+                    self.probe.decisions.append(WaitingSkip(request.request_id, "stale_output"))
+                continue
+            stop = self._try_admit(request, plan)
             if stop is not None:
                 return stop
         return AdmissionStop.BUDGET
@@ -502,7 +532,10 @@ class Scheduler:
         for request_id, num_scheduled in output.num_scheduled_tokens.items():
             request = requests[request_id]
             request.num_computed_tokens += num_scheduled
-            request.is_prefill_chunk = request.num_computed_tokens < request.num_tokens
+            request.num_in_flight_tokens += num_scheduled
+            request.is_prefill_chunk = request.num_computed_tokens < (
+                request.num_tokens + request.num_output_placeholders
+            )
         self.finished_req_ids = set()
         self.preempted_req_ids = set()
 
@@ -511,45 +544,95 @@ class Scheduler:
     def update_from_output(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
     ) -> list[EngineCoreOutput]:
-        """Append sampled tokens, run stop checks and free finished requests."""
+        """Append sampled tokens, run stop checks and free finished requests.
+
+        Under async scheduling the output may be for a step scheduled before a
+        preemption: its tokens are still appended (and may stop the preempted
+        request) but leave the reset counters alone.
+        """
         outputs = []
-        stopped: list[Request] = []
+        stopped_running: list[Request] = []
+        stopped_preempted: list[Request] = []
         sampled = model_runner_output.sampled_token_ids
         index_of = model_runner_output.req_id_to_index
-        for request_id in scheduler_output.num_scheduled_tokens:
+        for request_id, num_scheduled in scheduler_output.num_scheduled_tokens.items():
             request = self.requests.get(request_id)
             if request is None or request.is_finished():
-                continue  # aborted while the step executed
+                continue  # finished or aborted while the step was in flight
+            is_stale = _drain_in_flight(request, num_scheduled)
             generated = sampled[index_of[request_id]] if sampled else ()
             if not generated:
                 continue  # a partial prefill chunk samples nothing
-            new_token_ids, is_stopped = self._update_request_with_output(request, generated)
+            status_before = request.status
+            had_placeholders = request.num_output_placeholders > 0
+            new_token_ids, is_stopped = self._update_request_with_output(
+                request, generated, is_stale
+            )
+            if not is_stale and status_before == RequestStatus.RUNNING and had_placeholders:
+                # Async: blocks become cacheable as the in-flight tokens' output lands.
+                self.kv_cache_manager.cache_blocks(
+                    request, request.num_computed_tokens - request.num_in_flight_tokens
+                )
             finish_reason = None
             if is_stopped:
                 finish_reason = request.get_finished_reason()
                 self._free_request(request)
-                stopped.append(request)
+                running = status_before == RequestStatus.RUNNING
+                (stopped_running if running else stopped_preempted).append(request)
             outputs.append(
                 EngineCoreOutput(request_id, new_token_ids, finish_reason, request.stop_reason)
             )
-        if stopped:
-            self._remove_stopped(stopped)
+        if stopped_running:
+            self._remove_stopped(stopped_running)
+        if stopped_preempted:
+            self.waiting.remove_requests(stopped_preempted)
         return outputs
 
     def _update_request_with_output(
-        self, request: Request, generated: Sequence[int]
+        self, request: Request, generated: Sequence[int], is_stale: bool = False
     ) -> tuple[tuple[int, ...], bool]:
         """Append tokens one by one, stopping at the first that ends the request."""
+        new_token_ids = tuple(generated)
+        is_stopped = False
         for num_new, token_id in enumerate(generated, 1):
             request.append_output_token_id(token_id)
             if check_stop(request, self.max_model_len):
-                request.num_computed_tokens -= len(generated) - num_new
-                return tuple(generated[:num_new]), True
-        return tuple(generated), False
+                if not is_stale:
+                    request.num_computed_tokens -= len(generated) - num_new
+                new_token_ids = new_token_ids[:num_new]
+                is_stopped = True
+                break
+        if not is_stale and request.num_output_placeholders > 0:
+            # Every returned token resolves a placeholder, those trimmed at a stop too.
+            request.num_output_placeholders -= len(generated)
+        return new_token_ids, is_stopped
 
     def _remove_stopped(self, stopped: list[Request]) -> None:
         stopped_set = set(stopped)
         self.running = [r for r in self.running if r not in stopped_set]
+
+
+def _max_tokens_in_flight(request: Request) -> bool:
+    """Async: the output in flight certainly reaches `max_tokens`, so another step is waste.
+
+    vLLM's `num_computed_tokens + 2 - num_output_placeholders >= prompt + max_tokens`:
+    the placeholders are in the computed count, less the one just sampled.
+    """
+    return (
+        request.num_output_placeholders > 0
+        and request.num_computed_tokens + 2 - request.num_output_placeholders
+        >= request.num_prompt_tokens + request.max_tokens
+    )
+
+
+def _drain_in_flight(request: Request, num_scheduled: int) -> bool:
+    """Retire a step's tokens from the in-flight count; True if that output is stale."""
+    request.num_in_flight_tokens -= num_scheduled
+    if request.num_stale_output_tokens > 0:
+        request.num_stale_output_tokens -= num_scheduled
+        assert request.num_stale_output_tokens >= 0
+        return True
+    return False
 
 
 def _block_ids(blocks: Sequence[KVCacheBlock]) -> tuple[int, ...]:

@@ -61,7 +61,7 @@ class DecisionTap:
 def replay_exact(
     trace_path: Path,
     output: Path | None = None,
-    scheduler_cls: type[Scheduler] = Scheduler,
+    scheduler_cls: type[Scheduler] | None = None,
     stop_at_divergence: bool = True,
 ) -> ExactReplay:
     """Replay `trace_path`; with `output`, the replay is recorded there as a trace too."""
@@ -82,7 +82,7 @@ class _Replay:
         workload: Workload,
         recorded: Iterator[StepDecision],
         output: Path | None,
-        scheduler_cls: type[Scheduler],
+        scheduler_cls: type[Scheduler] | None,
         trace: Trace,
     ) -> None:
         self.recorded = recorded

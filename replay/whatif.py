@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import Scheduler, TapeModelRunner
+from stepscope.engine import Scheduler, TapeModelRunner, default_scheduler_cls
 from stepscope.schema import open_trace
 from stepscope.tracer.record import record_workload
 
@@ -40,14 +40,15 @@ def replay_whatif(
     trace_path: Path,
     output: Path,
     knobs: Mapping[str, Any] | None = None,
-    scheduler_cls: type[Scheduler] = Scheduler,
+    scheduler_cls: type[Scheduler] | None = None,
 ) -> WhatIfReplay:
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)
         model = fit_cost_model(trace)
         original_seconds = latency_seconds(trace, model) if model else {}
     runner = TapeModelRunner({spec.request_id: spec.output_token_ids for spec in workload.requests})
-    scheduler = f"{scheduler_cls.__module__}.{scheduler_cls.__qualname__}"
+    cls = scheduler_cls or default_scheduler_cls(workload.config)
+    scheduler = f"{cls.__module__}.{cls.__qualname__}"
     meta = {"replay_of": str(trace_path), "what_if": json.dumps(dict(knobs or {})),
             "scheduler": scheduler}  # fmt: skip
     record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls)

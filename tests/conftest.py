@@ -15,6 +15,14 @@ SHARED_CONFORMANCE = REPO.parent / "shared" / "conformance"
 sys.path.insert(0, str(TESTS))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--regenerate-async",
+        action="store_true",
+        help="rewrite tests/conformance_async/*.expected.jsonl from vLLM (needs its venv)",
+    )
+
+
 def oracle_python() -> Path | None:
     """The vLLM oracle's interpreter, when its venv has been built on this machine."""
     venv = Path(os.environ.get("VLLM_ORACLE_VENV", Path.home() / ".cache" / "vllm-oracle-venv"))
@@ -36,3 +44,19 @@ def tmp_workload(tmp_path: Path):  # type: ignore[no-untyped-def]
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """vLLM 0.33.0's real scheduler with this checkout's stepscope (skipped without the venv)."""
+    from vllm_env import VENV, VllmPython, install, venv_python
+
+    python = venv_python()
+    if python is None:
+        pytest.skip(
+            f"vLLM 0.33.0 is not installed at {VENV}: .ci/vllm-venv builds it (needs PyPI); "
+            ".ci/run does so before the tests"
+        )
+    site = tmp_path_factory.mktemp("vllm") / "site"
+    install(python, site)
+    return VllmPython(python, site)

@@ -85,7 +85,17 @@ def random_request(
     return request
 
 
-def random_workload(rng: random.Random, max_requests: int = 12) -> dict[str, Any]:
+def random_workload(
+    rng: random.Random,
+    max_requests: int = 12,
+    async_scheduling: bool = False,
+    late_aborts: bool = False,
+) -> dict[str, Any]:
+    """A random workload; the options add knobs the oracle's format does not have.
+
+    `late_aborts` makes half of the aborts land before the step's update rather
+    than before its `schedule()`.
+    """
     config = random_config(rng)
     block_size = config["block_size"]
     prefixes = [
@@ -95,4 +105,10 @@ def random_workload(rng: random.Random, max_requests: int = 12) -> dict[str, Any
         random_request(rng, index, config["max_model_len"], prefixes)
         for index in range(rng.randint(1, max_requests))
     ]
+    if async_scheduling:
+        config["async_scheduling"] = True
+    if late_aborts:
+        for request in requests:
+            if "abort_step" in request and rng.random() < 0.5:
+                request["abort_before_update"] = True
     return {"config": config, "requests": requests, "max_steps": 1500}

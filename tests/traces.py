@@ -41,9 +41,13 @@ def decode_workload(num_requests: int, num_steps: int) -> Workload:
         }
         for i in range(num_requests)
     ]
-    config = {"block_size": 4, "num_blocks": num_requests * (num_steps // 4 + 8),
-              "max_num_batched_tokens": 1024, "max_num_seqs": num_requests,
-              "max_model_len": num_steps + 64}  # fmt: skip
+    config = {
+        "block_size": 4,
+        "num_blocks": num_requests * (num_steps // 4 + 8),
+        "max_num_batched_tokens": 1024,
+        "max_num_seqs": num_requests,
+        "max_model_len": num_steps + 64,
+    }
     text = json.dumps({"config": config, "requests": requests, "max_steps": num_steps + 10})
     return parse_workload(text, source="decode")
 
@@ -60,7 +64,60 @@ def prefill_heavy_workload(num_requests: int = 40, prompt_len: int = 200) -> Wor
         }
         for i in range(num_requests)
     ]
-    config = {"block_size": 16, "num_blocks": 1200, "max_num_batched_tokens": 256,
-              "max_num_seqs": 64, "max_model_len": 512}  # fmt: skip
+    config = {
+        "block_size": 16,
+        "num_blocks": 1200,
+        "max_num_batched_tokens": 256,
+        "max_num_seqs": 64,
+        "max_model_len": 512,
+    }
     text = json.dumps({"config": config, "requests": requests, "max_steps": 2000})
     return parse_workload(text, source="prefill-heavy")
+
+
+def step_summaries(path: Path) -> list[dict[str, Any]]:
+    """Each step's decisions and outcomes, compact enough to keep as an expected file."""
+    from stepscope.schema import open_trace
+
+    with open_trace(path) as trace:
+        steps = trace.sql(
+            "SELECT step, idle, update_step, num_free_blocks_after_schedule, "
+            "num_free_blocks_after_update FROM steps ORDER BY step"
+        ).fetchall()
+        scheduled = _by_step(
+            trace.sql(
+                "SELECT step, list([request_id, kind::VARCHAR, num_tokens::VARCHAR, "
+                "computed_before::VARCHAR, coalesce(sampled_token_id::VARCHAR, '')] ORDER BY seq) "
+                "FROM scheduled GROUP BY step"
+            ).fetchall()
+        )
+        blocks = _by_step(
+            trace.sql(
+                "SELECT b.step, list([r.request_id, b.slot::VARCHAR, b.block_id::VARCHAR] "
+                "ORDER BY r.request_index, b.slot) FROM _block_ids b JOIN _requests r "
+                "USING (request_index) GROUP BY b.step"
+            ).fetchall()
+        )
+        events = _by_step(
+            trace.sql(
+                "SELECT step, list([request_id, kind::VARCHAR, coalesce(detail, '')] ORDER BY seq) "
+                "FROM events WHERE kind != 'arrive' GROUP BY step"
+            ).fetchall()
+        )
+    return [
+        {
+            "step": step,
+            "idle": idle,
+            "update_step": update_step,
+            "free_after_schedule": free_schedule,
+            "free_after_update": free_update,
+            "scheduled": scheduled.get(step, []),
+            "block_ids": blocks.get(step, []),
+            "events": events.get(step, []),
+        }
+        for step, idle, update_step, free_schedule, free_update in steps
+    ]
+
+
+def _by_step(rows: list[tuple[Any, ...]]) -> dict[int, Any]:
+    return {step: value for step, value in rows}

@@ -77,6 +77,19 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitingSkip:
+    """A waiting request passed over this step, put back at the head after the pass.
+
+    In the subset the only reason is `stale_output`: a request preempted while a
+    step's output for it was in flight (async scheduling) waits until that output
+    has come back, so a resume cannot resample a position it will deliver.
+    """
+
+    request_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleEnd:
     """Why both passes stopped, and the admissions' prefix-cache lookups."""
 
@@ -87,7 +100,7 @@ class ScheduleEnd:
     prefix_cache_hits: int
 
 
-Decision: TypeAlias = "str | RefusedRunningCall | AdmissionCall | Preemption"
+Decision: TypeAlias = "str | RefusedRunningCall | AdmissionCall | Preemption | WaitingSkip"
 """A running grant (the request id), or a full record of a rarer decision."""
 
 

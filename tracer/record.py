@@ -58,7 +58,7 @@ def record_workload(
     redactor: Redactor | None = None,
     sinks: Sequence[StepSink] = (),
     flush_every_steps: int = 256,
-    scheduler_cls: type[Scheduler] = Scheduler,
+    scheduler_cls: type[Scheduler] | None = None,
 ) -> RecordSummary:
     """Run the workload with a recorder attached; the trace is marked complete at the end.
 

@@ -185,15 +185,16 @@ class TraceRecorder:
     def _event(
         self,
         step: int,
-        seq: Seq,
+        seq: Seq | int,
         request_id: str,
         kind: str,
         detail: str | None,
         stop_reason: int | None = None,
     ) -> None:
+        """An event; `seq` is the step's counter, or a number already taken for it."""
         columns = self._buffers["_events"].columns
         columns["step"].append(step)
-        columns["seq"].append(seq.next())
+        columns["seq"].append(seq if isinstance(seq, int) else seq.next())
         columns["request_index"].append(self.request_index[request_id])
         columns["kind"].append(kind)
         columns["detail"].append(detail)
@@ -233,6 +234,8 @@ class TraceRecorder:
         for number, preemption in numbered.preemptions:
             self._record_preemption(step, number, preemption)
             self._event(step, seq, preemption.request_id, "preempt", preemption.needed_by)
+        for number, skip in numbered.skips:
+            self._event(step, number, skip.request_id, "skip", skip.reason)
         self._record_admission_events(step, engine_step, seq)
         self._record_late_aborts(record, seq)
         finished = [o for o in engine_step.outputs if o.finish_reason is not None]

@@ -18,7 +18,7 @@ from typing import Any
 from stepscope.engine import EngineStep
 
 from .columns import Column, OptionalIntColumn, SeqColumn, TableBuffer
-from .probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
+from .probe import AdmissionCall, Decision, Preemption, RefusedRunningCall, WaitingSkip
 from .redact import Redactor
 
 
@@ -51,6 +51,7 @@ class StepDecisions:
     other_seqs: list[int]
     explicit_calls: list[tuple[int, Decision]]
     preemptions: list[tuple[int, Preemption]]
+    skips: list[tuple[int, WaitingSkip]]
 
     def add_to(self, column: Column) -> None:
         assert isinstance(column, SeqColumn)
@@ -70,9 +71,15 @@ def number_decisions(engine_step: EngineStep, decisions: list[Decision], seq: Se
     num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
     if not output.preempted_req_ids:
         first = seq.take(num_running)
-        admissions = [(seq.next(), decision) for decision in decisions[num_running:]]
+        admissions: list[tuple[int, Decision]] = []
+        skips: list[tuple[int, WaitingSkip]] = []
+        for decision in decisions[num_running:]:
+            if type(decision) is WaitingSkip:
+                skips.append((seq.next(), decision))
+            else:
+                admissions.append((seq.next(), decision))
         granted = [number for number, call in admissions if _granted(call)]
-        return StepDecisions(first, num_running, granted, admissions, [])
+        return StepDecisions(first, num_running, granted, admissions, [], skips)
     return _number_walked(engine_step, decisions, seq)
 
 
@@ -82,11 +89,14 @@ def _number_walked(engine_step: EngineStep, decisions: list[Decision], seq: Seq)
     grant_seq: dict[str, int] = {}
     explicit: list[tuple[int, Decision]] = []
     preemptions: list[tuple[int, Preemption]] = []
+    skips: list[tuple[int, WaitingSkip]] = []
     refunded = {d.request_id for d in decisions if type(d) is Preemption and d.num_tokens_refunded}
     for decision in decisions:
         number = seq.next()
         if type(decision) is Preemption:
             preemptions.append((number, decision))
+        elif type(decision) is WaitingSkip:
+            skips.append((number, decision))
         elif type(decision) is str and decision in kept and decision not in refunded:
             grant_seq[decision] = number
         else:
@@ -95,7 +105,7 @@ def _number_walked(engine_step: EngineStep, decisions: list[Decision], seq: Seq)
                 grant_seq[decision.request_id] = number
     request_ids = engine_step.scheduler_output.num_scheduled_tokens
     seqs = [grant_seq[req_id] for req_id in request_ids]
-    return StepDecisions(None, 0, seqs, explicit, preemptions)
+    return StepDecisions(None, 0, seqs, explicit, preemptions, skips)
 
 
 def _granted(decision: Decision) -> bool:

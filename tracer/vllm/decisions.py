@@ -1,10 +1,12 @@
-"""vLLM's allocation calls and preemptions, recorded as they happen.
+"""vLLM's allocation calls, preemptions and waiting-queue skips, recorded as they happen.
 
 `allocate_slots` on vLLM's KV cache manager and the scheduler's `_preempt_request`
-are wrapped on the instance (the classes stay untouched), so every call made
-during `schedule()` lands in the recorder's decision list in call order, as
-stepscope's own scheduler reports them. A refused call's numbers (blocks needed,
-watermark, free blocks) are worked out from the same state vLLM's check read.
+are wrapped on the instance (the classes stay untouched), and its
+`deferred_waiting` set is swapped for one that reports additions, so every
+decision made during `schedule()` lands in the recorder's decision list in call
+order, as stepscope's own scheduler reports them. A refused call's numbers
+(blocks needed, watermark, free blocks) are worked out from the same state
+vLLM's check read.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stepscope.engine.kv_cache_manager import AllocationRefusal, RefusalCheck, cdiv
-from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
+from stepscope.tracer.probe import (
+    AdmissionCall,
+    Decision,
+    Preemption,
+    RefusedRunningCall,
+    WaitingSkip,
+)
 
 _RUNNING_STATUS = "RUNNING"
 
@@ -32,17 +40,33 @@ class AllocationTap:
         self._needed_by: str | None = None
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
+        self._in_schedule = False
         self._allocate_slots = self.kv_cache_manager.allocate_slots
         self._preempt_request = scheduler._preempt_request
 
     def attach(self) -> None:
         self.kv_cache_manager.allocate_slots = self.allocate_slots
         self.scheduler._preempt_request = self.preempt_request
+        self.scheduler.deferred_waiting = _SkipReportingSet(
+            self.scheduler.deferred_waiting, self._skipped
+        )
 
     def start_step(self) -> None:
         self._grants.clear()
         self._needed_by = None
         self.prefix_cache = (0, 0)
+        self._in_schedule = True
+
+    def end_step(self) -> None:
+        self._in_schedule = False
+
+    def _skipped(self, request: Any) -> None:
+        """The waiting pass passed over `request` (it goes back to the head afterwards)."""
+        if not self._in_schedule:
+            return
+        stale = request.num_stale_output_tokens and not request.drop_stale_output
+        reason = "stale_output" if stale else f"status {request.status.name}"
+        self._decisions().append(WaitingSkip(request.request_id, reason))
 
     # ----- allocate_slots ------------------------------------------------------
 
@@ -142,6 +166,18 @@ class AllocationTap:
                 num_free_blocks_after=self.block_pool.get_num_free_blocks(),
             )
         )
+
+
+class _SkipReportingSet(set[Any]):
+    """vLLM's `deferred_waiting` set, reporting each request added to it."""
+
+    def __init__(self, items: set[Any], on_add: Callable[[Any], None]) -> None:
+        super().__init__(items)
+        self._on_add = on_add
+
+    def add(self, item: Any) -> None:
+        super().add(item)
+        self._on_add(item)
 
 
 class _AllocationArgs:

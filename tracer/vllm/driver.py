@@ -118,6 +118,8 @@ def build_scheduler(workload: Workload, scheduler_cls: type | None = None) -> tu
     vllm_config = VllmConfig(
         scheduler_config=scheduler_config, model_config=model_config, cache_config=cache_config
     )
+    # vLLM's CPU platform turns async scheduling off; the scheduler itself runs either way.
+    vllm_config.scheduler_config.async_scheduling = config.async_scheduling
     kv_cache_config = KVCacheConfig(
         num_blocks=config.num_blocks,
         kv_cache_tensors=[],

@@ -262,6 +262,7 @@ class VllmRecording:
     def _after_schedule(
         self, output: Any, started: int, scheduled_at: int, in_flight_before: int
     ) -> None:
+        self.tap.end_step()
         iteration = self._current
         assert iteration is not None
         free_blocks = self.queue_state.get_num_free_blocks()

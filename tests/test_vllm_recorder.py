@@ -1,0 +1,254 @@
+"""vLLM 0.33.0's real scheduler, recorded by `stepscope.tracer.vllm`, against stepscope's engine.
+
+vLLM's `Scheduler` / `AsyncScheduler` run on a CPU with a scripted model, stepped as
+`EngineCore` steps them, with the recorder attached. Every recorded table (budgets,
+allocation calls, preemptions, the SchedulerOutput, sampled tokens, events) must be
+row-for-row what stepscope's engine records for the same workload, and replaying
+either trace through either engine must decide the same. Skipped where the vLLM
+venv is not built (see vllm_env.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import TESTS, read_jsonl
+from random_workloads import random_workload
+from stepscope.engine import load_workload
+from stepscope.replay.diff import diff_traces
+from stepscope.replay.exact import replay_exact
+from stepscope.schema import open_trace
+from traces import record, step_summaries
+from vllm_env import VllmPython, table_differences
+
+CONFORMANCE = sorted((TESTS / "conformance").glob("*.json"))
+EXTRA = sorted((TESTS / "conformance_extra").glob("*.json"))
+ASYNC = sorted((TESTS / "conformance_async").glob("*.json"))
+MODES = {"sync": {}, "async": {"async_scheduling": True}}
+
+pytestmark = pytest.mark.slow
+
+
+def _engine_trace(workload_path: Path, knobs: dict[str, object], out: Path) -> Path:
+    workload = load_workload(workload_path)
+    if knobs:
+        workload = workload.with_config(workload.config.with_knobs(knobs))
+    record(workload, out)
+    return out
+
+
+def _assert_same_as_engine(
+    workloads: list[Path], knobs: dict[str, object], vllm_dir: Path, tmp_path: Path
+) -> None:
+    failures = []
+    for path in workloads:
+        vllm_trace = vllm_dir / f"{path.stem}.duckdb"
+        engine_trace = _engine_trace(path, knobs, tmp_path / f"engine-{path.stem}.duckdb")
+        diff = diff_traces(engine_trace, vllm_trace)
+        problems = (
+            []
+            if diff.identical
+            else [
+                f"diff: {diff.classification} at step "
+                f"{diff.first_decision_step} {diff.decision_fields}"
+            ]
+        )
+        problems += table_differences(engine_trace, vllm_trace)
+        if problems:
+            failures.append(f"{path.name}: " + "; ".join(problems))
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_conformance_workloads_record_as_the_engine_does(
+    vllm: VllmPython, tmp_path: Path, mode: str
+) -> None:
+    workloads = CONFORMANCE + EXTRA + (ASYNC if mode == "async" else [])
+    vllm.record(tmp_path, workloads, MODES[mode])
+    _assert_same_as_engine(workloads, MODES[mode], tmp_path, tmp_path)
+
+
+def test_async_expected_files_are_what_vllm_records(
+    vllm: VllmPython, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The committed async cases are still real vLLM output (see conformance_async/)."""
+    vllm.record(tmp_path, ASYNC, {})
+    for path in ASYNC:
+        summaries = step_summaries(tmp_path / f"{path.stem}.duckdb")
+        expected_path = path.with_name(path.stem + ".expected.jsonl")
+        if request.config.getoption("--regenerate-async"):
+            expected_path.write_text("".join(json.dumps(row) + "\n" for row in summaries))
+        assert summaries == read_jsonl(expected_path), path.name
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_random_workloads_with_late_aborts_record_as_the_engine_does(
+    vllm: VllmPython, tmp_path: Path, mode: str
+) -> None:
+    workloads = []
+    for seed in range(20):
+        raw = random_workload(
+            random.Random(9_000 + seed),
+            max_requests=16,
+            async_scheduling=mode == "async",
+            late_aborts=True,
+        )
+        path = tmp_path / f"random{seed}.json"
+        path.write_text(json.dumps(raw))
+        workloads.append(path)
+    vllm.record(tmp_path, workloads, {})
+    _assert_same_as_engine(workloads, {}, tmp_path, tmp_path)
+
+
+def test_vllm_traces_replay_exactly_through_both_engines(vllm: VllmPython, tmp_path: Path) -> None:
+    names = ["03", "07", "16", "22", "30", "40"]
+    workloads = [next(p for p in CONFORMANCE if p.name.startswith(n)) for n in names]
+    traces = []
+    for mode, knobs in MODES.items():
+        out = tmp_path / mode
+        out.mkdir()
+        vllm.record(out, workloads, knobs)
+        traces += [out / f"{path.stem}.duckdb" for path in workloads]
+    for trace in traces:
+        assert replay_exact(trace).divergence is None, f"{trace} via stepscope"
+    outcomes = json.loads(vllm.harness("replay", *map(str, traces)))
+    assert outcomes == {str(trace): "identical" for trace in traces}
+
+
+def test_engine_trace_replays_identically_through_vllm(vllm: VllmPython, tmp_path: Path) -> None:
+    trace = record(next(p for p in CONFORMANCE if p.name.startswith("05")), tmp_path / "t.duckdb")
+    result = vllm.stepscope("replay", str(trace.path), "--engine", "vllm")
+    assert result.returncode == 0, result.stdout
+    assert "identical: every step decided the same" in result.stdout
+    assert "vllm.v1.core.sched.scheduler.Scheduler" in result.stdout
+
+
+def test_replay_with_a_custom_vllm_scheduler_class_shows_where_it_departs(
+    vllm: VllmPython, tmp_path: Path
+) -> None:
+    """A team's scheduler plugin, diffed against vLLM's own on recorded traffic."""
+    plugin = vllm.site / "half_budget.py"
+    plugin.write_text(
+        "from vllm.v1.core.sched.scheduler import Scheduler\n\n\n"
+        "class HalfBudgetScheduler(Scheduler):\n"
+        "    def __init__(self, *args, **kwargs):\n"
+        "        super().__init__(*args, **kwargs)\n"
+        "        self.max_num_scheduled_tokens //= 2\n"
+    )
+    trace = record(next(p for p in CONFORMANCE if p.name.startswith("30")), tmp_path / "t.duckdb")
+    result = vllm.stepscope(
+        "replay",
+        str(trace.path),
+        "--engine",
+        "vllm",
+        "--scheduler-cls",
+        "half_budget.HalfBudgetScheduler",
+        "--json",
+    )
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["scheduler_class"] == "half_budget.HalfBudgetScheduler"
+    assert report["diff"]["classification"] == "decision"
+    stock = vllm.stepscope(
+        "replay",
+        str(trace.path),
+        "--engine",
+        "vllm",
+        "--scheduler-cls",
+        "vllm.v1.core.sched.scheduler.Scheduler",
+    )
+    assert stock.returncode == 0, stock.stdout
+
+
+def test_recording_classes_record_only_when_asked(vllm: VllmPython, tmp_path: Path) -> None:
+    workload = next(p for p in CONFORMANCE if p.name.startswith("05"))
+    schedulers = "stepscope.tracer.vllm.schedulers."
+    off = json.loads(vllm.harness("settings", str(workload), schedulers + "RecordingScheduler"))
+    assert off == {"recording": False, "wrapped": [], "complete": True}
+
+    for mode, cls in (("sync", "RecordingScheduler"), ("async", "RecordingAsyncScheduler")):
+        knobs = MODES[mode]
+        trace = tmp_path / f"{mode}.duckdb"
+        settings = [a for k, v in knobs.items() for a in ("--set", f"{k}={json.dumps(v)}")]
+        on = json.loads(
+            vllm.harness(
+                "settings",
+                str(workload),
+                schedulers + cls,
+                *settings,
+                env={"STEPSCOPE_TRACE": str(trace)},
+            )
+        )
+        assert on["recording"] and len(on["wrapped"]) == 6, on
+        with open_trace(trace) as opened:
+            assert opened.complete
+            assert opened.meta["engine"] == "vllm"
+            assert opened.meta["vllm_version"] == "0.33.0"
+            assert opened.meta["scheduler_class"].endswith(cls)
+            assert opened.meta["outside_subset"] == ""
+        engine = _engine_trace(workload, knobs, tmp_path / f"engine-{mode}.duckdb")
+        assert diff_traces(engine, trace).identical
+
+
+def test_the_wrong_class_for_the_mode_is_noted(vllm: VllmPython, tmp_path: Path) -> None:
+    """Subclassing `Scheduler` under async scheduling silently drops async behaviour."""
+    trace = tmp_path / "t.duckdb"
+    workload = next(p for p in CONFORMANCE if p.name.startswith("01"))
+    vllm.harness(
+        "settings",
+        str(workload),
+        "stepscope.tracer.vllm.schedulers.RecordingScheduler",
+        "--set",
+        "async_scheduling=true",
+        env={"STEPSCOPE_TRACE": str(trace)},
+    )
+    with open_trace(trace) as opened:
+        assert opened.meta["outside_subset"] == "scheduler class and async_scheduling disagree"
+
+
+def test_trace_directory_names_one_file_per_engine(vllm: VllmPython, tmp_path: Path) -> None:
+    workload = next(p for p in CONFORMANCE if p.name.startswith("01"))
+    directory = tmp_path / "traces"
+    directory.mkdir()
+    cls = "stepscope.tracer.vllm.schedulers.RecordingScheduler"
+    env = {"STEPSCOPE_TRACE": str(directory) + "/", "STEPSCOPE_TRACE_REDACT": "1"}
+    vllm.harness("settings", str(workload), cls, env=env)
+    (trace,) = directory.glob("vllm-*.duckdb")
+    with open_trace(trace) as opened:
+        assert opened.meta["redacted"] == "true"
+        prompts = opened.sql("SELECT prompt_token_ids FROM requests").fetchall()
+    raw = load_workload(workload).requests[0].prompt_token_ids
+    assert all(list(raw) != list(row[0]) for row in prompts)
+    # An existing file is never overwritten: the engine runs, unrecorded, and says why.
+    result = vllm.run(
+        [str(TESTS / "vllm_harness.py"), "settings", str(workload), cls],
+        env={"STEPSCOPE_TRACE": str(trace)},
+    )
+    assert json.loads(result.stdout)["recording"] is False
+    assert "already exists" in result.stderr
+
+
+def test_a_failing_recording_never_stops_vllm(vllm: VllmPython, tmp_path: Path) -> None:
+    trace = tmp_path / "t.duckdb"
+    workload = next(p for p in CONFORMANCE if p.name.startswith("30"))
+    result = vllm.run([str(TESTS / "vllm_harness.py"), "failing", str(trace), str(workload), "5"])
+    outcome = json.loads(result.stdout)
+    assert outcome == {"complete": True, "active": False, "unfinished": 0}
+    assert "recording failed" in result.stderr
+    with open_trace(trace) as opened:
+        assert not opened.complete
+        assert opened.sql("SELECT count(*) FROM steps").fetchall() == [(5,)]
+
+
+def test_replay_engine_vllm_needs_vllm(tmp_path: Path) -> None:
+    """In a Python without vLLM (the test venv), --engine vllm says so in one line."""
+    from test_cli import stepscope
+
+    trace = record(next(p for p in CONFORMANCE if p.name.startswith("01")), tmp_path / "t.duckdb")
+    result = stepscope("replay", str(trace.path), "--engine", "vllm")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: --engine vllm: vLLM is not installed")
+    assert len(result.stderr.strip().splitlines()) == 1

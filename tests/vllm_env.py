@@ -1,0 +1,112 @@
+"""vLLM's real scheduler for the tests: the CPU-only venv `.ci/vllm-venv` builds.
+
+Tests that need it take the `vllm` fixture: stepscope is installed (not editable)
+into a scratch directory that the venv's Python reads through PYTHONPATH, so the
+venv can be shared by several checkouts. Without the venv they are skipped, with
+the command that builds it; `.ci/run` builds it first, so CI skips them only
+where vLLM cannot be installed at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from conftest import REPO, TESTS
+
+VENV = Path(os.environ.get("STEPSCOPE_VLLM_VENV", Path.home() / ".cache" / "stepscope-vllm-venv"))
+HARNESS = TESTS / "vllm_harness.py"
+TIMING_COLUMNS = {"schedule_ns", "model_ns", "update_ns"}
+RECORDED_TABLES = (
+    "_config",
+    "_requests",
+    "_steps",
+    "_scheduled",
+    "_block_ids",
+    "_allocations",
+    "_preemptions",
+    "_events",
+)
+
+
+@dataclass(frozen=True)
+class VllmPython:
+    python: Path
+    site: Path
+
+    def run(
+        self, args: Sequence[str], env: dict[str, str] | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the venv's Python (from a scratch directory, so the checkout is not imported)."""
+        environment = {**os.environ, "PYTHONPATH": str(self.site), **(env or {})}
+        result = subprocess.run(
+            [str(self.python), *args],
+            cwd=self.site.parent,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(args[:3])} failed:\n{result.stderr[-3000:]}")
+        return result
+
+    def harness(self, *args: str, env: dict[str, str] | None = None) -> str:
+        return self.run([str(HARNESS), *args], env=env).stdout
+
+    def record(self, out_dir: Path, workloads: Sequence[Path], knobs: dict[str, Any]) -> None:
+        settings = [arg for k, v in knobs.items() for arg in ("--set", f"{k}={json.dumps(v)}")]
+        self.harness("record", str(out_dir), *map(str, workloads), *settings)
+
+    def stepscope(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.run(["-m", "stepscope", *args], check=False)
+
+
+def venv_python() -> Path | None:
+    python = VENV / "bin" / "python"
+    return python if python.exists() else None
+
+
+def install(python: Path, site: Path) -> None:
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+def table_differences(a: Path, b: Path) -> list[str]:
+    """The recorded tables whose rows differ (wall-clock columns aside), with an example row."""
+    differences = []
+    with duckdb.connect() as con:
+        con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
+        con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+        for table in RECORDED_TABLES:
+            columns = [row[0] for row in con.execute(f"DESCRIBE a.{table}").fetchall()]
+            kept = ", ".join(c for c in columns if c not in TIMING_COLUMNS)
+            only_a = f"SELECT {kept} FROM a.{table} EXCEPT ALL SELECT {kept} FROM b.{table}"
+            only_b = f"SELECT {kept} FROM b.{table} EXCEPT ALL SELECT {kept} FROM a.{table}"
+            first_a = con.execute(f"{only_a} ORDER BY ALL LIMIT 1").fetchall()
+            first_b = con.execute(f"{only_b} ORDER BY ALL LIMIT 1").fetchall()
+            if first_a or first_b:
+                differences.append(f"{table}: only in A {first_a}, only in B {first_b}")
+    return differences

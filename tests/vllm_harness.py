@@ -1,0 +1,120 @@
+"""Drives vLLM's real scheduler for the tests; runs inside the vLLM venv (see vllm_env.py).
+
+    python vllm_harness.py record OUT_DIR WORKLOAD.json... [--set KNOB=VALUE]...
+    python vllm_harness.py settings WORKLOAD.json CLASS [--set KNOB=VALUE]...
+    python vllm_harness.py failing OUT WORKLOAD.json AFTER_STEPS
+    python vllm_harness.py replay TRACE...
+
+`record` writes OUT_DIR/<stem>.duckdb per workload (vLLM's import is paid once).
+`settings` builds the scheduler from CLASS (`module.Class`), which records only if
+STEPSCOPE_TRACE says so, runs the workload, shuts the scheduler down and prints
+what was wrapped. `failing` makes the recorder fail after AFTER_STEPS steps and
+prints whether the run still finished. `replay` replays each trace through vLLM
+and prints each diff's classification.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from stepscope.engine import Workload
+from stepscope.engine.workload import load_workload
+from stepscope.tracer.vllm.attach import attach_recording
+from stepscope.tracer.vllm.driver import (
+    VllmDriver,
+    build_scheduler,
+    prepare_environment,
+    record_with_vllm,
+)
+
+WRAPPED = ("add_request", "finish_requests", "schedule", "update_from_output", "_preempt_request")
+
+
+def _workload(path: str, knobs: dict[str, Any]) -> Workload:
+    workload = load_workload(path)
+    return workload.with_config(workload.config.with_knobs(knobs)) if knobs else workload
+
+
+def _split(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    positional, knobs = [], {}
+    args = iter(argv)
+    for arg in args:
+        if arg == "--set":
+            name, _, value = next(args).partition("=")
+            knobs[name] = json.loads(value)
+        else:
+            positional.append(arg)
+    return positional, knobs
+
+
+def record(argv: list[str]) -> None:
+    (out_dir, *paths), knobs = _split(argv)
+    for path in paths:
+        record_with_vllm(_workload(path, knobs), Path(out_dir) / f"{Path(path).stem}.duckdb")
+
+
+def settings(argv: list[str]) -> None:
+    (path, class_path), knobs = _split(argv)
+    module, _, name = class_path.rpartition(".")
+    workload = _workload(path, knobs)
+    cls = getattr(importlib.import_module(module), name)
+    scheduler, block_hasher = build_scheduler(workload, cls)
+    recording = scheduler.stepscope_recording
+    wrapped = sorted(n for n in WRAPPED if n in vars(scheduler))
+    if "allocate_slots" in vars(scheduler.kv_cache_manager):
+        wrapped.append("allocate_slots")
+    run = VllmDriver(workload, scheduler, block_hasher).run()
+    scheduler.shutdown()
+    print(
+        json.dumps(
+            {"recording": recording is not None, "wrapped": wrapped, "complete": run.complete}
+        )
+    )
+
+
+def failing(argv: list[str]) -> None:
+    out, path, after = argv
+    workload = load_workload(path)
+    scheduler, block_hasher = build_scheduler(workload)
+    recording = attach_recording(scheduler, Path(out), planned=workload)
+    record_step = recording.recorder.record_step
+    calls = {"n": 0}
+
+    def record_then_fail(*args: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] > int(after):
+            raise OSError("disk full (injected)")
+        record_step(*args)
+
+    recording.recorder.record_step = record_then_fail  # type: ignore[method-assign]
+    run = VllmDriver(workload, scheduler, block_hasher).run(recording)
+    recording.close()
+    finished = sum(1 for r in scheduler.requests.values() if r.is_finished())
+    print(
+        json.dumps(
+            {
+                "complete": run.complete,
+                "active": recording.active,
+                "unfinished": len(scheduler.requests) - finished,
+            }
+        )
+    )
+
+
+def replay(argv: list[str]) -> None:
+    from stepscope.replay.vllm_replay import replay_with_vllm
+
+    outcomes = {path: str(replay_with_vllm(Path(path)).diff.classification) for path in argv}
+    print(json.dumps(outcomes))
+
+
+if __name__ == "__main__":
+    prepare_environment()  # before anything imports vLLM
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    commands = {"record": record, "settings": settings, "failing": failing, "replay": replay}
+    commands[sys.argv[1]](sys.argv[2:])
