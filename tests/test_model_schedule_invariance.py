@@ -66,6 +66,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "max_num_seqs": 1,
     },
     "priority, tighter pool": {"policy": "priority", "num_blocks": 24},
+    "async scheduling, tight pool": {"async_scheduling": True},
 }
 
 

@@ -18,7 +18,8 @@ from stepscope.engine.workload import parse_workload
 
 
 def _workload(rng: random.Random) -> Workload:
-    return parse_workload(json.dumps(random_workload(rng)), source="<random>")
+    raw = random_workload(rng, async_scheduling=rng.random() < 0.5, late_aborts=True)
+    return parse_workload(json.dumps(raw), source="<random>")
 
 
 def _check_blocks(loop: EngineLoop) -> None:
@@ -50,7 +51,8 @@ def _check_queues(loop: EngineLoop) -> None:
     for req_id, request in loop.arrived.items():
         in_scheduler = req_id in scheduler.requests
         assert in_scheduler != request.is_finished()
-        assert request.num_computed_tokens <= request.num_tokens
+        # Under async scheduling the in-flight tokens are counted as computed already.
+        assert request.num_computed_tokens <= request.num_tokens + request.num_output_placeholders
         if req_id in running:
             assert request.status == RequestStatus.RUNNING
     assert (

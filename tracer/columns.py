@@ -232,9 +232,15 @@ class TableBuffer:
     def __init__(self, table: str, columns: dict[str, Column]) -> None:
         self.table = table
         self.columns = columns
+        self._first = next(iter(columns.values()))
 
     def __len__(self) -> int:
         return min(len(column) for column in self.columns.values())
+
+    @property
+    def num_rows(self) -> int:
+        """Rows, when no row is partly appended (between steps): one column's length."""
+        return len(self._first)
 
     def truncate(self, num_rows: int) -> None:
         """Drop rows from `num_rows` on, in every column (a partly appended row included)."""

@@ -94,7 +94,7 @@ class TraceRecorder:
         A step is recorded whole or not at all: if recording it fails, its partial
         rows are dropped and every earlier step is kept.
         """
-        lengths = {name: len(buffer) for name, buffer in self._buffers.items()}
+        lengths = {name: buffer.num_rows for name, buffer in self._buffers.items()}
         try:
             seq = self._seq
             self._record_arrivals(record, seq)

@@ -12,7 +12,18 @@ from rich.table import Table
 
 from stepscope.schema import open_trace
 
-_META_SHOWN = ("engine", "emulates_vllm", "model", "device", "created_at", "workload", "redacted")
+_META_SHOWN = (
+    "engine",
+    "emulates_vllm",
+    "vllm_version",
+    "scheduler_class",
+    "model",
+    "device",
+    "created_at",
+    "workload",
+    "redacted",
+    "outside_subset",
+)
 
 
 def info(

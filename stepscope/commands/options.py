@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Annotated
 
 import typer
@@ -32,3 +33,26 @@ DeviceOption = Annotated[
     str, typer.Option("--device", help=f"For a real model: {'|'.join(DEVICES)}.")
 ]
 DtypeOption = Annotated[str, typer.Option("--dtype", help=f"For a real model: {'|'.join(DTYPES)}.")]
+
+
+class Engine(enum.StrEnum):
+    STEPSCOPE = "stepscope"
+    VLLM = "vllm"
+
+
+EngineOption = Annotated[
+    Engine,
+    typer.Option(
+        "--engine",
+        help="stepscope: this tool's engine. vllm: vLLM 0.33.0's own scheduler, recorded "
+        "(needs stepscope[vllm]).",
+    ),
+]
+SchedulerClsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler-cls",
+        metavar="module.Class",
+        help="With --engine vllm: a vLLM scheduler class, as vLLM's --scheduler-cls takes it.",
+    ),
+]

@@ -11,8 +11,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from stepscope.engine import InputError, ModelRunner, Scheduler, StepRecord, Workload
 from stepscope.engine.model_runners import TAPE, create_model_runner
-from stepscope.inputs import apply_knobs, load_workload_arg
+from stepscope.inputs import apply_knobs, load_vllm_scheduler_class, load_workload_arg
 from stepscope.replay.inputs import workload_from_trace
+from stepscope.replay.vllm_replay import require_vllm
 from stepscope.schema import open_trace
 from stepscope.tracer.otel import (
     StepSpans,
@@ -23,7 +24,15 @@ from stepscope.tracer.otel import (
 from stepscope.tracer.record import StepSink, record_workload
 from stepscope.tracer.redact import Redactor
 
-from .options import DeviceOption, DtypeOption, KnobsOption, ModelOption
+from .options import (
+    DeviceOption,
+    DtypeOption,
+    Engine,
+    EngineOption,
+    KnobsOption,
+    ModelOption,
+    SchedulerClsOption,
+)
 
 
 def record(
@@ -66,11 +75,20 @@ def record(
             "OTEL_EXPORTER_OTLP_*).",
         ),
     ] = None,
+    engine: EngineOption = Engine.STEPSCOPE,
+    scheduler_cls: SchedulerClsOption = None,
 ) -> None:
     """Run a workload and record every step into a DuckDB trace."""
+    if output.exists():
+        raise InputError(f"{output}: already exists (remove it or choose another -o)")
     loaded = apply_knobs(_workload(workload, from_trace), knobs or [])
-    runner = create_model_runner(model, loaded, device=device, dtype=dtype)
     console = Console(stderr=True)
+    if engine is Engine.VLLM:
+        _record_with_vllm(loaded, output, model, otel, scheduler_cls, redact, console)
+        return
+    if scheduler_cls:
+        raise InputError("--scheduler-cls needs --engine vllm")
+    runner = create_model_runner(model, loaded, device=device, dtype=dtype)
     progress = Progress(
         TextColumn("[cyan]step {task.fields[step]}"),
         BarColumn(),
@@ -100,10 +118,42 @@ def record(
     finally:
         if spans is not None:
             spans.close()
+    _print_summary(console, output, summary.num_steps, len(loaded.requests), summary.complete)
+
+
+def _record_with_vllm(
+    workload: Workload,
+    output: Path,
+    model: str,
+    otel: str | None,
+    scheduler_cls: str | None,
+    redact: bool,
+    console: Console,
+) -> None:
+    """The workload through vLLM's own scheduler, its scripted outputs standing in for a model."""
+    if model != TAPE:
+        raise InputError(f"--engine vllm runs the workload's scripted outputs; --model {model} "
+                         "needs --engine stepscope")  # fmt: skip
+    if otel is not None:
+        raise InputError("--otel needs --engine stepscope")
+    require_vllm()
+    from stepscope.tracer.vllm.driver import record_with_vllm
+
+    cls = load_vllm_scheduler_class(scheduler_cls) if scheduler_cls else None
+    redactor = Redactor() if redact else None
+    run = record_with_vllm(workload, output, scheduler_cls=cls, redactor=redactor)
+    with open_trace(output) as trace:
+        num_steps = int(trace.meta.get("num_steps", "0"))
+    _print_summary(console, output, num_steps, len(workload.requests), run.complete)
+
+
+def _print_summary(
+    console: Console, output: Path, num_steps: int, num_requests: int, complete: bool
+) -> None:
     size_mb = output.stat().st_size / 1e6
-    state = "complete" if summary.complete else "incomplete"
+    state = "complete" if complete else "incomplete"
     console.print(
-        f"recorded {summary.num_steps} steps of {len(loaded.requests)} requests "
+        f"recorded {num_steps} steps of {num_requests} requests "
         f"to {output} ({size_mb:.2f} MB, {state})",
         highlight=False,
     )
@@ -117,7 +167,7 @@ class _Progress:
         self.task = progress.add_task("record", total=num_requests, step=0)
 
     def on_step(self, record: StepRecord, scheduler: Scheduler) -> None:
-        done = len(record.rejected) + len(record.aborted)
+        done = len(record.rejected) + len(record.aborted) + len(record.aborted_before_update)
         if record.engine_step is not None:
             done += sum(1 for o in record.engine_step.outputs if o.finish_reason is not None)
         self.progress.update(self.task, advance=done, step=record.step)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import tempfile
 from pathlib import Path
@@ -24,13 +23,9 @@ from stepscope.replay.report import (
 from stepscope.replay.verdict import FailOn, judge
 from stepscope.replay.vllm_replay import replay_with_vllm, require_vllm
 from stepscope.replay.whatif import replay_whatif
+from stepscope.schema import open_trace
 
-from .options import KnobsOption
-
-
-class Engine(enum.StrEnum):
-    STEPSCOPE = "stepscope"
-    VLLM = "vllm"
+from .options import Engine, EngineOption, KnobsOption, SchedulerClsOption
 
 
 def replay(
@@ -45,23 +40,8 @@ def replay(
             "--scheduler", metavar="module:Class", help="A Scheduler subclass to replay with."
         ),
     ] = None,
-    engine: Annotated[
-        Engine,
-        typer.Option(
-            "--engine",
-            help="stepscope: this tool's engine. vllm: vLLM 0.33.0's own scheduler "
-            "(needs stepscope[vllm]); the replay is diffed against the trace.",
-        ),
-    ] = Engine.STEPSCOPE,
-    scheduler_cls: Annotated[
-        str | None,
-        typer.Option(
-            "--scheduler-cls",
-            metavar="module.Class",
-            help="With --engine vllm: a vLLM scheduler class to replay with, as vLLM's "
-            "--scheduler-cls takes it.",
-        ),
-    ] = None,
+    engine: EngineOption = Engine.STEPSCOPE,
+    scheduler_cls: SchedulerClsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Replay a trace with no model. Exact by default: every step is checked against the
@@ -79,6 +59,7 @@ def replay(
         return
     if scheduler_cls:
         raise InputError("--scheduler-cls needs --engine vllm")
+    _warn_outside_subset(trace)
     scheduler_class = load_scheduler_class(scheduler) if scheduler else None
     if knobs or scheduler_class is not None:
         _what_if(trace, output, dict(parse_knob(k) for k in knobs or []), scheduler_class, as_json)
@@ -90,6 +71,18 @@ def replay(
         print_exact(Console(), result)
     if result.divergence is not None:
         raise typer.Exit(1)
+
+
+def _warn_outside_subset(trace: Path) -> None:
+    """A vLLM trace that used features this engine leaves out cannot be expected to match."""
+    with open_trace(trace) as opened:
+        reasons = opened.meta.get("outside_subset", "")
+    if reasons:
+        Console(stderr=True).print(
+            f"[yellow]warning:[/] {trace} was recorded from vLLM with features stepscope's "
+            f"engine does not model ({reasons}); --engine vllm replays it exactly",
+            highlight=False,
+        )
 
 
 def _replay_with_vllm(

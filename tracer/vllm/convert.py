@@ -142,16 +142,19 @@ def _group0(block_ids: Any) -> tuple[int, ...]:
 
 def model_runner_output(output: Any) -> ModelRunnerOutput:
     req_ids = list(output.req_ids)
+    sampled = output.sampled_token_ids
     return ModelRunnerOutput(
         req_ids=req_ids,
         req_id_to_index=dict(output.req_id_to_index),
-        sampled_token_ids=[list(tokens) for tokens in (output.sampled_token_ids or ())]
-        or [[] for _ in req_ids],
+        sampled_token_ids=list(map(list, sampled)) if sampled else [[] for _ in req_ids],
     )
 
 
-def engine_core_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, ...]:
-    """Every client's outputs of one `update_from_output()`, in client order."""
+def finished_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, ...]:
+    """The outputs of one `update_from_output()` that finished a request, in client order.
+
+    The recorder takes new tokens from the model's output; only finishes need these.
+    """
     return tuple(
         EngineCoreOutput(
             request_id=output.request_id,
@@ -161,6 +164,7 @@ def engine_core_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, .
         )
         for client in sorted(outputs)
         for output in _outputs_of(outputs[client])
+        if output.finish_reason is not None
     )
 
 

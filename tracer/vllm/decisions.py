@@ -23,24 +23,30 @@ from stepscope.tracer.probe import (
     WaitingSkip,
 )
 
-_RUNNING_STATUS = "RUNNING"
-
 
 class AllocationTap:
     """Turns one vLLM scheduler's allocation calls and preemptions into decision records."""
 
-    def __init__(self, scheduler: Any, decisions: Callable[[], list[Decision]]) -> None:
+    def __init__(
+        self,
+        scheduler: Any,
+        decisions: Callable[[], list[Decision]],
+        outside_schedule: Callable[[str], None],
+    ) -> None:
         self.scheduler = scheduler
+        self._outside_schedule = outside_schedule
         self.kv_cache_manager = scheduler.kv_cache_manager
         self.block_pool = self.kv_cache_manager.block_pool
         self._group0 = self.kv_cache_manager.coordinator.single_type_managers[0]
         self._decisions = decisions
+        self._step_decisions: list[Decision] = []
         self._grants: dict[str, tuple[int, tuple[int, ...]]] = {}
         """This step's running-pass grants: tokens and new block ids (a refund needs them)."""
         self._needed_by: str | None = None
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
         self._in_schedule = False
+        self._running_status = _request_status("RUNNING")
         self._allocate_slots = self.kv_cache_manager.allocate_slots
         self._preempt_request = scheduler._preempt_request
 
@@ -52,6 +58,7 @@ class AllocationTap:
         )
 
     def start_step(self) -> None:
+        self._step_decisions = self._decisions()
         self._grants.clear()
         self._needed_by = None
         self.prefix_cache = (0, 0)
@@ -66,29 +73,32 @@ class AllocationTap:
             return
         stale = request.num_stale_output_tokens and not request.drop_stale_output
         reason = "stale_output" if stale else f"status {request.status.name}"
-        self._decisions().append(WaitingSkip(request.request_id, reason))
+        self._step_decisions.append(WaitingSkip(request.request_id, reason))
 
     # ----- allocate_slots ------------------------------------------------------
 
     def allocate_slots(self, request: Any, num_new_tokens: int, *args: Any, **kwargs: Any) -> Any:
-        call = _AllocationArgs.bind(num_new_tokens, args, kwargs)
-        if request.status.name == _RUNNING_STATUS:
-            return self._running_call(request, call, args, kwargs)
-        return self._admission_call(request, call, args, kwargs)
-
-    def _running_call(
-        self, request: Any, call: _AllocationArgs, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        new_blocks = self._allocate_slots(request, call.num_new_tokens, *args, **kwargs)
+        if not self._in_schedule:
+            self._outside_schedule("KV blocks allocated outside schedule()")
+            return self._allocate_slots(request, num_new_tokens, *args, **kwargs)
+        if request.status is not self._running_status:
+            return self._admission_call(
+                request, _AllocationArgs.bind(num_new_tokens, args, kwargs), args, kwargs
+            )
+        # The common call, once per running request per step: kept lean.
+        new_blocks = self._allocate_slots(request, num_new_tokens, *args, **kwargs)
         request_id = request.request_id
         if new_blocks is None:
             # A refused call changes nothing, so the state it was refused on is still here.
+            call = _AllocationArgs.bind(num_new_tokens, args, kwargs)
             refusal = self._refusal(request, call)
             self._needed_by = request_id
-            self._decisions().append(RefusedRunningCall(request_id, call.num_new_tokens, refusal))
+            self._step_decisions.append(RefusedRunningCall(request_id, num_new_tokens, refusal))
             return None
-        self._grants[request_id] = (call.num_new_tokens, _block_ids(new_blocks))
-        self._decisions().append(request_id)
+        blocks = new_blocks.blocks[0]
+        block_ids = tuple([block.block_id for block in blocks]) if blocks else ()
+        self._grants[request_id] = (num_new_tokens, block_ids)
+        self._step_decisions.append(request_id)
         return new_blocks
 
     def _admission_call(
@@ -104,7 +114,7 @@ class AllocationTap:
                 queries + request.num_tokens,
                 hits + call.num_new_computed_tokens,
             )
-        self._decisions().append(
+        self._step_decisions.append(
             AdmissionCall(
                 request_id=request.request_id,
                 num_new_tokens=call.num_new_tokens,
@@ -146,13 +156,17 @@ class AllocationTap:
     # ----- _preempt_request -----------------------------------------------------
 
     def preempt_request(self, request: Any, *args: Any, **kwargs: Any) -> None:
+        if not self._in_schedule:  # reset_prefix_cache() preempts everything running
+            self._outside_schedule("requests preempted outside schedule() (prefix cache reset)")
+            self._preempt_request(request, *args, **kwargs)
+            return
         request_id = request.request_id
         free_before = self.block_pool.get_num_free_blocks()
         num_computed = request.num_computed_tokens
         num_blocks = len(self._group0.req_to_blocks.get(request_id, ()))
         self._preempt_request(request, *args, **kwargs)
         refunded_tokens, refunded_blocks = self._grants.pop(request_id, (0, ()))
-        self._decisions().append(
+        self._step_decisions.append(
             Preemption(
                 request_id=request_id,
                 needed_by=self._needed_by or request_id,
@@ -223,3 +237,9 @@ def _block_ids(blocks: Any) -> tuple[int, ...]:
     """Group 0's block ids of a `KVCacheBlocks`."""
     groups = blocks.get_block_ids()
     return tuple(groups[0]) if groups else ()
+
+
+def _request_status(name: str) -> Any:
+    from vllm.v1.request import RequestStatus
+
+    return RequestStatus[name]

@@ -21,6 +21,7 @@ from typing import Any
 from stepscope.engine import Workload
 from stepscope.engine.engine_loop import check_prompt_len
 from stepscope.engine.workload import RequestSpec
+from stepscope.tracer.redact import Redactor
 
 from .session import VllmRecording
 
@@ -326,6 +327,7 @@ def record_with_vllm(
     path: Path,
     scheduler_cls: type | None = None,
     meta: dict[str, str] | None = None,
+    redactor: Redactor | None = None,
 ) -> DriverRun:
     """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`."""
     from .attach import attach_recording
@@ -343,6 +345,7 @@ def record_with_vllm(
             "device": "cpu",
             **(meta or {}),
         },
+        redactor=redactor,
     )
     driver = VllmDriver(workload, scheduler, block_hasher)
     finished = False

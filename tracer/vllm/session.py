@@ -112,7 +112,7 @@ class VllmRecording:
         )
         self.async_scheduling = config.async_scheduling
         self.queue_state = _QueueState(scheduler)
-        self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions)
+        self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.sampling: dict[str, SamplingParams] = {}
         self.admitted: set[str] = set()
         self.step = -1
@@ -302,7 +302,7 @@ class VllmRecording:
         batch.engine_step = EngineStep(
             scheduler_output=batch.output,
             model_runner_output=convert.model_runner_output(runner_output),
-            outputs=convert.engine_core_outputs(outputs),
+            outputs=convert.finished_outputs(outputs),
             num_free_blocks_after_schedule=batch.num_free_blocks_after_schedule,
             running_pass_end=end.running_pass_end,
             admission_stop=end.admission_stop,
