@@ -231,12 +231,15 @@ def test_trace_directory_names_one_file_per_engine(vllm: VllmPython, tmp_path: P
     assert "already exists" in result.stderr
 
 
-def test_a_failing_recording_never_stops_vllm(vllm: VllmPython, tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failing_recording_never_stops_vllm(vllm: VllmPython, tmp_path: Path, mode: str) -> None:
     trace = tmp_path / "t.duckdb"
     workload = next(p for p in CONFORMANCE if p.name.startswith("30"))
-    result = vllm.run([str(TESTS / "vllm_harness.py"), "failing", str(trace), str(workload), "5"])
+    settings = [a for k, v in MODES[mode].items() for a in ("--set", f"{k}={json.dumps(v)}")]
+    harness = [str(TESTS / "vllm_harness.py"), "failing", str(trace), str(workload), "5"]
+    result = vllm.run([*harness, *settings])
     outcome = json.loads(result.stdout)
-    assert outcome == {"complete": True, "active": False, "unfinished": 0}
+    assert outcome == {"complete": True, "active": False, "unfinished": 0, "unwrapped": True}
     assert "recording failed" in result.stderr
     with open_trace(trace) as opened:
         assert not opened.complete

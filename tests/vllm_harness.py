@@ -2,7 +2,7 @@
 
     python vllm_harness.py record OUT_DIR WORKLOAD.json... [--set KNOB=VALUE]...
     python vllm_harness.py settings WORKLOAD.json CLASS [--set KNOB=VALUE]...
-    python vllm_harness.py failing OUT WORKLOAD.json AFTER_STEPS
+    python vllm_harness.py failing OUT WORKLOAD.json AFTER_STEPS [--set KNOB=VALUE]...
     python vllm_harness.py replay TRACE...
 
 `record` writes OUT_DIR/<stem>.duckdb per workload (vLLM's import is paid once).
@@ -78,8 +78,8 @@ def settings(argv: list[str]) -> None:
 
 
 def failing(argv: list[str]) -> None:
-    out, path, after = argv
-    workload = load_workload(path)
+    (out, path, after), knobs = _split(argv)
+    workload = _workload(path, knobs)
     scheduler, block_hasher = build_scheduler(workload)
     recording = attach_recording(scheduler, Path(out), planned=workload)
     record_step = recording.recorder.record_step
@@ -95,15 +95,13 @@ def failing(argv: list[str]) -> None:
     run = VllmDriver(workload, scheduler, block_hasher).run(recording)
     recording.close()
     finished = sum(1 for r in scheduler.requests.values() if r.is_finished())
-    print(
-        json.dumps(
-            {
-                "complete": run.complete,
-                "active": recording.active,
-                "unfinished": len(scheduler.requests) - finished,
-            }
-        )
-    )
+    outcome = {
+        "complete": run.complete,
+        "active": recording.active,
+        "unfinished": len(scheduler.requests) - finished,
+        "unwrapped": not any(name in vars(scheduler) for name in WRAPPED),
+    }
+    print(json.dumps(outcome))
 
 
 def replay(argv: list[str]) -> None:

@@ -46,6 +46,7 @@ class AllocationTap:
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
         self._in_schedule = False
+        self._detached = False
         self._running_status = _request_status("RUNNING")
         self._allocate_slots = self.kv_cache_manager.allocate_slots
         self._preempt_request = scheduler._preempt_request
@@ -57,19 +58,26 @@ class AllocationTap:
             self.scheduler.deferred_waiting, self._skipped
         )
 
+    def detach(self) -> None:
+        """Put vLLM's own methods back (the skip-reporting set stays, reporting nothing)."""
+        self._in_schedule = False
+        self._detached = True
+        vars(self.kv_cache_manager).pop("allocate_slots", None)
+        vars(self.scheduler).pop("_preempt_request", None)
+
     def start_step(self) -> None:
         self._step_decisions = self._decisions()
         self._grants.clear()
         self._needed_by = None
         self.prefix_cache = (0, 0)
-        self._in_schedule = True
+        self._in_schedule = not self._detached
 
     def end_step(self) -> None:
         self._in_schedule = False
 
     def _skipped(self, request: Any) -> None:
         """The waiting pass passed over `request` (it goes back to the head afterwards)."""
-        if not self._in_schedule:
+        if not self._in_schedule or self._detached:
             return
         stale = request.num_stale_output_tokens and not request.drop_stale_output
         reason = "stale_output" if stale else f"status {request.status.name}"

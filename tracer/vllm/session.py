@@ -138,6 +138,12 @@ class VllmRecording:
         self.tap.attach()
         return self
 
+    def detach(self) -> None:
+        """Give the scheduler its own methods back: it runs unwrapped from here on."""
+        self.tap.detach()
+        for name in self._originals:
+            vars(self.scheduler).pop(name, None)
+
     def _guarded(self, action: Callable[[], None]) -> None:
         """Run a piece of recording; a failure stops the recording, never the engine."""
         if not self.active:
@@ -147,7 +153,11 @@ class VllmRecording:
         except Exception:
             logger.exception("stepscope: recording failed; the trace keeps the steps so far")
             self.active = False
-            self._close(complete=False)
+            self.detach()
+            try:
+                self.recorder.close(False, {"outside_subset": "; ".join(sorted(self.reasons))})
+            except Exception:
+                logger.exception("stepscope: closing the trace failed")
 
     # ----- the scheduler's calls ----------------------------------------------
 
@@ -208,6 +218,7 @@ class VllmRecording:
         """
         if self.active:
             self.active = False
+            self.detach()
             self._close(complete=finished and not self._in_flight)
 
     # ----- bookkeeping --------------------------------------------------------
