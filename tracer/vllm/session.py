@@ -114,6 +114,7 @@ class VllmRecording:
         self.queue_state = _QueueState(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.sampling: dict[str, SamplingParams] = {}
+        self.arrived: set[str] = set()
         self.admitted: set[str] = set()
         self.step = -1
         self.active = True
@@ -224,6 +225,12 @@ class VllmRecording:
     # ----- bookkeeping --------------------------------------------------------
 
     def _on_arrival(self, request: Any) -> None:
+        if request.request_id in self.arrived:
+            # A streaming-input session's next chunk, or an id used twice: the trace keys
+            # requests by id, so the later input is left out.
+            self.reasons.add("streaming input or a reused request id")
+            return
+        self.arrived.add(request.request_id)
         spec = convert.request_spec(request, arrival_step=self.step + 1)
         planned = self.planned.get(spec.request_id)
         if planned is not None and planned.abort_step is not None:
