@@ -6,29 +6,25 @@ Workloads: (a) N requests decoding together (N = 64, 256, 1024; prompt 128, bloc
 size 16, budget 8192, max_num_seqs 1024, prefix caching on, no preemption), timed
 once every request is decoding; (b) a mixed load with staggered arrivals, prompts
 64–2048, outputs 16–256 and a KV pool tight enough to preempt, timed over the whole
-run. When the vLLM oracle's venv exists (`../shared/oracle/build_venv.sh`), the same
-workloads run through vLLM's own scheduler in a subprocess of the same run and the
-ratio stepscope / vLLM is printed (goal: at most 0.8).
+run. Where the vLLM venv exists (`.ci/vllm-venv` builds it), the same workloads run
+through vLLM's own scheduler in a subprocess of the same run and the ratio
+stepscope / vLLM is printed (goal: at most 0.8).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
+import vllm_venv
 from results import heading, write_section
 from step_timer import time_steps
 from stepscope.engine import ModelRunnerOutput, Scheduler
 from stepscope.engine.workload import parse_workload
 from workloads import decode_case, mixed_case
 
-HERE = Path(__file__).resolve().parent
-ORACLE_DIR = HERE.parent.parent / "shared" / "oracle"
 GOAL = 0.8
 
 
@@ -50,24 +46,10 @@ def time_stepscope(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def time_vllm(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    venv = Path(os.environ.get("VLLM_ORACLE_VENV", Path.home() / ".cache" / "vllm-oracle-venv"))
-    python = venv / "bin" / "python"
-    if not python.exists() or not (ORACLE_DIR / "vllm_oracle.py").exists():
+    if not vllm_venv.available():
         return None
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(cases, handle)
-    try:
-        result = subprocess.run(
-            [str(python), str(HERE / "vllm_scheduler_cost.py"), str(ORACLE_DIR), handle.name],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=HERE,
-        )
-    finally:
-        os.unlink(handle.name)
-    parsed: list[dict[str, Any]] = json.loads(result.stdout.strip().splitlines()[-1])
-    return parsed
+    timings: list[dict[str, Any]] = vllm_venv.run_worker("vllm_scheduler_cost.py", cases)
+    return timings
 
 
 def table(ours: list[dict[str, Any]], theirs: list[dict[str, Any]] | None) -> str:
@@ -112,7 +94,7 @@ def main() -> None:
     theirs = time_vllm(cases)
     text = table(ours, theirs)
     if theirs is None:
-        text += "\n\nvLLM not available (build ../shared/oracle's venv to compare)."
+        text += "\n\nvLLM not available (build its venv with .ci/vllm-venv to compare)."
     print(text)
     if args.results:
         intro = (

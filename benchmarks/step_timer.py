@@ -1,7 +1,7 @@
 """Times `schedule()` and `update_from_output()` per step for any vLLM-shaped scheduler.
 
 Imports nothing from stepscope or vLLM, so both `scheduler_cost.py` (stepscope) and
-`vllm_scheduler_cost.py` (run by the vLLM oracle's interpreter) use the same loop.
+`vllm_scheduler_cost.py` (run under vLLM, see `vllm_venv.py`) use the same loop.
 """
 
 from __future__ import annotations

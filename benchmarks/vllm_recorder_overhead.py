@@ -16,63 +16,16 @@ on the engine thread.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+import vllm_venv
 from results import heading, write_section
 from workloads import decode_case, mixed_case
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-VENV = Path(os.environ.get("STEPSCOPE_VLLM_VENV", Path.home() / ".cache" / "stepscope-vllm-venv"))
 GOAL_OFF = 1.02
 GOAL_ON = 1.25
-
-
-def run_worker(cases: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
-    python = VENV / "bin" / "python"
-    with tempfile.TemporaryDirectory() as scratch:
-        site = Path(scratch) / "site"
-        subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--no-build-isolation",
-                "--target",
-                str(site),
-                str(REPO),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        cases_path = Path(scratch) / "cases.json"
-        cases_path.write_text(json.dumps(cases))
-        result = subprocess.run(
-            [
-                str(python),
-                str(HERE / "vllm_recorder_worker.py"),
-                str(cases_path),
-                str(repeats),
-                scratch,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=HERE,
-            env={**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{HERE}"},
-        )
-        if result.returncode != 0:
-            sys.exit(f"the vLLM worker failed:\n{result.stderr[-3000:]}")
-    parsed: list[dict[str, Any]] = json.loads(result.stdout.strip().splitlines()[-1])
-    return parsed
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -100,12 +53,12 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     args = parser.parse_args()
-    if not (VENV / "bin" / "python").exists():
-        sys.exit(f"no vLLM venv at {VENV}: build it with .ci/vllm-venv")
+    if not vllm_venv.available():
+        sys.exit(f"no vLLM venv at {vllm_venv.VENV}: build it with .ci/vllm-venv")
     num_steps = 20 if args.quick else 150
     cases = [decode_case(n, num_steps) for n in (64, 256)]
     cases.append(mixed_case(30 if args.quick else 150))
-    rows = run_worker(cases, repeats=1 if args.quick else 3)
+    rows = vllm_venv.run_worker("vllm_recorder_worker.py", cases, str(1 if args.quick else 3))
     text = table(rows)
     print(text)
     if args.results:

@@ -1,6 +1,6 @@
-"""Run by the vLLM oracle's interpreter: time vLLM 0.33.0's real scheduler on workloads.
+"""Run under vLLM 0.33.0 (see vllm_venv.py): time vLLM's real scheduler on workloads.
 
-    $VLLM_ORACLE_VENV/bin/python vllm_scheduler_cost.py ORACLE_DIR CASES.json
+    python vllm_scheduler_cost.py CASES.json SCRATCH_DIR
 
 CASES.json is a list of {"name", "workload", "measure_from", "num_steps"}; prints a
 JSON list of timings. Scheduler stats are off (`log_stats=False`, as vLLM's `LLM`
@@ -12,24 +12,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from step_timer import time_steps
+from stepscope.engine.workload import parse_workload
+from stepscope.tracer.vllm.driver import build_scheduler, make_request, prepare_environment
 
 
 def main() -> None:
-    oracle_dir, cases_path = sys.argv[1], sys.argv[2]
-    sys.path.insert(0, oracle_dir)
-    import vllm_oracle  # sets vLLM's CPU environment before vLLM is imported
-    from vllm.v1.core.sched.scheduler import Scheduler
+    prepare_environment()
     from vllm.v1.outputs import ModelRunnerOutput
-
-    original_init = Scheduler.__init__
-
-    def init_without_stats(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        kwargs["log_stats"] = False
-        original_init(self, *args, **kwargs)
-
-    Scheduler.__init__ = init_without_stats  # the oracle builds with stats on
 
     def runner_output(sampled: dict[str, list[int]]) -> ModelRunnerOutput:
         req_ids = list(sampled)
@@ -40,13 +32,12 @@ def main() -> None:
         )
 
     results = []
-    for case in json.loads(Path(cases_path).read_text()):
-        workload = case["workload"]
-        scheduler, _, hasher = vllm_oracle.build_scheduler(workload["config"])
-        arrivals: dict[int, list[object]] = {}
-        for index, spec in enumerate(workload["requests"]):
-            request = vllm_oracle.make_request(spec, index, hasher)
-            arrivals.setdefault(spec["arrival_step"], []).append(request)
+    for case in json.loads(Path(sys.argv[1]).read_text()):
+        workload = parse_workload(json.dumps(case["workload"]), source=case["name"])
+        scheduler, hasher = build_scheduler(workload, log_stats=False)
+        arrivals: dict[int, list[Any]] = {}
+        for spec in workload.requests:
+            arrivals.setdefault(spec.arrival_step, []).append(make_request(spec, hasher))
         timing = time_steps(
             scheduler, arrivals, runner_output, case["measure_from"], case["num_steps"]
         )

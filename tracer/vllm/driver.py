@@ -75,8 +75,14 @@ class DriverRun:
     num_padded_tokens: int
 
 
-def build_scheduler(workload: Workload, scheduler_cls: type | None = None) -> tuple[Any, Any]:
-    """vLLM's scheduler for the workload's config, and the block hasher requests need."""
+def build_scheduler(
+    workload: Workload, scheduler_cls: type | None = None, log_stats: bool = True
+) -> tuple[Any, Any]:
+    """vLLM's scheduler for the workload's config, and the block hasher requests need.
+
+    `log_stats` is on as in `vllm serve` (it records request events and prefix-cache
+    stats); vLLM's offline `LLM` class turns it off.
+    """
     prepare_environment()
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
@@ -146,7 +152,7 @@ def build_scheduler(workload: Workload, scheduler_cls: type | None = None) -> tu
         structured_output_manager=StructuredOutputManager(vllm_config),
         block_size=block_size,
         hash_block_size=hash_block_size,
-        log_stats=True,
+        log_stats=log_stats,
     )
     return scheduler, _block_hasher(vllm_config, hash_block_size)
 
