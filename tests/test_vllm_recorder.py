@@ -71,6 +71,16 @@ def test_conformance_workloads_record_as_the_engine_does(
     _assert_same_as_engine(workloads, MODES[mode], tmp_path, tmp_path)
 
 
+def test_the_v2_model_runners_output_records_alike(vllm: VllmPython, tmp_path: Path) -> None:
+    """The V2 runner ships resumed requests among the new ones; the trace is the same."""
+    workloads = [p for p in CONFORMANCE if p.name[:2] in {"05", "30", "39", "40"}]
+    knobs = MODES["async"]
+    vllm.record(tmp_path, workloads, knobs, env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    with open_trace(tmp_path / f"{workloads[0].stem}.duckdb") as trace:
+        assert trace.meta["use_v2_model_runner"] == "true"
+    _assert_same_as_engine(workloads, knobs, tmp_path, tmp_path)
+
+
 def test_async_expected_files_are_what_vllm_records(
     vllm: VllmPython, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

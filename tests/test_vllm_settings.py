@@ -1,4 +1,4 @@
-"""Where a vLLM engine records, from STEPSCOPE_TRACE or vLLM's additional_config (no vLLM needed)."""
+"""Where a vLLM engine records: STEPSCOPE_TRACE or vLLM's additional_config (no vLLM needed)."""
 
 from __future__ import annotations
 

@@ -60,9 +60,15 @@ class VllmPython:
     def harness(self, *args: str, env: dict[str, str] | None = None) -> str:
         return self.run([str(HARNESS), *args], env=env).stdout
 
-    def record(self, out_dir: Path, workloads: Sequence[Path], knobs: dict[str, Any]) -> None:
+    def record(
+        self,
+        out_dir: Path,
+        workloads: Sequence[Path],
+        knobs: dict[str, Any],
+        env: dict[str, str] | None = None,
+    ) -> None:
         settings = [arg for k, v in knobs.items() for arg in ("--set", f"{k}={json.dumps(v)}")]
-        self.harness("record", str(out_dir), *map(str, workloads), *settings)
+        self.harness("record", str(out_dir), *map(str, workloads), *settings, env=env)
 
     def stepscope(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.run(["-m", "stepscope", *args], check=False)
