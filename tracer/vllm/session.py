@@ -276,6 +276,8 @@ class VllmRecording:
         self.tap.start_step()
         self._start = schedule_start(self.scheduler)
         self.recorder.on_schedule_start(self._start)
+        if self.scheduler._pause_state.name != "UNPAUSED":
+            self.reasons.add("scheduling paused (set_pause_state)")
 
     def _after_schedule(
         self, output: Any, started: int, scheduled_at: int, in_flight_before: int
