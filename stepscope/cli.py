@@ -17,9 +17,11 @@ from stepscope.schema import TraceError
 from stepscope.tracer.writer import TraceWriteError
 
 from . import run_view
+from .commands.demo import demo
 from .commands.info import info
 from .commands.record import record
 from .commands.sql import sql
+from .commands.tui import tui
 
 app = typer.Typer(
     name="stepscope",
@@ -121,6 +123,8 @@ def _config_line(workload: Workload) -> str:
 app.command()(record)
 app.command()(info)
 app.command()(sql)
+app.command()(tui)
+app.command()(demo)
 
 
 def main() -> None:

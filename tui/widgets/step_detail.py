@@ -1,0 +1,176 @@
+"""One step in full: scheduled requests, every allocation, every preemption, why passes stopped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from ..models import StepDetail
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids) if ids else "—"
+
+
+def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -> Text:
+    """The step's headline facts, as Rich text."""
+    row = detail.row
+    text = Text()
+    text.append(f"{title}step {detail.step:,}", style="bold")
+    if differences:
+        text.append(f"   ≠ {', '.join(differences)}", style="bold red")
+    if row is None:
+        text.append("\nnot in this trace", style="dim")
+        return text
+    if row["idle"]:
+        text.append("   idle: nothing to schedule", style="dim")
+        text.append(f"\narrived {_ids(detail.request_ids('arrive'))}")
+        return text
+    text.append(
+        f"   {row['num_scheduled_tokens']}/{row['token_budget']} tokens · "
+        f"{row['num_scheduled_reqs']} requests ({row['num_new_reqs']} new, "
+        f"{row['num_resumed_reqs']} resumed) · {row['num_preemptions']} preempted · "
+        f"{row['num_finished']} finished"
+    )
+    text.append(
+        f"\nfree blocks {row['num_free_blocks_before']} → "
+        f"{row['num_free_blocks_after_schedule']} after schedule → "
+        f"{row['num_free_blocks_after_update']} after update · running "
+        f"{row['num_running_before']}→{row['num_running_after']} · waiting "
+        f"{row['num_waiting_before']}→{row['num_waiting_after']}"
+    )
+    text.append("\nrunning pass ended: ")
+    text.append(str(row["running_pass_end"]), style="bold cyan")
+    text.append(" · admission stopped: ")
+    text.append(str(row["admission_stop"]), style="bold cyan")
+    if row["blocked_request_id"]:
+        text.append(f" (blocked head {row['blocked_request_id']})")
+    text.append(
+        f"\narrived {_ids(detail.request_ids('arrive'))} · finished "
+        f"{_ids(detail.request_ids('finish'))} · aborted {_ids(detail.request_ids('abort'))}"
+    )
+    return text
+
+
+def _blocks(block_ids: list[int] | None) -> str:
+    if not block_ids:
+        return ""
+    shown = ",".join(map(str, block_ids[:8]))
+    return f"+[{shown}{',…' if len(block_ids) > 8 else ''}]"
+
+
+def _value(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+class StepDetailView(VerticalScroll, can_focus=False):
+    """The step under the cursor: its SchedulerOutput, allocate_slots calls and preemptions."""
+
+    HELP = """
+## Step detail
+
+The step under the timeline's cursor. **scheduled**: the SchedulerOutput in
+vLLM's order (running, then admissions) with each request's kind, tokens,
+computed tokens before → after, new block ids and the sampled token.
+**allocations**: every `allocate_slots` call in order with the free blocks
+before → after and whether it was granted. **preemptions**: the victim, who
+needed room and what it cost.
+
+`r` opens the highlighted request's life.
+"""
+
+    def __init__(self, title: str = "", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.side_title = title
+        self.detail: StepDetail | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("…", style="dim"), classes="detail-summary")
+        yield Static("scheduled", classes="detail-heading")
+        yield DataTable(classes="detail-scheduled", cursor_type="row", zebra_stripes=True)
+        yield Static("allocations", classes="detail-heading")
+        yield DataTable(classes="detail-allocations", cursor_type="none")
+        yield Static("preemptions", classes="detail-heading")
+        yield DataTable(classes="detail-preemptions", cursor_type="none")
+
+    def on_mount(self) -> None:
+        scheduled = self.query_one(".detail-scheduled", DataTable)
+        scheduled.add_columns("request", "kind", "tokens", "computed", "new blocks", "sampled")
+        allocations = self.query_one(".detail-allocations", DataTable)
+        allocations.add_columns("request", "pass", "tokens", "+hit", "blocks", "free", "result")
+        allocations.can_focus = False
+        preemptions = self.query_one(".detail-preemptions", DataTable)
+        preemptions.add_columns("victim", "for", "discarded", "freed", "refund", "why")
+        preemptions.can_focus = False
+
+    def show(self, detail: StepDetail, differences: tuple[str, ...] = ()) -> None:
+        self.detail = detail
+        self.query_one(".detail-summary", Static).update(
+            summary_text(detail, differences, self.side_title)
+        )
+        self._fill(
+            ".detail-scheduled",
+            [
+                (
+                    r["request_id"],
+                    r["kind"],
+                    str(r["num_tokens"]),
+                    f"{r['computed_before']}→{r['computed_after']}",
+                    _blocks(r["new_block_ids"]),
+                    _value(r["sampled_token_id"]),
+                )
+                for r in detail.scheduled.dicts()
+            ],
+        )
+        self._fill(
+            ".detail-allocations",
+            [
+                (
+                    a["request_id"],
+                    a["pass"],
+                    str(a["num_new_tokens"]),
+                    str(a["num_new_computed_tokens"] or ""),
+                    str(a["num_blocks_needed"]),
+                    f"{_value(a['num_free_blocks_before'])}→{_value(a['num_free_blocks_after'])}",
+                    Text("granted " + _blocks(a["block_ids"]), style="green")
+                    if a["granted"]
+                    else Text(f"refused ({a['refusal']})", style="bold red"),
+                )
+                for a in detail.allocations.dicts()
+            ],
+        )
+        self._fill(
+            ".detail-preemptions",
+            [
+                (
+                    Text(p["request_id"], style="bold red"),
+                    p["needed_by"],
+                    str(p["num_computed_tokens_discarded"]),
+                    str(p["num_blocks_freed"]),
+                    str(p["num_tokens_refunded"] or ""),
+                    p["why"] or "",
+                )
+                for p in detail.preemptions.dicts()
+            ],
+        )
+
+    def _fill(self, selector: str, rows: list[tuple[Any, ...]]) -> None:
+        table = self.query_one(selector, DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        table.add_rows(rows)
+        if rows and table.cursor_type == "row":
+            table.move_cursor(row=min(cursor, len(rows) - 1))
+        table.display = True
+
+    def selected_request(self) -> str | None:
+        """The request under the scheduled table's cursor (the first one when none is)."""
+        if self.detail is None or not len(self.detail.scheduled):
+            return None
+        table = self.query_one(".detail-scheduled", DataTable)
+        index = min(max(table.cursor_row, 0), len(self.detail.scheduled) - 1)
+        return str(self.detail.scheduled.rows[index][0])

@@ -1,0 +1,268 @@
+"""The step timeline: one row per engine step, paged from DuckDB on demand as Arrow.
+
+Only the pages the view shows (and their neighbours) are ever asked for, so a
+trace of a million steps paints as fast as one of a hundred.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..messages import PagesWanted, StepCursorMoved
+from ..trace_source import PAGE_SIZE
+
+MAX_PAGES = 64
+"""Pages kept in memory (least recently used dropped first)."""
+
+_BAR_WIDTH = 10
+_EIGHTHS = " ▏▎▍▌▋▊▉█"
+
+# (title, width, right-aligned)
+_COLUMNS: tuple[tuple[str, int, bool], ...] = (
+    ("", 2, False),
+    ("step", 10, True),
+    ("budget", _BAR_WIDTH + 1, False),
+    ("tokens", 10, True),
+    ("reqs", 5, True),
+    ("run", 5, True),
+    ("wait", 5, True),
+    ("pre", 4, True),
+    ("fin", 4, True),
+    ("free", 6, True),
+    ("  admission", 22, False),
+    ("blocked", 9, False),
+)
+ROW_WIDTH = sum(width for _, width, _ in _COLUMNS)
+
+
+def budget_bar(used: int, budget: int, width: int = _BAR_WIDTH) -> str:
+    """`used` of `budget` as a bar of `width` cells, in eighths of a cell."""
+    eighths = round(8 * width * min(used / budget, 1.0)) if budget > 0 else 0
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (_EIGHTHS[part] if part else "")
+    return bar.ljust(width, "·")
+
+
+def flags(row: dict[str, Any], divergent: bool) -> str:
+    """Marks for a row: ≠ divergent, P preemption, K KV full, B budget used up."""
+    if divergent:
+        return "≠"
+    if row["num_preemptions"]:
+        return "P"
+    if row["admission_stop"] in ("kv_full", "kv_full_sequence"):
+        return "K"
+    if row["admission_stop"] == "budget" or row["running_pass_end"] == "budget":
+        return "B"
+    return ""
+
+
+class StepTable(ScrollView, can_focus=True):
+    """Every step of the trace; the cursor picks the step the rest of the screen shows."""
+
+    HELP = """
+## Step timeline
+
+One row per engine step: the flag (`P` preemption, `K` KV cache full,
+`B` token budget used up, `≠` diverges from the other trace), tokens scheduled
+against the budget, requests scheduled, running and waiting after the step,
+preemptions, finishes, free KV blocks after `schedule()`, why admission stopped
+and the waiting head that was blocked.
+
+Rows are read from the trace a page at a time as you move.
+"""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j,down", "move(1)", "next step", show=False),
+        Binding("k,up", "move(-1)", "previous step", show=False),
+        Binding("right_square_bracket", "move(10)", "+10"),
+        Binding("left_square_bracket", "move(-10)", "-10", show=False),
+        Binding("right_curly_bracket", "move(100)", "+100", show=False),
+        Binding("left_curly_bracket", "move(-100)", "-100", show=False),
+        Binding("pagedown", "page(1)", "page down", show=False),
+        Binding("pageup", "page(-1)", "page up", show=False),
+        Binding("g,home", "first", "first step", show=False),
+        Binding("G,end", "last", "last step", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "step-table--header",
+        "step-table--cursor",
+        "step-table--flag",
+        "step-table--bar",
+        "step-table--dim",
+        "step-table--divergent",
+    }
+
+    cursor_step: reactive[int] = reactive(0, always_update=False)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.num_steps = 0
+        self.num_rows = 0
+        """Rows shown: the steps of this trace, or of the longer trace when diffing."""
+        self._pages: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
+        self._wanted: set[int] = set()
+        self.divergent: frozenset[int] = frozenset()
+
+    # -- data in -------------------------------------------------------------------
+
+    def set_num_steps(self, num_steps: int, num_rows: int | None = None) -> None:
+        self.num_steps = num_steps
+        self.num_rows = max(num_steps, num_rows or 0)
+        self.virtual_size = Size(ROW_WIDTH, self.num_rows + 1)
+        self._want_visible_pages()
+        self.refresh()
+
+    def add_page(self, page: int, table: pa.Table) -> None:
+        """Keep a page of rows (an Arrow table from `step_page.sql`) and repaint it."""
+        self._wanted.discard(page)
+        self._pages[page] = table.to_pylist()
+        self._pages.move_to_end(page)
+        while len(self._pages) > MAX_PAGES:
+            self._pages.popitem(last=False)
+        self.refresh()
+
+    def mark_divergent(self, steps: frozenset[int]) -> None:
+        self.divergent = steps
+        self.refresh()
+
+    @property
+    def has_first_page(self) -> bool:
+        return 0 in self._pages or self.num_rows == 0
+
+    def row(self, step: int) -> dict[str, Any] | None:
+        """The loaded row of `step`, or None when its page is not here yet."""
+        page = self._pages.get(step // PAGE_SIZE)
+        if page is None:
+            return None
+        index = step % PAGE_SIZE
+        return page[index] if index < len(page) else None
+
+    # -- moving -------------------------------------------------------------------
+
+    def action_move(self, delta: int) -> None:
+        self.go_to(self.cursor_step + delta)
+
+    def action_page(self, direction: int) -> None:
+        self.go_to(self.cursor_step + direction * max(self.size.height - 2, 1))
+
+    def action_first(self) -> None:
+        self.go_to(0)
+
+    def action_last(self) -> None:
+        self.go_to(self.num_rows - 1)
+
+    def go_to(self, step: int) -> None:
+        self.cursor_step = max(0, min(step, self.num_rows - 1))
+
+    def validate_cursor_step(self, step: int) -> int:
+        return max(0, min(step, max(self.num_rows - 1, 0)))
+
+    def watch_cursor_step(self, old: int, new: int) -> None:
+        visible = max(self.size.height - 1, 1)
+        top = int(self.scroll_offset.y)
+        if new < top:
+            self.scroll_to(y=new, animate=False, immediate=True)
+        elif new >= top + visible:
+            self.scroll_to(y=new - visible + 1, animate=False, immediate=True)
+        else:
+            self.refresh_line(old + 1)
+            self.refresh_line(new + 1)
+        self._want_visible_pages()
+        self.post_message(StepCursorMoved(new))
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self._want_visible_pages()
+
+    def on_resize(self) -> None:
+        self._want_visible_pages()
+
+    def _want_visible_pages(self) -> None:
+        """Ask for the pages on screen and one either side that are not loaded or asked for."""
+        if self.num_steps == 0:
+            return
+        top = int(self.scroll_offset.y)
+        first = max(top - PAGE_SIZE // 2, 0) // PAGE_SIZE
+        last = min(top + self.size.height + PAGE_SIZE // 2, self.num_steps - 1) // PAGE_SIZE
+        wanted = []
+        for page in range(first, last + 1):
+            if page in self._pages:
+                self._pages.move_to_end(page)
+            elif page not in self._wanted:
+                wanted.append(page)
+        if wanted:
+            self._wanted.update(wanted)
+            self.post_message(PagesWanted(tuple(wanted)))
+
+    # -- painting -----------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x = int(self.scroll_offset.x)
+        if y == 0:
+            strip = self._header()
+        else:
+            step = int(self.scroll_offset.y) + y - 1
+            strip = self._row_strip(step) if step < self.num_rows else Strip.blank(0)
+        base = self.rich_style
+        return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, base)
+
+    def _header(self) -> Strip:
+        style = self.get_component_rich_style("step-table--header")
+        text = "".join(_cell(title, width, right) for title, width, right in _COLUMNS)
+        return Strip([Segment(text, style)])
+
+    def _row_strip(self, step: int) -> Strip:
+        is_cursor = step == self.cursor_step
+        base = self.get_component_rich_style("step-table--cursor") if is_cursor else Style()
+        divergent = step in self.divergent
+        if step >= self.num_steps:
+            text = (
+                _cell("≠", 2, False) + _cell(f"{step:,}", 10, True) + "  (only in the other trace)"
+            )
+            return Strip([Segment(text, base + self.get_component_rich_style("step-table--dim"))])
+        row = self.row(step)
+        if row is None:
+            text = _cell("", 2, False) + _cell(f"{step:,}", 10, True) + "  …"
+            return Strip([Segment(text, base + self.get_component_rich_style("step-table--dim"))])
+        flag_style = self.get_component_rich_style(
+            "step-table--divergent" if divergent else "step-table--flag"
+        )
+        segments = [Segment(_cell(flags(row, divergent), 2, False), base + flag_style)]
+        segments.append(Segment(_cell(f"{step:,}", 10, True), base))
+        if row["idle"]:
+            dim = base + self.get_component_rich_style("step-table--dim")
+            segments.append(Segment("  idle", dim))
+            return Strip(segments)
+        used, budget = row["num_scheduled_tokens"], row["token_budget"]
+        bar_style = base + self.get_component_rich_style("step-table--bar")
+        segments.append(Segment(" " + budget_bar(used, budget), bar_style))
+        cells = [
+            (f"{used}/{budget}", 10, True),
+            (str(row["num_scheduled_reqs"]), 5, True),
+            (str(row["num_running_after"]), 5, True),
+            (str(row["num_waiting_after"]), 5, True),
+            (str(row["num_preemptions"] or ""), 4, True),
+            (str(row["num_finished"] or ""), 4, True),
+            (str(row["num_free_blocks_after_schedule"]), 6, True),
+            ("  " + (row["admission_stop"] or ""), 22, False),
+            (row["blocked_request_id"] or "", 9, False),
+        ]
+        segments.append(Segment("".join(_cell(*cell) for cell in cells), base))
+        return Strip(segments)
+
+
+def _cell(text: str, width: int, right: bool) -> str:
+    text = text[: width - 1] if len(text) >= width else text
+    return text.rjust(width - 1) + " " if right else text.ljust(width)
