@@ -47,16 +47,16 @@ def _storm(change: dict[str, Any] | None = None, eos_early: str | None = None) -
 def trace(name: str) -> Path:
     """A recorded trace, made once per test run.
 
-    storm: the preemption-storm example. storm_more_blocks: the same with 8 more KV
-    blocks (decisions diverge). storm_early_eos: chat-05 samples EOS early (inputs
+    storm: the preemption-storm example. storm_fewer_seqs: the same with max_num_seqs
+    18 (decisions diverge at step 2). storm_early_eos: chat-05 samples EOS early (inputs
     diverge). incomplete: a recording interrupted at step 50. broken: a file that is
     not a trace.
     """
     path = _folder() / f"{name}.duckdb"
     if name == "storm":
         record(parse_workload(_storm(), source="storm"), path)
-    elif name == "storm_more_blocks":
-        record(parse_workload(_storm({"num_blocks": 49}), source="storm"), path)
+    elif name == "storm_fewer_seqs":
+        record(parse_workload(_storm({"max_num_seqs": 18}), source="storm"), path)
     elif name == "storm_early_eos":
         record(parse_workload(_storm(eos_early="chat-05"), source="storm"), path)
     elif name == "long":

@@ -27,7 +27,7 @@ from .models import Rows
 from .queries import query
 from .trace_source import TraceSource
 
-_LOCKED = {
+_LOCKED: dict[str, str | bool | int | float | list[str]] = {
     "enable_external_access": False,
     "autoload_known_extensions": False,
     "autoinstall_known_extensions": False,

@@ -26,11 +26,17 @@ from .trace_source import TraceSource
 _CHUNK = 512
 """Recorded steps fetched at a time."""
 
-_LOCKED = {"enable_external_access": False, "lock_configuration": True}
+_LOCKED: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False,
+    "lock_configuration": True,
+}
 
 
-def workload_from_trace(source: TraceSource) -> Workload:
-    """The workload a trace was recorded from, with each request's recorded outputs as its tape."""
+def workload_from_trace(source: TraceSource, knobs: dict[str, Any] | None = None) -> Workload:
+    """The workload a trace was recorded from, with each request's recorded outputs as its tape.
+
+    `knobs` overrides config knobs, for a what-if replay.
+    """
     requests = []
     for row in source.rows("replay_requests").dicts():
         if row["prompt_token_ids"] is None:
@@ -50,6 +56,7 @@ def workload_from_trace(source: TraceSource) -> Workload:
         }
         requests.append({key: value for key, value in request.items() if value is not None})
     config = {key: value for key, value in source.info.config.items() if value is not None}
+    config.update(knobs or {})
     text = json.dumps(
         {"config": config, "requests": requests, "max_steps": max(source.info.num_steps, 1)}
     )
@@ -192,9 +199,9 @@ class ReplaySession:
     One caller at a time (a lock guards the engine); `stop()` asks a long run to end.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, knobs: dict[str, Any] | None = None) -> None:
         self.source = TraceSource(path)
-        self.workload = workload_from_trace(self.source)
+        self.workload = workload_from_trace(self.source, knobs)
         tapes = {spec.request_id: spec.output_token_ids for spec in self.workload.requests}
         self._steps: Iterator[StepRecord] = EngineLoop(self.workload, TapeModelRunner(tapes)).run()
         self._recorded: dict[int, StepDecision] = {}

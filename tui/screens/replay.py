@@ -122,6 +122,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
 
     @work(thread=True, group="replay-run")
     def advance(self, session: ReplaySession, mode: str, predicate: BreakPredicate | None) -> None:
+        steps: tuple[ReplayedStep, ...]
         try:
             if mode == "step":
                 replayed = session.step()
