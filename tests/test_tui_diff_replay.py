@@ -15,6 +15,7 @@ from stepscope.tui.screens.replay import ReplayScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from stepscope.tui.trace_source import TraceSource
 from stepscope.tui.widgets.diff_banner import DiffBanner
+from stepscope.tui.widgets.rows_view import RowsView
 from stepscope.tui.widgets.step_detail import StepDetailView
 from stepscope.tui.widgets.step_table import StepTable
 from textual.pilot import Pilot
@@ -129,8 +130,8 @@ def test_diff_view_marks_divergent_steps_and_shows_both_sides() -> None:
         b = pilot.app.screen.query_one("#detail-b", StepDetailView)
         assert "A step 2 " in str(a.query_one(".detail-summary").render())
         assert "≠ scheduled, free blocks" in str(b.query_one(".detail-summary").render())
-        a_ids = [row[0] for row in cells(a.query_one(".detail-scheduled", DataTable))]
-        b_ids = [row[0] for row in cells(b.query_one(".detail-scheduled", DataTable))]
+        a_ids = [row[0] for row in cells(a.query_one(".detail-scheduled", RowsView))]
+        b_ids = [row[0] for row in cells(b.query_one(".detail-scheduled", RowsView))]
         assert a_ids[-4:] == ["chat-16", "chat-17", "chat-18", "chat-19"]
         assert b_ids[-2:] == ["chat-16", "chat-17"]
         await press(pilot, "d")

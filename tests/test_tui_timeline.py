@@ -9,6 +9,7 @@ from stepscope.tui.screens.console import ConsoleScreen
 from stepscope.tui.screens.request_life import RequestLifeScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from stepscope.tui.trace_source import PAGE_SIZE
+from stepscope.tui.widgets.rows_view import RowsView
 from stepscope.tui.widgets.step_detail import StepDetailView
 from stepscope.tui.widgets.step_plot import StepPlot
 from stepscope.tui.widgets.step_table import StepTable
@@ -32,7 +33,7 @@ def detail(pilot: Pilot[Any]) -> str:
 
 def detail_rows(pilot: Pilot[Any], which: str) -> list[list[str]]:
     view = pilot.app.screen.query_one("#detail-a", StepDetailView)
-    return cells(view.query_one(f".detail-{which}", DataTable))
+    return cells(view.query_one(f".detail-{which}", RowsView))
 
 
 def test_opens_on_step_zero_with_rows_plot_detail_and_keys() -> None:

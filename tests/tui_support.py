@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 from stepscope.engine import StepRecord
 from stepscope.engine.workload import parse_workload
+from stepscope.tui.widgets.rows_view import RowsView
 from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import DataTable
@@ -102,12 +103,14 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], rounds: int = 
     raise AssertionError("the screen never reached the expected state")
 
 
-def cells(table: DataTable[Any]) -> list[list[str]]:
-    """A DataTable's rows as plain text."""
-    return [
-        [str(cell.plain if isinstance(cell, Text) else cell) for cell in table.get_row_at(i)]
-        for i in range(table.row_count)
-    ]
+def cells(table: DataTable[Any] | RowsView) -> list[list[str]]:
+    """The rows a table shows, as plain text."""
+    rows = (
+        table.rows
+        if isinstance(table, RowsView)
+        else [table.get_row_at(i) for i in range(table.row_count)]
+    )
+    return [[str(cell.plain if isinstance(cell, Text) else cell) for cell in row] for row in rows]
 
 
 def screen_text(app: App[Any]) -> str:

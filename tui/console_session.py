@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 from stepscope.schema import Trace, TraceError, open_trace
 
+from .connection import connection_of
 from .models import QueryResult
 
 MAX_ROWS = 1000
@@ -24,7 +25,7 @@ class ConsoleSession:
 
     def __init__(self, path: str | Path) -> None:
         self.trace: Trace = open_trace(path)
-        self._connection: duckdb.DuckDBPyConnection = self.trace._con
+        self._connection = connection_of(self.trace)
         self._lock = threading.Lock()
         self.running = threading.Event()
 

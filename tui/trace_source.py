@@ -7,6 +7,7 @@ post what it returns; nothing here knows about Textual.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,15 @@ from typing import Any
 import pyarrow as pa
 from stepscope.schema import Trace, open_trace
 
+from .connection import execute
 from .models import LifeRow, PlotSeries, RequestLife, Rows, StepDetail, TraceInfo
 from .queries import query
 
 PAGE_SIZE = 128
 """Step rows per page of the timeline."""
+
+DETAILS_KEPT = 64
+"""Step details kept, so stepping back and forth does not query again."""
 
 PLOT_BUCKETS = 1024
 """Points of the timeline plot; the widget resamples them to its width."""
@@ -31,6 +36,7 @@ class TraceSource:
         self.path = Path(path)
         self.trace: Trace = open_trace(self.path)
         self._lock = threading.Lock()
+        self._details: OrderedDict[int, StepDetail] = OrderedDict()
 
     def close(self) -> None:
         with self._lock:
@@ -39,8 +45,9 @@ class TraceSource:
     def rows(self, name: str, params: list[Any] | None = None) -> Rows:
         """Run `sql/<name>.sql` with positional parameters."""
         with self._lock:
-            relation = self.trace.sql(query(name), params)
-            return Rows(tuple(relation.columns), tuple(relation.fetchall()))
+            cursor = execute(self.trace, query(name), params)
+            columns = tuple(column[0] for column in cursor.description or ())
+            return Rows(columns, tuple(cursor.fetchall()))
 
     def arrow(self, name: str, params: list[Any] | None = None) -> pa.Table:
         with self._lock:
@@ -71,15 +78,27 @@ class TraceSource:
         return self.arrow("step_page", [first, first + PAGE_SIZE - 1])
 
     def step_detail(self, step: int) -> StepDetail:
-        row = self.rows("step_row", [step])
-        return StepDetail(
+        """Everything step `step` decided (kept for the last few steps asked for)."""
+        with self._lock:
+            cached = self._details.get(step)
+            if cached is not None:
+                self._details.move_to_end(step)
+                return cached
+        ((row, scheduled, allocations, events),) = self.rows("step_detail", [step]).rows
+        preempted = row is not None and row["num_preemptions"] > 0
+        detail = StepDetail(
             step=step,
-            row=next(row.dicts(), None),
-            scheduled=self.rows("step_scheduled", [step]),
-            allocations=self.rows("step_allocations", [step]),
-            preemptions=self.rows("step_preemptions", [step]),
-            events=self.rows("step_events", [step]),
+            row=row,
+            scheduled=_struct_rows(scheduled),
+            allocations=_struct_rows(allocations),
+            preemptions=self.rows("step_preemptions", [step]) if preempted else Rows((), ()),
+            events=_struct_rows(events),
         )
+        with self._lock:
+            self._details[step] = detail
+            while len(self._details) > DETAILS_KEPT:
+                self._details.popitem(last=False)
+        return detail
 
     def plot(self) -> PlotSeries:
         rows = self.rows("plot_buckets", [min(PLOT_BUCKETS, max(self.info.num_steps, 1))]).rows
@@ -120,6 +139,14 @@ class TraceSource:
 
     def step_hashes(self) -> pa.Table:
         return self.arrow("step_hashes")
+
+
+def _struct_rows(items: list[dict[str, Any]] | None) -> Rows:
+    """Rows from a list of DuckDB structs (dicts with the same keys)."""
+    if not items:
+        return Rows((), ())
+    columns = tuple(items[0])
+    return Rows(columns, tuple(tuple(item[column] for column in columns) for item in items))
 
 
 def fold_decodes(rows: Rows) -> tuple[LifeRow, ...]:

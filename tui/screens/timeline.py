@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import ClassVar
 
@@ -139,6 +140,11 @@ class TimelineScreen(Screen[None]):
             self.post_message(QueryFailed(str(error), f"step {step}"))
             return
         self.post_message(StepDetailLoaded(detail, other_detail, found))
+        # Stepping forward is the most likely next key: have that step ready.
+        for side in (source, other):
+            if side is not None and step + 1 < side.info.num_steps:
+                with contextlib.suppress(*_ERRORS):
+                    side.step_detail(step + 1)
 
     @work(thread=True, exclusive=True, group="diff")
     def compute_diff(self, source: TraceSource, other: TraceSource) -> None:

@@ -1,4 +1,4 @@
--- Every preemption of one step ($1): victim, who needed room, what it cost, and why.
+-- Every preemption of one step ($1): the victim, who needed room, what it cost, and why.
 SELECT
     request_id,
     needed_by,

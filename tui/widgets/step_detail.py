@@ -7,9 +7,10 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from ..models import StepDetail
+from .rows_view import Cell, RowsView
 
 
 def _ids(ids: list[str]) -> str:
@@ -91,21 +92,21 @@ needed room and what it cost.
     def compose(self) -> ComposeResult:
         yield Static(Text("…", style="dim"), classes="detail-summary")
         yield Static("scheduled", classes="detail-heading")
-        yield DataTable(classes="detail-scheduled", cursor_type="row", zebra_stripes=True)
+        yield RowsView(
+            ("request", "kind", "tokens", "computed", "new blocks", "sampled"),
+            cursor=True,
+            classes="detail-scheduled",
+        )
         yield Static("allocations", classes="detail-heading")
-        yield DataTable(classes="detail-allocations", cursor_type="none")
+        yield RowsView(
+            ("request", "pass", "tokens", "+hit", "blocks", "free", "result"),
+            classes="detail-allocations",
+        )
         yield Static("preemptions", classes="detail-heading")
-        yield DataTable(classes="detail-preemptions", cursor_type="none")
-
-    def on_mount(self) -> None:
-        scheduled = self.query_one(".detail-scheduled", DataTable)
-        scheduled.add_columns("request", "kind", "tokens", "computed", "new blocks", "sampled")
-        allocations = self.query_one(".detail-allocations", DataTable)
-        allocations.add_columns("request", "pass", "tokens", "+hit", "blocks", "free", "result")
-        allocations.can_focus = False
-        preemptions = self.query_one(".detail-preemptions", DataTable)
-        preemptions.add_columns("victim", "for", "discarded", "freed", "refund", "why")
-        preemptions.can_focus = False
+        yield RowsView(
+            ("victim", "for", "discarded", "freed", "refund", "why"),
+            classes="detail-preemptions",
+        )
 
     def show(self, detail: StepDetail, differences: tuple[str, ...] = ()) -> None:
         self.detail = detail
@@ -158,19 +159,13 @@ needed room and what it cost.
             ],
         )
 
-    def _fill(self, selector: str, rows: list[tuple[Any, ...]]) -> None:
-        table = self.query_one(selector, DataTable)
-        cursor = table.cursor_row
-        table.clear()
-        table.add_rows(rows)
-        if rows and table.cursor_type == "row":
-            table.move_cursor(row=min(cursor, len(rows) - 1))
-        table.display = True
+    def _fill(self, selector: str, rows: list[tuple[Cell, ...]]) -> None:
+        self.query_one(selector, RowsView).set_rows(rows)
 
     def selected_request(self) -> str | None:
         """The request under the scheduled table's cursor (the first one when none is)."""
         if self.detail is None or not len(self.detail.scheduled):
             return None
-        table = self.query_one(".detail-scheduled", DataTable)
+        table = self.query_one(".detail-scheduled", RowsView)
         index = min(max(table.cursor_row, 0), len(self.detail.scheduled) - 1)
         return str(self.detail.scheduled.rows[index][0])

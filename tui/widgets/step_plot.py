@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 
 from ..models import PlotSeries
@@ -35,6 +38,17 @@ def sparkline(points: list[float], top: float) -> str:
     )
 
 
+def _runs(text: str, styles: list[Style]) -> list[Segment]:
+    """Segments of `text`, one per run of characters with the same style."""
+    segments: list[Segment] = []
+    start = 0
+    for index in range(1, len(text) + 1):
+        if index == len(text) or styles[index] != styles[start]:
+            segments.append(Segment(text[start:index], styles[start]))
+            start = index
+    return segments
+
+
 class StepPlot(Widget):
     """Budget use (mean per column) and free blocks (least per column) over all steps."""
 
@@ -47,30 +61,57 @@ preemptions happened. `▲` marks the cursor's step.
 """
 
     series: reactive[PlotSeries | None] = reactive(None)
-    cursor_step: reactive[int] = reactive(0)
+    cursor_step: reactive[int] = reactive(0, repaint=False)
 
-    def render(self) -> Text:
-        width = self.size.width - _LABEL
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: tuple[int, Strip, Strip] | None = None
+        """The two sparkline rows for a width, kept while only the cursor moves."""
+
+    def watch_series(self) -> None:
+        self._lines = None
+
+    def watch_cursor_step(self) -> None:
+        self.refresh(Region(0, 2, self.size.width, 1))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
         series = self.series
-        if series is None or width <= 0 or series.num_steps == 0:
-            return Text("budget\nfree\n", style="dim")
-        budget = resample(series.budget_use, width, "mean")
-        free = resample(tuple(map(float, series.num_free_blocks)), width, "min")
+        if series is None or series.num_steps == 0 or width <= _LABEL:
+            label = ("budget", "free", "")[y] if y < 3 else ""
+            return Strip([Segment(label.ljust(width), Style(dim=True))])
+        if y == 2:
+            return self._marker(series, width)
+        if y > 2:
+            return Strip.blank(width)
+        if self._lines is None or self._lines[0] != width:
+            self._lines = (width, *self._sparklines(series, width - _LABEL))
+        return self._lines[1 + y]
+
+    def _sparklines(self, series: PlotSeries, width: int) -> tuple[Strip, Strip]:
+        bold = Style(bold=True)
+        budget = sparkline(resample(series.budget_use, width, "mean"), 1.0)
+        free_points = resample(tuple(map(float, series.num_free_blocks)), width, "min")
         preempted = resample(tuple(map(float, series.preempted)), width, "mean")
-        text = Text()
-        text.append("budget".ljust(_LABEL), style="bold")
-        text.append(sparkline(budget, 1.0), style="green")
-        text.append("\n")
-        text.append("free".ljust(_LABEL), style="bold")
-        for char, hit in zip(sparkline(free, series.num_usable_blocks), preempted, strict=True):
-            text.append(char, style="red" if hit > 0 else "blue")
-        text.append("\n")
-        column = min(self.cursor_step * width // series.num_steps, width - 1)
+        free = sparkline(free_points, series.num_usable_blocks)
+        red, blue = Style(color="red"), Style(color="blue")
+        return (
+            Strip([Segment("budget".ljust(_LABEL), bold), Segment(budget, Style(color="green"))]),
+            Strip(
+                [
+                    Segment("free".ljust(_LABEL), bold),
+                    *_runs(free, [red if hit > 0 else blue for hit in preempted]),
+                ]
+            ),
+        )
+
+    def _marker(self, series: PlotSeries, width: int) -> Strip:
+        columns = width - _LABEL
+        column = min(self.cursor_step * columns // series.num_steps, columns - 1)
         label = f"▲ step {self.cursor_step:,}"
-        if column + len(label) > width:
+        start = column
+        if column + len(label) > columns:
             label = f"step {self.cursor_step:,} ▲"
             start = max(column - len(label) + 1, 0)
-        else:
-            start = column
-        text.append(" " * (_LABEL + start) + label, style="bold yellow")
-        return text
+        text = (" " * (_LABEL + start) + label).ljust(width)[:width]
+        return Strip([Segment(text, Style(color="yellow", bold=True))])

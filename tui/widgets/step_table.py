@@ -103,7 +103,7 @@ Rows are read from the trace a page at a time as you move.
         "step-table--divergent",
     }
 
-    cursor_step: reactive[int] = reactive(0, always_update=False)
+    cursor_step: reactive[int] = reactive(0, repaint=False)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -113,6 +113,8 @@ Rows are read from the trace a page at a time as you move.
         self._pages: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
         self._wanted: set[int] = set()
         self.divergent: frozenset[int] = frozenset()
+        self._strips: dict[tuple[int, bool], Strip] = {}
+        """Rendered rows by (step, under the cursor), until data or styles change."""
 
     # -- data in -------------------------------------------------------------------
 
@@ -121,6 +123,7 @@ Rows are read from the trace a page at a time as you move.
         self.num_rows = max(num_steps, num_rows or 0)
         self.virtual_size = Size(ROW_WIDTH, self.num_rows + 1)
         self._want_visible_pages()
+        self._strips.clear()
         self.refresh()
 
     def add_page(self, page: int, table: pa.Table) -> None:
@@ -130,10 +133,12 @@ Rows are read from the trace a page at a time as you move.
         self._pages.move_to_end(page)
         while len(self._pages) > MAX_PAGES:
             self._pages.popitem(last=False)
+        self._strips.clear()
         self.refresh()
 
     def mark_divergent(self, steps: frozenset[int]) -> None:
         self.divergent = steps
+        self._strips.clear()
         self.refresh()
 
     @property
@@ -207,16 +212,25 @@ Rows are read from the trace a page at a time as you move.
 
     # -- painting -----------------------------------------------------------------
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         scroll_x = int(self.scroll_offset.x)
-        if y == 0:
-            strip = self._header()
-        else:
-            step = int(self.scroll_offset.y) + y - 1
-            strip = self._row_strip(step) if step < self.num_rows else Strip.blank(0)
-        base = self.rich_style
-        return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, base)
+        step = -1 if y == 0 else int(self.scroll_offset.y) + y - 1
+        if step >= self.num_rows:
+            return Strip.blank(width, self.rich_style)
+        key = (step, step == self.cursor_step)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._header() if step < 0 else self._row_strip(step)
+            if step < 0 or self.row(step) is not None:
+                if len(self._strips) > 4096:
+                    self._strips.clear()
+                self._strips[key] = strip
+        return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, self.rich_style)
 
     def _header(self) -> Strip:
         style = self.get_component_rich_style("step-table--header")
