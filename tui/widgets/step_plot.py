@@ -65,7 +65,8 @@ preemptions happened. `▲` marks the cursor's step.
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._lines: tuple[int, Strip, Strip] | None = None
+        self._lines: tuple[Strip, Strip] | None = None
+        self._lines_width = 0
         """The two sparkline rows for a width, kept while only the cursor moves."""
 
     def watch_series(self) -> None:
@@ -84,9 +85,10 @@ preemptions happened. `▲` marks the cursor's step.
             return self._marker(series, width)
         if y > 2:
             return Strip.blank(width)
-        if self._lines is None or self._lines[0] != width:
-            self._lines = (width, *self._sparklines(series, width - _LABEL))
-        return self._lines[1 + y]
+        if self._lines is None or self._lines_width != width:
+            self._lines = self._sparklines(series, width - _LABEL)
+            self._lines_width = width
+        return self._lines[y]
 
     def _sparklines(self, series: PlotSeries, width: int) -> tuple[Strip, Strip]:
         bold = Style(bold=True)
