@@ -84,6 +84,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
         self.session: ReplaySession | None = None
         self.last: ReplayedStep | None = None
         self._replay_running = False
+        self._predicate: BreakPredicate | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -196,8 +197,6 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
         self._go("run", predicate)
 
     # -- actions -------------------------------------------------------------------
-
-    _predicate: BreakPredicate | None = None
 
     def action_step(self) -> None:
         self._go("step", None)

@@ -91,6 +91,11 @@ class TimelineScreen(Screen[None]):
         self.query_one(StepTable).focus()
         self.open_traces()
 
+    def on_unmount(self) -> None:
+        for source in (self.source, self.other):
+            if source is not None:
+                source.close()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "divergence":
             return self.other_path is not None
