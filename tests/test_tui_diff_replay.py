@@ -10,7 +10,12 @@ from stepscope.engine import load_workload
 from stepscope.schema import TraceError
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.diffing import DivergenceKind, classify, diff_traces
-from stepscope.tui.replay_session import BreakPredicate, ReplaySession, workload_from_trace
+from stepscope.tui.replay_session import (
+    BreakPredicate,
+    ReplayedStep,
+    ReplaySession,
+    workload_from_trace,
+)
 from stepscope.tui.screens.replay import ReplayScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from stepscope.tui.trace_source import TraceSource
@@ -215,3 +220,17 @@ def test_replay_of_a_trace_without_prompts_says_why(tmp_path: Any) -> None:
         assert "not a readable trace" in replay_status(pilot)
 
     drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_a_long_replay_reports_progress_and_can_be_stopped() -> None:
+    session = ReplaySession(trace("long"))
+    seen: list[int] = []
+
+    def progress(replayed: ReplayedStep) -> None:
+        seen.append(replayed.step)
+        session.stop()
+
+    steps, stopped = session.run(lambda replayed: replayed.diverged, on_progress=progress)
+    assert stopped == "stopped" and seen == [1023] and steps[-1].step == 1023
+    steps, stopped = session.run(lambda replayed: replayed.diverged)
+    assert stopped == "end" and session.num_divergent == 0

@@ -150,3 +150,11 @@ class ConsoleReady(Message):
     def __init__(self, session: ConsoleSession) -> None:
         super().__init__()
         self.session = session
+
+
+class ReplayProgress(Message):
+    """A long replay run has reached `step` (posted every few hundred steps)."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step

@@ -230,7 +230,7 @@ class ReplaySession:
         self,
         until: Callable[[ReplayedStep], bool],
         on_progress: Callable[[ReplayedStep], None] | None = None,
-        progress_every: int = 256,
+        progress_every: int = 1024,
     ) -> tuple[list[ReplayedStep], str]:
         """Replay until `until` holds for a step, the replay ends, or `stop()`; returns the
         last few steps and why it stopped ('condition', 'end' or 'stopped')."""
@@ -246,7 +246,7 @@ class ReplaySession:
                 recent = [*recent[-63:], replayed]
                 if until(replayed):
                     return recent, "condition"
-                if on_progress is not None and replayed.step % progress_every == 0:
+                if on_progress is not None and (replayed.step + 1) % progress_every == 0:
                     on_progress(replayed)
 
     def _advance(self) -> ReplayedStep | None:

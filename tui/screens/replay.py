@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..diffing import StepDecision
-from ..messages import QueryFailed, ReplayAdvanced, ReplayReady
+from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
 
 _ERRORS = (TraceError, InputError, duckdb.Error)
@@ -134,7 +134,9 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
                     if predicate is not None
                     else (lambda r: r.diverged)
                 )
-                found, stopped = session.run(until)
+                found, stopped = session.run(
+                    until, on_progress=lambda r: self.post_message(ReplayProgress(r.step))
+                )
                 steps = tuple(found)
         except _ERRORS as error:
             self.post_message(QueryFailed(str(error), "replay"))
@@ -177,6 +179,10 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
             )
         else:
             self._status(" · ".join(filter(None, [where, verdict, divergent])), "green")
+
+    def on_replay_progress(self, message: ReplayProgress) -> None:
+        if self._replay_running:
+            self._status(f"replaying… at step {message.step:,} (escape stops)", "yellow")
 
     def on_query_failed(self, message: QueryFailed) -> None:
         self._replay_running = False
