@@ -134,14 +134,15 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
                     if predicate is not None
                     else (lambda r: r.diverged)
                 )
-                found, stopped = session.run(
-                    until, on_progress=lambda r: self.post_message(ReplayProgress(r.step))
-                )
+                found, stopped = session.run(until, on_progress=self._post_progress)
                 steps = tuple(found)
         except _ERRORS as error:
             self.post_message(QueryFailed(str(error), "replay"))
             return
         self.post_message(ReplayAdvanced(steps, stopped))
+
+    def _post_progress(self, replayed: ReplayedStep) -> None:
+        self.post_message(ReplayProgress(replayed.step))
 
     # -- handlers ------------------------------------------------------------------
 

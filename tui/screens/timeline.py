@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Static
 
 from ..diffing import TraceDiff, diff_traces, differences, step_decisions
@@ -41,6 +42,9 @@ from .request_life import RequestLifeScreen
 
 _ERRORS = (TraceError, duckdb.Error)
 
+PREFETCH_AFTER_S = 0.05
+"""Quiet time after a step's detail shows before the next step's is read ahead."""
+
 
 class TimelineScreen(Screen[None]):
     """Step through a trace; with `other`, beside a second trace, divergent steps marked."""
@@ -66,6 +70,7 @@ class TimelineScreen(Screen[None]):
         self.diff: TraceDiff | None = None
         self._detail_running = False
         self._detail_wanted: int | None = None
+        self._prefetch: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -145,11 +150,14 @@ class TimelineScreen(Screen[None]):
             self.post_message(QueryFailed(str(error), f"step {step}"))
             return
         self.post_message(StepDetailLoaded(detail, other_detail, found))
-        # Stepping forward is the most likely next key: have that step ready.
+
+    @work(thread=True, exclusive=True, group="prefetch")
+    def prefetch_detail(self, source: TraceSource, other: TraceSource | None, step: int) -> None:
+        """Read a step's detail into the sources' caches, ahead of the key that will want it."""
         for side in (source, other):
-            if side is not None and step + 1 < side.info.num_steps:
+            if side is not None and step < side.info.num_steps:
                 with contextlib.suppress(*_ERRORS):
-                    side.step_detail(step + 1)
+                    side.step_detail(step)
 
     @work(thread=True, exclusive=True, group="diff")
     def compute_diff(self, source: TraceSource, other: TraceSource) -> None:
@@ -221,6 +229,9 @@ class TimelineScreen(Screen[None]):
         plot.cursor_step = self.query_one(StepTable).cursor_step
 
     def on_step_cursor_moved(self, message: StepCursorMoved) -> None:
+        if self._prefetch is not None:
+            self._prefetch.stop()
+            self._prefetch = None
         self.query_one(StepPlot).cursor_step = message.step
         self._want_detail(message.step)
 
@@ -240,6 +251,12 @@ class TimelineScreen(Screen[None]):
             self.query_one("#detail-b", StepDetailView).show(message.other, message.differences)
         if self._detail_wanted is not None and self._detail_wanted != message.detail.step:
             self._want_detail(self._detail_wanted)
+        elif self.source is not None:
+            # Stepping forward is the likeliest next key: once keys pause, read that step.
+            source, other, step = self.source, self.other, message.detail.step + 1
+            self._prefetch = self.set_timer(
+                PREFETCH_AFTER_S, lambda: self.prefetch_detail(source, other, step)
+            )
 
     def on_diff_computed(self, message: DiffComputed) -> None:
         self.diff = message.diff
