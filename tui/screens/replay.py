@@ -47,10 +47,10 @@ def decision_panel(title: str, decision: StepDecision | None, differs: tuple[str
         f"free blocks after schedule: {decision.num_free_blocks_after_schedule}",
         style=red if "free blocks" in differs else "",
     )
-    facts.append("\npreempted: ")
+    facts.append(" · preempted: ")
     facts.append(", ".join(decision.preempted) or "—", style=red if "preempted" in differs else "")
     style = red if "scheduled" in differs else ""
-    return Group(head, Text("scheduled", style=style or "bold"), table, facts)
+    return Group(head, facts, Text("scheduled", style=style or "bold"), table)
 
 
 class ReplayScreen(Screen[int | None]):
