@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import subprocess
 import sys
@@ -133,9 +134,16 @@ def whole_process_first_paint(path: Path) -> float:
 
 
 def measure(path: Path, presses: int, opens: int) -> dict[str, Any]:
-    opened = [asyncio.run(open_once(path)) for _ in range(opens)]
+    # Each phase starts clean: apps of an earlier phase leave garbage whose collection
+    # would land inside this one's timings.
     cursor_ms, detail_ms = asyncio.run(next_step_presses(path, presses))
+    gc.collect()
     _, paused_detail_ms = asyncio.run(next_step_presses(path, presses, PAUSE_S))
+    gc.collect()
+    opened = []
+    for _ in range(opens):
+        opened.append(asyncio.run(open_once(path)))
+        gc.collect()
     return {
         "num_steps": opened[0][1],
         "size_mb": path.stat().st_size / 1e6,

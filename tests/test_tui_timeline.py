@@ -46,7 +46,7 @@ def test_opens_on_step_zero_with_rows_plot_detail_and_keys() -> None:
         assert "budget" in text and "▲ step 0" in text
         assert "step 0   240/512 tokens · 8 requests (8 new, 0 resumed)" in detail(pilot)
         assert detail_rows(pilot, "scheduled")[0][:4] == ["chat-00", "new", "30", "0→30"]
-        assert detail_rows(pilot, "allocations")[0][-1] == "granted +[1,2]"
+        assert detail_rows(pilot, "allocations")[0][-1] == "✓ +[1,2]"
         for key in ("next interesting", "go to step", "find request", "SQL", "replay", "quit"):
             assert key in text
 
@@ -110,8 +110,10 @@ def test_interesting_steps_and_what_their_detail_shows() -> None:
         assert "running pass ended: all_visited" in detail(pilot)
         assert "admission stopped: preempted_this_step" in detail(pilot)
         results = [row[-1] for row in detail_rows(pilot, "allocations")]
-        assert "refused (slots)" in results and "granted +[40]" in results
-        why = detail_rows(pilot, "preemptions")[0][-1]
+        assert "✗ slots" in results and "✓ +[40]" in results
+        view = pilot.app.screen.query_one("#detail-a", StepDetailView)
+        why = str(view.query_one(".detail-why").render()).splitlines()[0]
+        assert why.startswith("chat-19: chat-00 needed 1 block(s)")
         assert why.endswith("fcfs takes chat-19 (the newest running request)")
         assert detail_rows(pilot, "scheduled")[0][:4] == ["chat-00", "running", "1", "32→33"]
         await press(pilot, "g", "N")

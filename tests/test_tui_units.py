@@ -11,12 +11,13 @@ from tui_support import trace
 
 
 def test_budget_bar_in_eighths() -> None:
-    assert budget_bar(0, 512) == "··········"
-    assert budget_bar(512, 512) == "██████████"
-    assert budget_bar(256, 512) == "█████·····"
-    assert budget_bar(60, 512) == "█▏········"
-    assert budget_bar(9999, 512) == "██████████"
-    assert budget_bar(3, 0) == "··········"
+    assert budget_bar(0, 512) == "········"
+    assert budget_bar(512, 512) == "████████"
+    assert budget_bar(256, 512) == "████····"
+    assert budget_bar(60, 512) == "█·······"
+    assert budget_bar(40, 512) == "▋·······"
+    assert budget_bar(9999, 512) == "████████"
+    assert budget_bar(3, 0) == "········"
 
 
 def test_flags_name_why_a_step_is_interesting() -> None:

@@ -53,8 +53,9 @@ class RowsView(ScrollView):
             max([len(title), *(len(_plain(row[i])) for row in self.rows)])
             for i, title in enumerate(self.columns)
         ]
-        width = sum(self._widths) + 2 * len(self._widths)
-        self.virtual_size = Size(width, len(self.rows) + 1)
+        width = sum(self._widths) + len(self._widths) + 1
+        # Never narrower than before: a width change means a new layout, most steps need none.
+        self.virtual_size = Size(max(width, self.virtual_size.width), len(self.rows) + 1)
         if self.styles.height is None or self.styles.height.value != len(self.rows) + 1:
             self.styles.height = len(self.rows) + 1
         self.cursor_row = min(self.cursor_row, max(len(self.rows) - 1, 0))
@@ -68,7 +69,9 @@ class RowsView(ScrollView):
         scroll_x = int(self.scroll_offset.x)
         if y == 0:
             style = self.get_component_rich_style("rows-view--header")
-            text = "".join(f" {t:<{w}} " for t, w in zip(self.columns, self._widths, strict=True))
+            text = " " + " ".join(
+                f"{t:<{w}}" for t, w in zip(self.columns, self._widths, strict=True)
+            )
             strip = Strip([Segment(text, style)])
         else:
             index = int(self.scroll_offset.y) + y - 1
@@ -76,12 +79,12 @@ class RowsView(ScrollView):
                 return Strip.blank(width, self.rich_style)
             on_cursor = self.show_cursor and index == self.cursor_row and self.has_focus
             base = self.get_component_rich_style("rows-view--cursor") if on_cursor else Style()
-            segments = []
+            segments = [Segment(" ", base)]
             for cell, cell_width in zip(self.rows[index], self._widths, strict=True):
                 if isinstance(cell, Text):
                     style = base + cell.style if isinstance(cell.style, Style) else base
-                    segments.append(Segment(f" {cell.plain:<{cell_width}} ", style))
+                    segments.append(Segment(f"{cell.plain:<{cell_width}} ", style))
                 else:
-                    segments.append(Segment(f" {cell:<{cell_width}} ", base))
+                    segments.append(Segment(f"{cell:<{cell_width}} ", base))
             strip = Strip(segments)
         return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, self.rich_style)

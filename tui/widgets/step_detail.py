@@ -60,8 +60,8 @@ def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -
 def _blocks(block_ids: list[int] | None) -> str:
     if not block_ids:
         return ""
-    shown = ",".join(map(str, block_ids[:8]))
-    return f"+[{shown}{',…' if len(block_ids) > 8 else ''}]"
+    shown = ",".join(map(str, block_ids[:6]))
+    return f"+[{shown}{',…' if len(block_ids) > 6 else ''}]"
 
 
 def _value(value: Any) -> str:
@@ -78,7 +78,8 @@ The step under the timeline's cursor. **scheduled**: the SchedulerOutput in
 vLLM's order (running, then admissions) with each request's kind, tokens,
 computed tokens before → after, new block ids and the sampled token.
 **allocations**: every `allocate_slots` call in order with the free blocks
-before → after and whether it was granted. **preemptions**: the victim, who
+before → after and whether it was granted (✓, with the new blocks) or which
+check refused it (✗ `slots` or ✗ `full_sequence`). **preemptions**: the victim, who
 needed room and what it cost.
 
 `r` opens the highlighted request's life.
@@ -88,12 +89,13 @@ needed room and what it cost.
         super().__init__(id=id)
         self.side_title = title
         self.detail: StepDetail | None = None
+        self._summary_lines = 0
 
     def compose(self) -> ComposeResult:
         yield Static(Text("…", style="dim"), classes="detail-summary")
         yield Static("scheduled", classes="detail-heading")
         yield RowsView(
-            ("request", "kind", "tokens", "computed", "new blocks", "sampled"),
+            ("request", "kind", "tokens", "computed", "sampled", "new blocks"),
             cursor=True,
             classes="detail-scheduled",
         )
@@ -104,15 +106,19 @@ needed room and what it cost.
         )
         yield Static("preemptions", classes="detail-heading")
         yield RowsView(
-            ("victim", "for", "discarded", "freed", "refund", "why"),
+            ("victim", "for", "discarded", "freed", "refund"),
             classes="detail-preemptions",
         )
+        yield Static("", classes="detail-why")
 
     def show(self, detail: StepDetail, differences: tuple[str, ...] = ()) -> None:
         self.detail = detail
-        self.query_one(".detail-summary", Static).update(
-            summary_text(detail, differences, self.side_title)
-        )
+        text = summary_text(detail, differences, self.side_title)
+        summary = self.query_one(".detail-summary", Static)
+        lines = len(text.wrap(self.app.console, max(summary.content_size.width, 1)))
+        # A new layout only when the summary's height changes: most steps keep it.
+        summary.update(text, layout=lines != self._summary_lines)
+        self._summary_lines = lines
         self._fill(
             ".detail-scheduled",
             [
@@ -121,8 +127,8 @@ needed room and what it cost.
                     r["kind"],
                     str(r["num_tokens"]),
                     f"{r['computed_before']}→{r['computed_after']}",
-                    _blocks(r["new_block_ids"]),
                     _value(r["sampled_token_id"]),
+                    _blocks(r["new_block_ids"]),
                 )
                 for r in detail.scheduled.dicts()
             ],
@@ -137,9 +143,9 @@ needed room and what it cost.
                     str(a["num_new_computed_tokens"] or ""),
                     str(a["num_blocks_needed"]),
                     f"{_value(a['num_free_blocks_before'])}→{_value(a['num_free_blocks_after'])}",
-                    Text("granted " + _blocks(a["block_ids"]), style="green")
+                    Text("✓ " + _blocks(a["block_ids"]), style="green")
                     if a["granted"]
-                    else Text(f"refused ({a['refusal']})", style="bold red"),
+                    else Text(f"✗ {a['refusal']}", style="bold red"),
                 )
                 for a in detail.allocations.dicts()
             ],
@@ -153,11 +159,12 @@ needed room and what it cost.
                     str(p["num_computed_tokens_discarded"]),
                     str(p["num_blocks_freed"]),
                     str(p["num_tokens_refunded"] or ""),
-                    p["why"] or "",
                 )
                 for p in detail.preemptions.dicts()
             ],
         )
+        whys = [f"{p['request_id']}: {p['why']}" for p in detail.preemptions.dicts()]
+        self.query_one(".detail-why", Static).update("\n".join(whys))
 
     def _fill(self, selector: str, rows: list[tuple[Cell, ...]]) -> None:
         self.query_one(selector, RowsView).set_rows(rows)

@@ -1,7 +1,9 @@
 """The step timeline: one row per engine step, paged from DuckDB on demand as Arrow.
 
 Only the pages the view shows (and their neighbours) are ever asked for, so a
-trace of a million steps paints as fast as one of a hundred.
+trace of a million steps paints as fast as one of a hundred. The widget keeps its
+own first visible row rather than scrolling, so moving the view repaints this
+widget alone, never the whole screen.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import Any, ClassVar
 import pyarrow as pa
 from rich.segment import Segment
 from rich.style import Style
+from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Size
+from textual.geometry import Region
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from ..messages import PagesWanted, StepCursorMoved
 from ..trace_source import PAGE_SIZE
@@ -24,7 +27,7 @@ from ..trace_source import PAGE_SIZE
 MAX_PAGES = 64
 """Pages kept in memory (least recently used dropped first)."""
 
-_BAR_WIDTH = 10
+_BAR_WIDTH = 8
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 
 # (title, width, right-aligned)
@@ -32,13 +35,13 @@ _COLUMNS: tuple[tuple[str, int, bool], ...] = (
     ("", 2, False),
     ("step", 10, True),
     ("budget", _BAR_WIDTH + 1, False),
-    ("tokens", 10, True),
+    ("tokens", 9, True),
     ("reqs", 5, True),
     ("run", 5, True),
     ("wait", 5, True),
     ("pre", 4, True),
     ("fin", 4, True),
-    ("free", 6, True),
+    ("free", 5, True),
     ("  admission", 22, False),
     ("blocked", 9, False),
 )
@@ -66,7 +69,7 @@ def flags(row: dict[str, Any], divergent: bool) -> str:
     return ""
 
 
-class StepTable(ScrollView, can_focus=True):
+class StepTable(Widget, can_focus=True):
     """Every step of the trace; the cursor picks the step the rest of the screen shows."""
 
     HELP = """
@@ -78,7 +81,8 @@ against the budget, requests scheduled, running and waiting after the step,
 preemptions, finishes, free KV blocks after `schedule()`, why admission stopped
 and the waiting head that was blocked.
 
-Rows are read from the trace a page at a time as you move.
+Rows are read from the trace a page at a time as you move; the mouse wheel
+scrolls, a click picks a step.
 """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -115,13 +119,16 @@ Rows are read from the trace a page at a time as you move.
         self.divergent: frozenset[int] = frozenset()
         self._strips: dict[tuple[int, bool], Strip] = {}
         """Rendered rows by (step, under the cursor), until data or styles change."""
+        self.top = 0
+        """The first step on screen."""
+        self._base: Style | None = None
+        """The widget's style, read once per paint."""
 
     # -- data in -------------------------------------------------------------------
 
     def set_num_steps(self, num_steps: int, num_rows: int | None = None) -> None:
         self.num_steps = num_steps
         self.num_rows = max(num_steps, num_rows or 0)
-        self.virtual_size = Size(ROW_WIDTH, self.num_rows + 1)
         self._want_visible_pages()
         self._strips.clear()
         self.refresh()
@@ -173,31 +180,47 @@ Rows are read from the trace a page at a time as you move.
     def validate_cursor_step(self, step: int) -> int:
         return max(0, min(step, max(self.num_rows - 1, 0)))
 
+    @property
+    def visible_rows(self) -> int:
+        return max(self.size.height - 1, 1)
+
     def watch_cursor_step(self, old: int, new: int) -> None:
-        visible = max(self.size.height - 1, 1)
-        top = int(self.scroll_offset.y)
-        if new < top:
-            self.scroll_to(y=new, animate=False, immediate=True)
-        elif new >= top + visible:
-            self.scroll_to(y=new - visible + 1, animate=False, immediate=True)
+        if new < self.top:
+            self.scroll_to_row(new)
+        elif new >= self.top + self.visible_rows:
+            self.scroll_to_row(new - self.visible_rows + 1)
         else:
-            self.refresh_line(old + 1)
-            self.refresh_line(new + 1)
-        self._want_visible_pages()
+            for step in (old, new):
+                self.refresh(Region(0, step - self.top + 1, self.size.width, 1))
         self.post_message(StepCursorMoved(new))
 
-    def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
+    def scroll_to_row(self, top: int) -> None:
+        """Show rows from `top` on (clamped so the last row sits at the bottom at most)."""
+        top = max(0, min(top, self.num_rows - self.visible_rows))
+        if top != self.top:
+            self.top = top
+            self.refresh()
         self._want_visible_pages()
 
     def on_resize(self) -> None:
+        self.scroll_to_row(self.top)
         self._want_visible_pages()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self.scroll_to_row(self.top + 3)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.scroll_to_row(self.top - 3)
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y > 0:
+            self.go_to(self.top + event.y - 1)
 
     def _want_visible_pages(self) -> None:
         """Ask for the pages on screen and one either side that are not loaded or asked for."""
         if self.num_steps == 0:
             return
-        top = int(self.scroll_offset.y)
+        top = self.top
         first = max(top - PAGE_SIZE // 2, 0) // PAGE_SIZE
         last = min(top + self.size.height + PAGE_SIZE // 2, self.num_steps - 1) // PAGE_SIZE
         wanted = []
@@ -216,12 +239,16 @@ Rows are read from the trace a page at a time as you move.
         super().notify_style_update()
         self._strips.clear()
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._base = self.rich_style
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        scroll_x = int(self.scroll_offset.x)
-        step = -1 if y == 0 else int(self.scroll_offset.y) + y - 1
+        base = self._base or self.rich_style
+        step = -1 if y == 0 else self.top + y - 1
         if step >= self.num_rows:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, base)
         key = (step, step == self.cursor_step)
         strip = self._strips.get(key)
         if strip is None:
@@ -230,7 +257,7 @@ Rows are read from the trace a page at a time as you move.
                 if len(self._strips) > 4096:
                     self._strips.clear()
                 self._strips[key] = strip
-        return strip.crop(scroll_x, scroll_x + width).extend_cell_length(width, self.rich_style)
+        return strip.crop(0, width).extend_cell_length(width, base)
 
     def _header(self) -> Strip:
         style = self.get_component_rich_style("step-table--header")
@@ -263,13 +290,13 @@ Rows are read from the trace a page at a time as you move.
         bar_style = base + self.get_component_rich_style("step-table--bar")
         segments.append(Segment(" " + budget_bar(used, budget), bar_style))
         cells = [
-            (f"{used}/{budget}", 10, True),
+            (f"{used}/{budget}", 9, True),
             (str(row["num_scheduled_reqs"]), 5, True),
             (str(row["num_running_after"]), 5, True),
             (str(row["num_waiting_after"]), 5, True),
             (str(row["num_preemptions"] or ""), 4, True),
             (str(row["num_finished"] or ""), 4, True),
-            (str(row["num_free_blocks_after_schedule"]), 6, True),
+            (str(row["num_free_blocks_after_schedule"]), 5, True),
             ("  " + (row["admission_stop"] or ""), 22, False),
             (row["blocked_request_id"] or "", 9, False),
         ]
