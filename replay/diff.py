@@ -82,31 +82,62 @@ class TraceDiff:
 _DECISION_COLUMNS = ("idle", "update_step", "num_free_blocks", "decision", "preempted")
 
 
+@dataclass(frozen=True)
+class StepComparison:
+    """Two traces compared step by step: where decisions differ, and why the first does."""
+
+    num_steps: tuple[int, int]
+    classification: Classification
+    first_decision_step: int | None
+    decision_fields: tuple[str, ...]
+    divergent_steps: list[int]
+    """Every step whose decision differs, ascending (plus the first step one side lacks)."""
+    first_input_step: int | None
+    input_cause: str | None
+    workload_differences: list[str]
+
+
+def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepComparison:
+    """The per-step part of a diff, for views that show their own step details (the TUI)."""
+    fingerprints = (_fingerprints(a), _fingerprints(b))
+    decision_step, fields, divergent = _first_decision(*fingerprints, ignore_block_ids)
+    workload_differences, workload_step = _workload_differences(a, b)
+    input_step, cause = _first_input(*fingerprints, workload_step)
+    return StepComparison(
+        num_steps=(fingerprints[0].num_rows, fingerprints[1].num_rows),
+        classification=_classify(decision_step, input_step),
+        first_decision_step=decision_step,
+        decision_fields=fields,
+        divergent_steps=divergent,
+        first_input_step=input_step,
+        input_cause=cause,
+        workload_differences=workload_differences,
+    )
+
+
 def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> TraceDiff:
     with open_trace(a_path) as a, open_trace(b_path) as b:
-        fingerprints = (_fingerprints(a), _fingerprints(b))
-        decision_step, fields, divergent = _first_decision(*fingerprints, ignore_block_ids)
-        workload_differences, workload_step = _workload_differences(a, b)
-        input_step, cause = _first_input(*fingerprints, workload_step)
+        steps = compare_steps(a, b, ignore_block_ids)
         detail = None
-        if decision_step is not None:
-            detail = (_step_side(a, decision_step), _step_side(b, decision_step))
+        if steps.first_decision_step is not None:
+            step = steps.first_decision_step
+            detail = (_step_side(a, step), _step_side(b, step))
         return TraceDiff(
             a=a_path,
             b=b_path,
             config_differences=_config_differences(a.config, b.config),
-            num_steps=(fingerprints[0].num_rows, fingerprints[1].num_rows),
-            classification=_classify(decision_step, input_step),
-            first_decision_step=decision_step,
-            decision_fields=fields,
-            first_input_step=input_step,
-            input_cause=cause,
-            divergent_steps=divergent,
+            num_steps=steps.num_steps,
+            classification=steps.classification,
+            first_decision_step=steps.first_decision_step,
+            decision_fields=steps.decision_fields,
+            first_input_step=steps.first_input_step,
+            input_cause=steps.input_cause,
+            divergent_steps=steps.divergent_steps,
             first_step_detail=detail,
             request_deltas=_request_deltas(a, b),
             metrics=_metrics(a, b),
             ignore_block_ids=ignore_block_ids,
-            workload_differences=workload_differences,
+            workload_differences=steps.workload_differences,
         )
 
 

@@ -13,12 +13,14 @@ from stepscope.schema import TraceError
 from stepscope.tracer.writer import TraceWriteError
 
 from .commands.check import check
+from .commands.demo import demo
 from .commands.diff import diff
 from .commands.info import info
 from .commands.record import record
 from .commands.replay import replay
 from .commands.run import run
 from .commands.sql import sql
+from .commands.tui import tui
 
 app = typer.Typer(
     name="stepscope",
@@ -28,7 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for command in (run, record, info, sql, replay, diff, check):
+for command in (run, record, info, sql, replay, diff, check, tui, demo):
     app.command()(command)
 
 

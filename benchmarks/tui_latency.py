@@ -1,0 +1,216 @@
+"""TUI latency on a 1,000,000-step trace: open to first paint, and a next-step key to repaint.
+
+    python benchmarks/tui_latency.py --trace PATH [--results benchmarks/RESULTS.md]
+
+PATH is a trace from `tracer_overhead.py --generate-1m PATH` (made there when it does
+not exist; that takes a while). The app runs headless (Textual's `run_test`), so a
+"paint" is the compositor rendering a frame, as it does for a terminal.
+
+- first paint, in process: from creating the app to the first frame that shows step
+  rows (trace opened in a worker, first page of steps read as Arrow, rendered);
+  median of 5 opens.
+- first paint, whole process: a fresh `python` that imports stepscope's TUI and opens
+  the trace, until it prints that the first rows were painted (imports included).
+- next step: `j` is sent as a key event 200 times, each the moment the previous
+  step's detail is on screen; for each, the time until the frame with the cursor on
+  the new row is rendered, and until the step detail (read in a worker) shows the new
+  step and is rendered. Median and p90.
+- next step after a pause: the same, 200 times, with 150 ms between one step's
+  detail showing and the next key (a person reading the step), so the next step's
+  detail has been read ahead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from results import heading, write_section
+from stepscope.tui.app import StepscopeApp
+from stepscope.tui.widgets.step_detail import StepDetailView
+from stepscope.tui.widgets.step_table import StepTable
+from textual import events
+from textual.pilot import Pilot
+from tracer_overhead import generate_million_step_trace
+
+GOAL_FIRST_PAINT_S = 1.0
+GOAL_NEXT_STEP_MS = 50.0
+SIZE = (160, 48)
+PRESSES = 200
+OPENS = 5
+PAUSE_S = 0.15
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(fraction * len(ordered)), len(ordered) - 1)]
+
+
+def table_of(app: StepscopeApp) -> StepTable | None:
+    tables = app.screen.query(StepTable)
+    return tables.first() if tables else None
+
+
+async def first_rows_painted(app: StepscopeApp, pilot: Pilot[Any]) -> None:
+    """Wait until the step table holds its first page, then render that frame."""
+    while True:
+        table = table_of(app)
+        if table is not None and table.num_steps and table.has_first_page:
+            break
+        await asyncio.sleep(0.001)
+    await pilot.pause(0)
+
+
+async def open_once(path: Path) -> tuple[float, int]:
+    started = time.perf_counter()
+    app = StepscopeApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_rows_painted(app, pilot)
+        elapsed = time.perf_counter() - started
+        table = table_of(app)
+        assert table is not None
+        return elapsed, table.num_steps
+
+
+async def next_step_presses(
+    path: Path, presses: int, pause_s: float = 0.0
+) -> tuple[list[float], list[float]]:
+    app = StepscopeApp(path)
+    cursor_ms, detail_ms = [], []
+    async with app.run_test(size=SIZE) as pilot:
+        await first_rows_painted(app, pilot)
+        await app.workers.wait_for_complete()
+        await pilot.pause(0)
+        table = app.screen.query_one(StepTable)
+        detail = app.screen.query_one("#detail-a", StepDetailView)
+        driver = app._driver
+        assert driver is not None
+        for _ in range(presses):
+            if pause_s:
+                await asyncio.sleep(pause_s)
+            target = table.cursor_step + 1
+            started = time.perf_counter()
+            key = events.Key("j", "j")
+            key.set_sender(app)
+            driver.send_message(key)
+            while table.cursor_step != target:
+                await asyncio.sleep(0)
+            await pilot.pause(0)
+            cursor_ms.append((time.perf_counter() - started) * 1e3)
+            while detail.detail is None or detail.detail.step != target:
+                await asyncio.sleep(0.0005)
+            await pilot.pause(0)
+            detail_ms.append((time.perf_counter() - started) * 1e3)
+    return cursor_ms, detail_ms
+
+
+_CHILD = """
+import asyncio, sys, time
+from pathlib import Path
+sys.path.insert(0, {benchmarks!r})
+from tui_latency import open_once
+elapsed, steps = asyncio.run(open_once(Path({path!r})))
+print("painted", steps, flush=True)
+"""
+
+
+def whole_process_first_paint(path: Path) -> float:
+    script = _CHILD.format(benchmarks=str(Path(__file__).parent), path=str(path))
+    started = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    elapsed = time.perf_counter() - started
+    child.wait()
+    assert line.startswith("painted"), line
+    return elapsed
+
+
+def measure(path: Path, presses: int, opens: int) -> dict[str, Any]:
+    # Each phase starts clean: apps of an earlier phase leave garbage whose collection
+    # would land inside this one's timings.
+    cursor_ms, detail_ms = asyncio.run(next_step_presses(path, presses))
+    gc.collect()
+    _, paused_detail_ms = asyncio.run(next_step_presses(path, presses, PAUSE_S))
+    gc.collect()
+    opened = []
+    for _ in range(opens):
+        opened.append(asyncio.run(open_once(path)))
+        gc.collect()
+    return {
+        "num_steps": opened[0][1],
+        "size_mb": path.stat().st_size / 1e6,
+        "first_paint_s": statistics.median(t for t, _ in opened),
+        "first_paint_max_s": max(t for t, _ in opened),
+        "process_first_paint_s": statistics.median(
+            whole_process_first_paint(path) for _ in range(3)
+        ),
+        "presses": presses,
+        "opens": opens,
+        "cursor_median_ms": statistics.median(cursor_ms),
+        "cursor_p90_ms": percentile(cursor_ms, 0.9),
+        "detail_median_ms": statistics.median(detail_ms),
+        "detail_p90_ms": percentile(detail_ms, 0.9),
+        "paused_median_ms": statistics.median(paused_detail_ms),
+        "paused_p90_ms": percentile(paused_detail_ms, 0.9),
+    }
+
+
+def report(figures: dict[str, Any]) -> str:
+    def mark(ok: bool) -> str:
+        return "ok" if ok else "over goal"
+
+    first, goal_ms = figures["first_paint_s"], GOAL_NEXT_STEP_MS
+    rows = [
+        "| figure | value | goal |",
+        "|---|---:|---|",
+        f"| open to first paint, in process (median of {figures['opens']}; worst) | "
+        f"{first:.2f} s ({figures['first_paint_max_s']:.2f} s) | ≤ {GOAL_FIRST_PAINT_S:.0f} s "
+        f"({mark(first <= GOAL_FIRST_PAINT_S)}) |",
+        f"| open to first paint, whole process (python start, imports included) | "
+        f"{figures['process_first_paint_s']:.2f} s | ≤ {GOAL_FIRST_PAINT_S:.0f} s "
+        f"({mark(figures['process_first_paint_s'] <= GOAL_FIRST_PAINT_S)}) |",
+    ]
+    for name, what in (
+        ("cursor", "cursor row repainted"),
+        ("detail", "step detail repainted"),
+        ("paused", f"step detail repainted, keys {PAUSE_S * 1e3:.0f} ms apart"),
+    ):
+        median, p90 = figures[f"{name}_median_ms"], figures[f"{name}_p90_ms"]
+        rows.append(
+            f"| next-step key → {what}, median / p90 | {median:.1f} / {p90:.1f} ms | "
+            f"≤ {goal_ms:.0f} ms ({mark(p90 <= goal_ms)}) |"
+        )
+    note = (
+        f"Trace: {figures['num_steps']:,} steps, {figures['size_mb']:.1f} MB "
+        f"(`tracer_overhead.py --generate-1m`); terminal {SIZE[0]}×{SIZE[1]}, headless; "
+        f"{figures['presses']} presses of `j`, each waited out before the next."
+    )
+    return "\n".join(rows) + "\n\n" + note
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, required=True, help="a 1,000,000-step trace")
+    parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
+    parser.add_argument("--presses", type=int, default=PRESSES)
+    parser.add_argument("--opens", type=int, default=OPENS)
+    args = parser.parse_args()
+    if not args.trace.exists():
+        generate_million_step_trace(args.trace)
+    figures = measure(args.trace, args.presses, args.opens)
+    text = report(figures)
+    print(text)
+    if args.results:
+        write_section(args.results, "tui_latency", f"{heading('tui_latency.py')}\n\n{text}")
+
+
+if __name__ == "__main__":
+    main()

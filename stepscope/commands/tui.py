@@ -1,0 +1,26 @@
+"""`stepscope tui`: step through a trace in the terminal, or diff it against another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stepscope.engine import InputError
+
+
+def tui(
+    trace: Annotated[Path, typer.Argument(help="A trace file.")],
+    diff: Annotated[
+        Path | None,
+        typer.Option("--diff", metavar="OTHER", help="A second trace to compare step by step."),
+    ] = None,
+) -> None:
+    """Step through a trace: timeline, step detail, request lives, SQL console, replay, diff."""
+    for path in (trace, diff):
+        if path is not None and not path.exists():
+            raise InputError(f"{path}: no such file")
+    from stepscope.tui import run_tui
+
+    run_tui(trace, diff)

@@ -1,0 +1,60 @@
+"""`stepscope tui` and `stepscope demo` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from test_cli import stepscope
+from tui_support import trace
+from typer.testing import CliRunner
+
+import stepscope as stepscope_package
+from stepscope import tui as tui_package
+from stepscope.cli import app
+
+
+def test_demo_records_the_bundled_example(tmp_path: Path) -> None:
+    output = tmp_path / "demo.duckdb"
+    result = stepscope("demo", "--no-tui", "-o", str(output))
+    assert result.returncode == 0, result.stderr
+    assert f"recorded 380 steps of 24 requests to {output}" in result.stderr
+    with stepscope_package.open(output) as opened:
+        assert opened.complete
+        assert opened.sql("SELECT num_preemptions FROM summary").fetchall() == [(40,)]
+
+
+def test_the_bundled_demo_workload_is_the_preemption_storm_example() -> None:
+    bundled = REPO / "stepscope" / "workloads" / "preemption_storm.json"
+    example = REPO / "examples" / "preemption_storm" / "workload.json"
+    assert json.loads(bundled.read_text()) == json.loads(example.read_text())
+
+
+def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    opened: list[tuple[Path, Path | None]] = []
+    monkeypatch.setattr(
+        tui_package, "run_tui", lambda path, other=None: opened.append((path, other))
+    )
+    runner = CliRunner()
+    storm, other = trace("storm"), trace("storm_fewer_seqs")
+    assert runner.invoke(app, ["tui", str(storm)]).exit_code == 0
+    assert runner.invoke(app, ["tui", str(storm), "--diff", str(other)]).exit_code == 0
+    output = tmp_path / "demo.duckdb"
+    assert runner.invoke(app, ["demo", "-o", str(output)]).exit_code == 0
+    assert opened == [(storm, None), (storm, other), (output, None)]
+
+
+def test_a_missing_trace_is_a_one_line_error(tmp_path: Path) -> None:
+    result = stepscope("tui", str(tmp_path / "nope.duckdb"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {tmp_path / 'nope.duckdb'}: no such file"
+    result = stepscope("tui", str(trace("storm")), "--diff", str(tmp_path / "other.duckdb"))
+    assert result.returncode == 2 and "other.duckdb: no such file" in result.stderr
+
+
+def test_help_names_the_diff_option() -> None:
+    result = stepscope("tui", "--help")
+    assert result.returncode == 0 and "--diff" in result.stdout
+    assert "--no-tui" in stepscope("demo", "--help").stdout

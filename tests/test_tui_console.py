@@ -1,0 +1,93 @@
+"""The SQL console: run, see results, pick a view, recall history, cancel a long query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepscope.tui.app import StepscopeApp
+from stepscope.tui.screens.console import ConsoleScreen
+from stepscope.tui.screens.timeline import TimelineScreen
+from textual.pilot import Pilot
+from textual.widgets import DataTable, OptionList, Static, TextArea
+from tui_support import cells, drive, press, trace, until
+
+LONG_QUERY = "SELECT sum(a.range * b.range) FROM range(100000000) a, range(100000000) b"
+
+
+def status(pilot: Pilot[Any]) -> str:
+    return str(pilot.app.screen.query_one("#console-status", Static).render())
+
+
+def editor(pilot: Pilot[Any]) -> TextArea:
+    return pilot.app.screen.query_one("#console-query", TextArea)
+
+
+def results(pilot: Pilot[Any]) -> DataTable[Any]:
+    return pilot.app.screen.query_one("#console-results", DataTable)
+
+
+def test_run_pick_a_view_recall_history_and_errors() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "s")
+        assert isinstance(pilot.app.screen, ConsoleScreen)
+        views = pilot.app.screen.query_one("#console-views", OptionList)
+        names = [str(views.get_option_at_index(i).prompt) for i in range(views.option_count)]
+        assert {"why_preempted", "why_waiting", "request_timeline", "summary"} <= set(names)
+        await until(pilot, lambda: "ready" in status(pilot))
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: "rows" in status(pilot))
+        assert status(pilot) == "1 rows"
+        columns = [str(column.label) for column in results(pilot).columns.values()]
+        assert columns[:3] == ["num_steps", "num_idle_steps", "num_requests"]
+        assert cells(results(pilot))[0][:3] == ["380", "0", "24"]
+
+        editor(pilot).text = "SELECT step, request_id, needed_by FROM why_preempted ORDER BY step"
+        await press(pilot, "ctrl+enter")
+        await until(pilot, lambda: status(pilot) == "40 rows")
+        assert cells(results(pilot))[0] == ["3", "chat-19", "chat-00"]
+
+        editor(pilot).text = "SELECT nope FROM steps"
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: "error" in status(pilot))
+        assert 'column "nope"' in status(pilot)
+
+        history = pilot.app.screen.query_one("#console-history", OptionList)
+        assert history.option_count == 3
+        history.focus()
+        history.highlighted = 1  # the second most recent query
+        await press(pilot, "enter")
+        assert editor(pilot).text.startswith("SELECT step, request_id, needed_by")
+
+        views.focus()
+        views.highlighted = names.index("why_waiting")
+        await press(pilot, "enter")
+        assert editor(pilot).text == "SELECT * FROM why_waiting LIMIT 100"
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: status(pilot) == "100 rows")
+
+        editor(pilot).text = "SELECT * FROM range(5000)"
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: "showing the first 1,000" in status(pilot))
+        assert results(pilot).row_count == 1000
+
+    drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_a_long_query_is_cancelled_and_escape_goes_back() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "s")
+        await until(pilot, lambda: "ready" in status(pilot))
+        editor(pilot).text = LONG_QUERY
+        await pilot.press("ctrl+j")
+        assert "running" in status(pilot)
+        await pilot.press("escape")
+        await until(pilot, lambda: status(pilot) == "cancelled")
+        assert isinstance(pilot.app.screen, ConsoleScreen)
+        editor(pilot).text = "SELECT 42 AS answer"
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: status(pilot) == "1 rows")
+        assert cells(results(pilot)) == [["42"]]
+        await press(pilot, "escape")
+        assert isinstance(pilot.app.screen, TimelineScreen)
+
+    drive(StepscopeApp(trace("storm")), scenario)

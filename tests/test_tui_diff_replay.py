@@ -1,0 +1,224 @@
+"""Diff view and replay mode: the per-step comparison, its classification, and the screens."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from stepscope.engine import load_workload
+from stepscope.schema import TraceError
+from stepscope.tui.app import StepscopeApp
+from stepscope.tui.diffing import DivergenceKind, diff_traces
+from stepscope.tui.replay_session import (
+    BreakPredicate,
+    ReplayedStep,
+    ReplaySession,
+    workload_from_trace,
+)
+from stepscope.tui.screens.replay import ReplayScreen
+from stepscope.tui.screens.timeline import TimelineScreen
+from stepscope.tui.trace_source import TraceSource
+from stepscope.tui.widgets.diff_banner import DiffBanner
+from stepscope.tui.widgets.rows_view import RowsView
+from stepscope.tui.widgets.step_detail import StepDetailView
+from stepscope.tui.widgets.step_table import StepTable
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Static
+from tui_support import STORM, cells, drive, press, screen_text, trace, until
+
+
+def test_a_trace_does_not_diverge_from_itself() -> None:
+    source = TraceSource(trace("storm"))
+    diff = diff_traces(source, source)
+    assert diff.first_divergence is None and not diff.divergent_steps
+    assert diff.summary == "same decisions at every step"
+
+
+def test_another_config_is_a_decision_divergence() -> None:
+    diff = diff_traces(TraceSource(trace("storm")), TraceSource(trace("storm_fewer_seqs")))
+    assert diff.kind == DivergenceKind.DECISION
+    assert diff.first_divergence == 2
+    assert list(diff.divergent_steps[:2]) == [2, 3]
+    assert diff.reason == "same inputs, a different choice"
+    assert diff.next_divergence(3, forward=True) == diff.divergent_steps[2]
+    assert diff.next_divergence(2, forward=False) is None
+    assert diff.is_divergent(3) and not diff.is_divergent(4)
+
+
+def test_other_sampled_tokens_earlier_are_an_input_divergence() -> None:
+    diff = diff_traces(TraceSource(trace("storm")), TraceSource(trace("storm_early_eos")))
+    assert diff.kind == DivergenceKind.INPUT
+    assert diff.first_divergence == 6
+    assert diff.reason == "sampled tokens (step 5) differed first, at step 6"
+
+
+def test_other_arrivals_are_an_input_divergence() -> None:
+    diff = diff_traces(TraceSource(trace("storm")), TraceSource(trace("incomplete")))
+    assert diff.kind == DivergenceKind.INPUT
+    assert diff.reason.startswith("arrivals or aborts differed first, at step ")
+
+
+def test_the_workload_comes_back_out_of_the_trace() -> None:
+    original = load_workload(STORM)
+    rebuilt = workload_from_trace(TraceSource(trace("storm")))
+    assert rebuilt.config == original.config
+    for ours, theirs in zip(rebuilt.requests, original.requests, strict=True):
+        assert (ours.request_id, ours.arrival_step, ours.arrival_time, ours.priority) == (
+            theirs.request_id,
+            theirs.arrival_step,
+            theirs.arrival_time,
+            theirs.priority,
+        )
+        assert ours.prompt_token_ids == theirs.prompt_token_ids
+        assert ours.sampling_params == theirs.sampling_params
+        # The recorded outputs are the tape up to where the request stopped.
+        assert ours.output_token_ids == theirs.output_token_ids[: len(ours.output_token_ids)]
+
+
+def test_an_exact_replay_never_diverges_and_a_what_if_does() -> None:
+    exact = ReplaySession(trace("storm"))
+    steps, stopped = exact.run(lambda replayed: replayed.diverged)
+    assert stopped == "end" and exact.num_divergent == 0
+    assert steps[-1].step == 379 and exact.step() is None
+
+    what_if = ReplaySession(trace("storm"), {"max_num_seqs": 18})
+    steps, stopped = what_if.run(lambda replayed: replayed.diverged)
+    assert stopped == "condition" and steps[-1].step == 2
+    assert steps[-1].differences == ("scheduled", "free blocks", "block ids")
+
+
+def test_break_predicates_over_the_replayed_step() -> None:
+    session = ReplaySession(trace("storm"))
+    preempted = BreakPredicate("list_contains(preempted_ids, 'chat-18')")
+    steps, stopped = session.run(lambda r: preempted.holds(r.predicate_columns))
+    assert stopped == "condition" and steps[-1].step == 3
+    tight = BreakPredicate("num_free_blocks_after_schedule = 0 AND admission_stop = 'kv_full'")
+    steps, stopped = session.run(lambda r: tight.holds(r.predicate_columns))
+    assert stopped == "end"
+    with pytest.raises(TraceError, match="nope"):
+        BreakPredicate("nope > 1")
+
+
+def banner(pilot: Pilot[Any]) -> str:
+    return str(pilot.app.screen.query_one(DiffBanner).render())
+
+
+def test_diff_view_marks_divergent_steps_and_shows_both_sides() -> None:
+    app = StepscopeApp(trace("storm"), trace("storm_fewer_seqs"))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: "divergent" in banner(pilot))
+        assert banner(pilot) == (
+            "diff storm.duckdb ↔ storm_fewer_seqs.duckdb: 49 divergent steps; first at step 2: "
+            "decision divergence (same inputs, a different choice)"
+        )
+        text = await press(pilot, "d")
+        steps = pilot.app.screen.query_one(StepTable)
+        assert steps.cursor_step == 2
+        marked = [line.split()[1] for line in text.splitlines() if line.startswith("≠")]
+        assert marked[:2] == ["2", "3"]
+        a = pilot.app.screen.query_one("#detail-a", StepDetailView)
+        b = pilot.app.screen.query_one("#detail-b", StepDetailView)
+        assert "A step 2 " in str(a.query_one(".detail-summary").render())
+        assert "≠ scheduled, free blocks" in str(b.query_one(".detail-summary").render())
+        a_ids = [row[0] for row in cells(a.query_one(".detail-scheduled", RowsView))]
+        b_ids = [row[0] for row in cells(b.query_one(".detail-scheduled", RowsView))]
+        assert a_ids[-4:] == ["chat-16", "chat-17", "chat-18", "chat-19"]
+        assert b_ids[-2:] == ["chat-16", "chat-17"]
+        await press(pilot, "d")
+        assert steps.cursor_step == 3
+        await press(pilot, "d")
+        assert steps.cursor_step == 98  # the same requests ran; other blocks were handed out
+        await until(pilot, lambda: "≠ block ids" in screen_text(pilot.app))
+        await press(pilot, "D", "D")
+        assert steps.cursor_step == 2
+        await press(pilot, "D")
+        assert steps.cursor_step == 2  # none before: stays
+
+    drive(app, scenario, size=(160, 48))
+
+
+def test_diff_against_a_shorter_trace_shows_its_missing_steps() -> None:
+    app = StepscopeApp(trace("incomplete"), trace("storm"))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: "divergent" in banner(pilot))
+        assert "input divergence (arrivals or aborts differed first, at step 0)" in banner(pilot)
+        text = await press(pilot, "G")
+        assert pilot.app.screen.query_one(StepTable).cursor_step == 379
+        assert "(only in the other trace)" in text
+
+    drive(app, scenario)
+
+
+def replay_status(pilot: Pilot[Any]) -> str:
+    return str(pilot.app.screen.query_one("#replay-status", Static).render())
+
+
+def test_replay_mode_steps_continues_breaks_and_returns_to_the_step() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "p")
+        assert isinstance(pilot.app.screen, ReplayScreen)
+        await until(pilot, lambda: replay_status(pilot).startswith("ready"))
+        assert "24 requests and 380 recorded steps" in replay_status(pilot)
+        await press(pilot, "space")
+        await until(pilot, lambda: "through step 0" in replay_status(pilot))
+        await press(pilot, "s")
+        await until(pilot, lambda: "through step 1" in replay_status(pilot))
+        log = pilot.app.screen.query_one("#replay-log", DataTable)
+        assert cells(log) == [
+            ["0", "240", "8", "", "24", "="],
+            ["1", "248", "16", "", "8", "="],
+        ]
+        text = screen_text(pilot.app)
+        assert "recorded  step 1" in text and "replayed  step 1" in text
+
+        await press(pilot, "b")
+        field = pilot.app.screen.query_one("#replay-break", Input)
+        assert field.display and field.has_focus
+        await press(pilot, *"list_contains(preempted_ids, 'chat-16')", "enter")
+        await until(pilot, lambda: "condition holds" in replay_status(pilot))
+        assert replay_status(pilot).startswith("replayed through step 3 · the condition holds")
+
+        await press(pilot, "b", *"nope(", "enter")
+        await until(pilot, lambda: "bad condition" in replay_status(pilot))
+
+        await press(pilot, "c")
+        await until(pilot, lambda: "ended" in replay_status(pilot))
+        assert replay_status(pilot) == (
+            "replayed through step 379 · the replay has ended · 0 divergent steps so far"
+        )
+        await press(pilot, "escape")
+        assert isinstance(pilot.app.screen, TimelineScreen)
+        assert pilot.app.screen.query_one(StepTable).cursor_step == 379
+
+    drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_replay_of_a_trace_without_prompts_says_why(tmp_path: Any) -> None:
+    # A trace with an unreadable request list is reported, not raised.
+    bad = tmp_path / "w.json"
+    bad.write_text(json.dumps({"config": {}, "requests": []}))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        pilot.app.screen.path = bad  # type: ignore[attr-defined]
+        await press(pilot, "p")
+        await until(pilot, lambda: "replay:" in replay_status(pilot))
+        assert "not a readable trace" in replay_status(pilot)
+
+    drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_a_long_replay_reports_progress_and_can_be_stopped() -> None:
+    session = ReplaySession(trace("long"))
+    seen: list[int] = []
+
+    def progress(replayed: ReplayedStep) -> None:
+        seen.append(replayed.step)
+        session.stop()
+
+    steps, stopped = session.run(lambda replayed: replayed.diverged, on_progress=progress)
+    assert stopped == "stopped" and seen == [1023] and steps[-1].step == 1023
+    steps, stopped = session.run(lambda replayed: replayed.diverged)
+    assert stopped == "end" and session.num_divergent == 0

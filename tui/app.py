@@ -1,0 +1,40 @@
+"""The stepscope TUI: step through a trace, inspect a step, a request, diff and replay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.widgets import HelpPanel
+
+from .commands import StepscopeCommands
+from .screens.timeline import TimelineScreen
+
+
+class StepscopeApp(App[None]):
+    """Opens the timeline on `path` (beside `other` when diffing); `q` quits, `?` helps."""
+
+    CSS_PATH = "stepscope.tcss"
+    TITLE = "stepscope"
+    COMMANDS = App.COMMANDS | {StepscopeCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "toggle_help", "help"),
+    ]
+
+    def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.other = Path(other) if other is not None else None
+
+    def on_mount(self) -> None:
+        self.push_screen(TimelineScreen(self.path, self.other))
+
+    def action_toggle_help(self) -> None:
+        """Show the focused widget's help and keys beside it, or hide them."""
+        if self.screen.query(HelpPanel):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()

@@ -1,0 +1,61 @@
+"""The SQL console's own connection to a trace, so a long query can be cancelled alone."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+from stepscope.schema import Trace, TraceError, open_trace
+
+from .connection import connection_of
+from .models import QueryResult
+
+MAX_ROWS = 1000
+"""Rows of a result brought into the console's table."""
+
+
+class QueryCancelledError(Exception):
+    """The query was interrupted."""
+
+
+class ConsoleSession:
+    """Runs the console's queries on a connection of its own (read-only, as every trace)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.trace: Trace = open_trace(path)
+        self._connection = connection_of(self.trace)
+        self._lock = threading.Lock()
+        self.running = threading.Event()
+
+    def run(self, query: str, max_rows: int = MAX_ROWS) -> QueryResult:
+        """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError)."""
+        started = time.perf_counter()
+        with self._lock:
+            self.running.set()
+            try:
+                relation = self.trace.sql(query)
+                rows = relation.limit(max_rows + 1).fetchall()
+                columns, types = tuple(relation.columns), tuple(map(str, relation.types))
+            except duckdb.InterruptException:
+                raise QueryCancelledError(query) from None
+            except duckdb.Error as error:
+                raise TraceError(str(error).strip().splitlines()[0]) from None
+            finally:
+                self.running.clear()
+        return QueryResult(
+            query=query,
+            columns=columns,
+            rows=tuple(rows[:max_rows]),
+            truncated=len(rows) > max_rows,
+            elapsed_s=time.perf_counter() - started,
+            types=types,
+        )
+
+    def interrupt(self) -> None:
+        """Ask the running query to stop (DuckDB's interrupt; harmless when none runs)."""
+        self._connection.interrupt()
+
+    def close(self) -> None:
+        self.trace.close()

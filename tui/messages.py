@@ -1,0 +1,160 @@
+"""Every message the TUI posts: workers post results, widgets post what the user did."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from textual.message import Message
+
+from .models import PlotSeries, QueryResult, RequestLife, StepDetail, TraceInfo
+
+if TYPE_CHECKING:
+    from .console_session import ConsoleSession
+    from .diffing import TraceDiff
+    from .replay_session import ReplayedStep, ReplaySession
+    from .trace_source import TraceSource
+
+
+class TraceOpened(Message):
+    """A trace (and the one to diff against, if any) opened for reading."""
+
+    def __init__(self, source: TraceSource, other: TraceSource | None) -> None:
+        super().__init__()
+        self.source = source
+        self.other = other
+
+    @property
+    def info(self) -> TraceInfo:
+        return self.source.info
+
+
+class TraceFailed(Message):
+    """A trace could not be opened; `error` says why in one line."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class StepCursorMoved(Message):
+    """The step timeline's cursor is on a new step."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step
+
+
+class PagesWanted(Message):
+    """The step timeline needs these pages of rows to paint."""
+
+    def __init__(self, pages: tuple[int, ...]) -> None:
+        super().__init__()
+        self.pages = pages
+
+
+class PageLoaded(Message):
+    """A page of step rows, as Arrow, starting at page index × page size."""
+
+    def __init__(self, page: int, table: pa.Table) -> None:
+        super().__init__()
+        self.page = page
+        self.table = table
+
+
+class PlotLoaded(Message):
+    def __init__(self, series: PlotSeries) -> None:
+        super().__init__()
+        self.series = series
+
+
+class StepDetailLoaded(Message):
+    """A step's detail, the other trace's when diffing, and which parts of its decision differ."""
+
+    def __init__(
+        self, detail: StepDetail, other: StepDetail | None, differences: tuple[str, ...]
+    ) -> None:
+        super().__init__()
+        self.detail = detail
+        self.other = other
+        self.differences = differences
+
+
+class StepFound(Message):
+    """A search for a step (next interesting step, ...) ended; `step` is None when none matched."""
+
+    def __init__(self, step: int | None, what: str) -> None:
+        super().__init__()
+        self.step = step
+        self.what = what
+
+
+class DiffComputed(Message):
+    def __init__(self, diff: TraceDiff) -> None:
+        super().__init__()
+        self.diff = diff
+
+
+class QueryFailed(Message):
+    """A query the TUI ran failed; `error` is DuckDB's message in one line."""
+
+    def __init__(self, error: str, what: str = "query") -> None:
+        super().__init__()
+        self.error = error
+        self.what = what
+
+
+class RequestLifeLoaded(Message):
+    def __init__(self, life: RequestLife | None, request_id: str) -> None:
+        super().__init__()
+        self.life = life
+        self.request_id = request_id
+
+
+class QueryFinished(Message):
+    """A SQL console query finished."""
+
+    def __init__(self, result: QueryResult) -> None:
+        super().__init__()
+        self.result = result
+
+
+class QueryCancelled(Message):
+    """A SQL console query was interrupted."""
+
+    def __init__(self, query: str) -> None:
+        super().__init__()
+        self.query = query
+
+
+class ReplayReady(Message):
+    """The replay session is built: the workload is back out of the trace."""
+
+    def __init__(self, session: ReplaySession) -> None:
+        super().__init__()
+        self.session = session
+
+
+class ReplayAdvanced(Message):
+    """The replay moved forward; `steps` are the new replayed steps (the last few, when many)."""
+
+    def __init__(self, steps: tuple[ReplayedStep, ...], stopped: str) -> None:
+        super().__init__()
+        self.steps = steps
+        self.stopped = stopped
+
+
+class ConsoleReady(Message):
+    """The SQL console's connection is open."""
+
+    def __init__(self, session: ConsoleSession) -> None:
+        super().__init__()
+        self.session = session
+
+
+class ReplayProgress(Message):
+    """A long replay run has reached `step` (posted every few hundred steps)."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step = step

@@ -1,0 +1,267 @@
+"""Replay a trace live: the scheduler re-runs from the trace's inputs beside the recording.
+
+The workload comes back out of the trace as `stepscope replay` takes it (the config,
+every request as it arrived, its aborts, and its recorded outputs in step order as
+its tape), runs through `EngineLoop` with `TapeModelRunner` one step at a time, and
+each replayed step's decision is compared with the recorded one as the step detail
+shows it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from stepscope.engine import EngineLoop, SchedulerOutput, StepRecord, TapeModelRunner, Workload
+from stepscope.replay import inputs
+from stepscope.schema import TraceError
+
+from .diffing import StepDecision, differences, input_differences, step_decisions
+from .trace_source import TraceSource
+
+_CHUNK = 512
+"""Recorded steps fetched at a time."""
+
+_LOCKED: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False,
+    "lock_configuration": True,
+}
+
+
+def workload_from_trace(source: TraceSource, knobs: dict[str, Any] | None = None) -> Workload:
+    """The workload a trace was recorded from, each request's recorded outputs as its tape.
+
+    `knobs` overrides config knobs, for a what-if replay.
+    """
+    with source.lock:
+        return inputs.workload_from_trace(source.trace, knobs)
+
+
+def decision_of(record: StepRecord) -> StepDecision:
+    """The decision of a replayed step, in the form the trace's decisions take."""
+    inputs = tuple(
+        sorted(
+            [f"arrive {r}" for r in record.arrived]
+            + [f"reject {r}" for r in record.rejected]
+            + [f"abort {r}" for r in (*record.aborted, *record.aborted_before_update)]
+        )
+    )
+    engine_step = record.engine_step
+    if engine_step is None:
+        return StepDecision(record.step, True, (), (), None, inputs, ())
+    output = engine_step.scheduler_output
+    new_ids = {new.req_id for new in output.scheduled_new_reqs}
+    resumed = output.scheduled_cached_reqs.resumed_req_ids
+    runner = engine_step.model_runner_output
+    scheduled, sampled = [], []
+    for req_id, num_tokens in output.num_scheduled_tokens.items():
+        kind = "new" if req_id in new_ids else "resumed" if req_id in resumed else "running"
+        scheduled.append((req_id, num_tokens, kind))
+        index = runner.req_id_to_index.get(req_id)
+        tokens = runner.sampled_token_ids[index] if index is not None else ()
+        sampled.append((req_id, tokens[0] if tokens else None))
+    return StepDecision(
+        step=record.step,
+        idle=False,
+        scheduled=tuple(scheduled),
+        preempted=tuple(sorted(output.preempted_req_ids)),
+        num_free_blocks_after_schedule=engine_step.num_free_blocks_after_schedule,
+        inputs=inputs,
+        sampled=tuple(sampled),
+        block_ids=_block_ids(output),
+        update_step=record.update_step,
+    )
+
+
+def _block_ids(output: SchedulerOutput) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Block ids in the output per request, as the trace's `_block_ids` holds them."""
+    tables = {new.req_id: tuple(new.block_ids) for new in output.scheduled_new_reqs}
+    cached = output.scheduled_cached_reqs
+    for req_id, blocks in zip(cached.req_ids, cached.new_block_ids, strict=True):
+        if blocks:
+            tables[req_id] = tuple(blocks)
+    return tuple(sorted((req_id, blocks) for req_id, blocks in tables.items() if blocks))
+
+
+@dataclass(frozen=True)
+class ReplayedStep:
+    """A replayed step beside the recorded one."""
+
+    replayed: StepDecision
+    recorded: StepDecision | None
+    differences: tuple[str, ...]
+    input_differences: tuple[str, ...]
+    predicate_columns: dict[str, Any]
+
+    @property
+    def step(self) -> int:
+        return self.replayed.step
+
+    @property
+    def diverged(self) -> bool:
+        return bool(self.differences)
+
+
+class BreakPredicate:
+    """A SQL condition over a replayed step's columns, e.g. `num_free_blocks_after_schedule < 10`.
+
+    Columns: step, idle, num_scheduled_tokens, num_scheduled_reqs, num_preemptions,
+    num_finished, num_free_blocks_after_schedule, running_pass_end, admission_stop,
+    scheduled_ids, preempted_ids, finished_ids, arrived_ids (lists of request ids).
+    """
+
+    def __init__(self, condition: str) -> None:
+        self.condition = condition.strip()
+        self._con = duckdb.connect(":memory:", config=_LOCKED)
+        self._sql = f"SELECT coalesce(({self.condition}), FALSE) FROM step_row"
+        self.holds(_EMPTY_COLUMNS)  # fail now on a bad condition
+
+    def holds(self, columns: dict[str, Any]) -> bool:
+        row = self._con.sql(_ROW_SQL, params=list(columns.values()))
+        try:
+            self._con.register("step_row", row.to_arrow_table())
+            result = self._con.sql(self._sql).fetchall()
+        except duckdb.Error as error:
+            raise TraceError(str(error).strip().splitlines()[0]) from None
+        return bool(result and result[0][0])
+
+    def close(self) -> None:
+        self._con.close()
+
+
+_ROW_SQL = (
+    "SELECT ?::INTEGER AS step, ?::BOOLEAN AS idle, ?::INTEGER AS num_scheduled_tokens, "
+    "?::INTEGER AS num_scheduled_reqs, ?::INTEGER AS num_preemptions, "
+    "?::INTEGER AS num_finished, ?::INTEGER AS num_free_blocks_after_schedule, "
+    "?::VARCHAR AS running_pass_end, ?::VARCHAR AS admission_stop, "
+    "?::VARCHAR[] AS scheduled_ids, ?::VARCHAR[] AS preempted_ids, "
+    "?::VARCHAR[] AS finished_ids, ?::VARCHAR[] AS arrived_ids"
+)
+
+_EMPTY_COLUMNS: dict[str, Any] = {
+    "step": 0,
+    "idle": True,
+    "num_scheduled_tokens": 0,
+    "num_scheduled_reqs": 0,
+    "num_preemptions": 0,
+    "num_finished": 0,
+    "num_free_blocks_after_schedule": None,
+    "running_pass_end": None,
+    "admission_stop": None,
+    "scheduled_ids": [],
+    "preempted_ids": [],
+    "finished_ids": [],
+    "arrived_ids": [],
+}
+
+
+def predicate_columns(record: StepRecord) -> dict[str, Any]:
+    """The columns a break predicate can use, for one replayed step."""
+    columns = dict(_EMPTY_COLUMNS, step=record.step, arrived_ids=list(record.arrived))
+    engine_step = record.engine_step
+    if engine_step is None:
+        return columns
+    output = engine_step.scheduler_output
+    finished = [o.request_id for o in engine_step.outputs if o.finish_reason is not None]
+    columns.update(
+        idle=False,
+        num_scheduled_tokens=output.total_num_scheduled_tokens,
+        num_scheduled_reqs=len(output.num_scheduled_tokens),
+        num_preemptions=len(output.preempted_req_ids),
+        num_finished=len(finished),
+        num_free_blocks_after_schedule=engine_step.num_free_blocks_after_schedule,
+        running_pass_end=str(engine_step.running_pass_end.value),
+        admission_stop=str(engine_step.admission_stop.value),
+        scheduled_ids=list(output.num_scheduled_tokens),
+        preempted_ids=sorted(output.preempted_req_ids),
+        finished_ids=finished,
+    )
+    return columns
+
+
+class ReplaySession:
+    """The engine re-running a trace's inputs, one step at a time, beside the recording.
+
+    One caller at a time (a lock guards the engine); `stop()` asks a long run to end.
+    """
+
+    def __init__(self, path: str | Path, knobs: dict[str, Any] | None = None) -> None:
+        self.source = TraceSource(path)
+        self.workload = workload_from_trace(self.source, knobs)
+        tapes = {spec.request_id: spec.output_token_ids for spec in self.workload.requests}
+        self._steps: Iterator[StepRecord] = EngineLoop(self.workload, TapeModelRunner(tapes)).run()
+        self._recorded: dict[int, StepDecision] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.finished = False
+        self.last: ReplayedStep | None = None
+        self.num_divergent = 0
+
+    @property
+    def num_recorded_steps(self) -> int:
+        return self.source.info.num_steps
+
+    def close(self) -> None:
+        self.source.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def step(self) -> ReplayedStep | None:
+        """Replay one step; None once the replay has ended."""
+        with self._lock:
+            return self._advance()
+
+    def run(
+        self,
+        until: Callable[[ReplayedStep], bool],
+        on_progress: Callable[[ReplayedStep], None] | None = None,
+        progress_every: int = 1024,
+    ) -> tuple[list[ReplayedStep], str]:
+        """Replay until `until` holds for a step, the replay ends, or `stop()`; returns the
+        last few steps and why it stopped ('condition', 'end' or 'stopped')."""
+        self._stop.clear()
+        recent: list[ReplayedStep] = []
+        with self._lock:
+            while True:
+                if self._stop.is_set():
+                    return recent, "stopped"
+                replayed = self._advance()
+                if replayed is None:
+                    return recent, "end"
+                recent = [*recent[-63:], replayed]
+                if until(replayed):
+                    return recent, "condition"
+                if on_progress is not None and (replayed.step + 1) % progress_every == 0:
+                    on_progress(replayed)
+
+    def _advance(self) -> ReplayedStep | None:
+        if self.finished:
+            return None
+        record = next(self._steps, None)
+        if record is None:
+            self.finished = True
+            return None
+        replayed = decision_of(record)
+        recorded = self._recorded_step(record.step)
+        result = ReplayedStep(
+            replayed=replayed,
+            recorded=recorded,
+            differences=differences(recorded, replayed),
+            input_differences=input_differences(recorded, replayed),
+            predicate_columns=predicate_columns(record),
+        )
+        self.num_divergent += bool(result.differences)
+        self.last = result
+        return result
+
+    def _recorded_step(self, step: int) -> StepDecision | None:
+        if step not in self._recorded:
+            if step >= self.num_recorded_steps:
+                return None
+            self._recorded = step_decisions(self.source, step, step + _CHUNK - 1)
+        return self._recorded.get(step)

@@ -1,0 +1,272 @@
+"""Replay mode: the scheduler re-runs the trace's inputs live, beside the recording."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import duckdb
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from stepscope.engine import InputError
+from stepscope.schema import TraceError
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from ..diffing import StepDecision
+from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady
+from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
+
+_ERRORS = (TraceError, InputError, duckdb.Error)
+
+MAX_LOG_ROWS = 500
+
+
+def decision_panel(title: str, decision: StepDecision | None, differs: tuple[str, ...]) -> Group:
+    """One side's decision at a step, as a Rich renderable."""
+    head = Text(title, style="bold")
+    if decision is None:
+        return Group(head, Text("no such step", style="dim"))
+    if decision.idle:
+        return Group(head, Text(f"step {decision.step:,}: idle", style="dim"))
+    red = "bold red"
+    head.append(f"  step {decision.step:,}")
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    table.add_column("request")
+    table.add_column("tokens", justify="right")
+    table.add_column("kind")
+    for request_id, num_tokens, kind in decision.scheduled:
+        table.add_row(request_id, str(num_tokens), kind)
+    facts = Text()
+    facts.append(
+        f"free blocks after schedule: {decision.num_free_blocks_after_schedule}",
+        style=red if "free blocks" in differs else "",
+    )
+    facts.append(" · preempted: ")
+    facts.append(", ".join(decision.preempted) or "—", style=red if "preempted" in differs else "")
+    style = red if "scheduled" in differs else ""
+    return Group(head, facts, Text("scheduled", style=style or "bold"), table)
+
+
+class ReplayScreen(Screen[int | None]):
+    """Step the replay, continue to the next divergence, or run until a SQL condition holds."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space,s", "step", "step"),
+        Binding("c", "continue", "to next divergence"),
+        Binding("b", "break_on", "break when…"),
+        Binding("escape", "escape", "stop / back"),
+    ]
+
+    HELP = """
+## Replay
+
+The workload is rebuilt from the trace (config, requests, each request's recorded
+outputs as its tape) and the scheduler runs it again, one step at a time, beside
+the recording. Left: the recording; right: the replay; differences in red.
+
+`space` steps, `c` runs to the next divergent step, `b` runs until a SQL
+condition over the replayed step holds, e.g. `num_free_blocks_after_schedule < 10`
+or `list_contains(preempted_ids, 'r42')` (columns: step, num_scheduled_tokens,
+num_scheduled_reqs, num_preemptions, num_finished, num_free_blocks_after_schedule,
+running_pass_end, admission_stop, scheduled_ids, preempted_ids, finished_ids,
+arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
+"""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.session: ReplaySession | None = None
+        self.last: ReplayedStep | None = None
+        self._replay_running = False
+        self._predicate: BreakPredicate | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(
+            Text("rebuilding the workload from the trace…", style="dim"), id="replay-status"
+        )
+        with Horizontal(id="replay-sides"):
+            yield Static("", id="replay-recorded", classes="replay-side")
+            yield Static("", id="replay-replayed", classes="replay-side")
+        yield DataTable(id="replay-log", cursor_type="row", zebra_stripes=True)
+        yield Input(
+            placeholder="break when (SQL over the replayed step), enter runs", id="replay-break"
+        )
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"replay · {self.path.name}"
+        log = self.query_one("#replay-log", DataTable)
+        log.add_columns("step", "tokens", "reqs", "preempted", "free", "recorded vs replayed")
+        log.focus()
+        self.query_one("#replay-break", Input).display = False
+        self.start_session()
+
+    def on_unmount(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+
+    # -- workers -------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="replay-open")
+    def start_session(self) -> None:
+        try:
+            self.post_message(ReplayReady(ReplaySession(self.path)))
+        except _ERRORS as error:
+            self.post_message(QueryFailed(str(error), "replay"))
+
+    @work(thread=True, group="replay-run")
+    def advance(self, session: ReplaySession, mode: str, predicate: BreakPredicate | None) -> None:
+        steps: tuple[ReplayedStep, ...]
+        try:
+            if mode == "step":
+                replayed = session.step()
+                steps, stopped = ((replayed,), "step") if replayed else ((), "end")
+            else:
+                until = (
+                    (lambda r: predicate.holds(r.predicate_columns))
+                    if predicate is not None
+                    else (lambda r: r.diverged)
+                )
+                found, stopped = session.run(until, on_progress=self._post_progress)
+                steps = tuple(found)
+        except _ERRORS as error:
+            self.post_message(QueryFailed(str(error), "replay"))
+            return
+        self.post_message(ReplayAdvanced(steps, stopped))
+
+    def _post_progress(self, replayed: ReplayedStep) -> None:
+        self.post_message(ReplayProgress(replayed.step))
+
+    # -- handlers ------------------------------------------------------------------
+
+    def on_replay_ready(self, message: ReplayReady) -> None:
+        self.session = message.session
+        requests = len(message.session.workload.requests)
+        self._status(
+            f"ready: {requests} requests and {message.session.num_recorded_steps:,} recorded "
+            "steps. space steps, c runs to the next divergence, b breaks on a condition",
+            "",
+        )
+
+    def on_replay_advanced(self, message: ReplayAdvanced) -> None:
+        self._replay_running = False
+        session = self.session
+        assert session is not None
+        log = self.query_one("#replay-log", DataTable)
+        for replayed in message.steps:
+            self._add_log_row(log, replayed)
+        if message.steps:
+            self.last = message.steps[-1]
+            self._show_sides(self.last)
+        last = self.last
+        where = f"replayed through step {last.step:,}" if last else "nothing replayed"
+        verdict = {
+            "end": "the replay has ended",
+            "stopped": "stopped",
+            "condition": "the condition holds" if self._predicate else "diverged here",
+            "step": "",
+        }[message.stopped]
+        divergent = f"{session.num_divergent:,} divergent steps so far"
+        if last is not None and last.diverged:
+            self._status(
+                f"{where} · DIVERGES: {', '.join(last.differences)} · {divergent}", "bold red"
+            )
+        else:
+            self._status(" · ".join(filter(None, [where, verdict, divergent])), "green")
+
+    def on_replay_progress(self, message: ReplayProgress) -> None:
+        if self._replay_running:
+            self._status(f"replaying… at step {message.step:,} (escape stops)", "yellow")
+
+    def on_query_failed(self, message: QueryFailed) -> None:
+        self._replay_running = False
+        self._status(f"{message.what}: {message.error}", "bold red")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        condition = event.value.strip()
+        event.input.display = False
+        self.query_one("#replay-log", DataTable).focus()
+        if not condition or self.session is None:
+            return
+        try:
+            predicate = BreakPredicate(condition)
+        except TraceError as error:
+            self._status(f"bad condition: {error}", "bold red")
+            return
+        self._predicate = predicate
+        self._go("run", predicate)
+
+    # -- actions -------------------------------------------------------------------
+
+    def action_step(self) -> None:
+        self._go("step", None)
+
+    def action_continue(self) -> None:
+        self._predicate = None
+        self._go("run", None)
+
+    def action_break_on(self) -> None:
+        field = self.query_one("#replay-break", Input)
+        field.display = True
+        field.focus()
+
+    def action_escape(self) -> None:
+        field = self.query_one("#replay-break", Input)
+        if field.display:
+            field.display = False
+            self.query_one("#replay-log", DataTable).focus()
+        elif self._replay_running and self.session is not None:
+            self.session.stop()
+        else:
+            self.dismiss(self.last.step if self.last is not None else None)
+
+    def _go(self, mode: str, predicate: BreakPredicate | None) -> None:
+        if self.session is None or self._replay_running:
+            return
+        if self.session.finished:
+            self._status("the replay has ended", "green")
+            return
+        self._replay_running = True
+        self._status("replaying… (escape stops)", "yellow")
+        self.advance(self.session, mode, predicate)
+
+    # -- helpers -------------------------------------------------------------------
+
+    def _status(self, text: str, style: str) -> None:
+        self.query_one("#replay-status", Static).update(Text(text, style=style))
+
+    def _show_sides(self, replayed: ReplayedStep) -> None:
+        self.query_one("#replay-recorded", Static).update(
+            decision_panel("recorded", replayed.recorded, replayed.differences)
+        )
+        self.query_one("#replay-replayed", Static).update(
+            decision_panel("replayed", replayed.replayed, replayed.differences)
+        )
+
+    def _add_log_row(self, log: DataTable[object], replayed: ReplayedStep) -> None:
+        decision = replayed.replayed
+        verdict = (
+            Text("≠ " + ", ".join(replayed.differences), style="bold red")
+            if replayed.diverged
+            else Text("=", style="green")
+        )
+        log.add_row(
+            f"{decision.step:,}",
+            str(sum(tokens for _, tokens, _ in decision.scheduled)),
+            str(len(decision.scheduled)),
+            ", ".join(decision.preempted),
+            ""
+            if decision.num_free_blocks_after_schedule is None
+            else str(decision.num_free_blocks_after_schedule),
+            verdict,
+        )
+        while log.row_count > MAX_LOG_ROWS:
+            log.remove_row(next(iter(log.rows)))
+        log.move_cursor(row=log.row_count - 1)

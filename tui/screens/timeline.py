@@ -1,0 +1,357 @@
+"""The main screen: plot, step timeline and the step under the cursor (two sides when diffing)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import ClassVar
+
+import duckdb
+from stepscope.schema import TraceError
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Header, Static
+
+from ..diffing import TraceDiff, diff_traces, differences, step_decisions
+from ..messages import (
+    DiffComputed,
+    PageLoaded,
+    PagesWanted,
+    PlotLoaded,
+    QueryFailed,
+    StepCursorMoved,
+    StepDetailLoaded,
+    StepFound,
+    TraceFailed,
+    TraceOpened,
+)
+from ..trace_source import TraceSource
+from ..widgets.diff_banner import DiffBanner
+from ..widgets.step_detail import StepDetailView
+from ..widgets.step_plot import StepPlot
+from ..widgets.step_table import StepTable
+from .console import ConsoleScreen
+from .find_request import FindRequestScreen
+from .goto_step import GotoStepScreen
+from .replay import ReplayScreen
+from .request_life import RequestLifeScreen
+
+_ERRORS = (TraceError, duckdb.Error)
+
+PREFETCH_AFTER_S = 0.05
+"""Quiet time after a step's detail shows before the next step's is read ahead."""
+
+
+class TimelineScreen(Screen[None]):
+    """Step through a trace; with `other`, beside a second trace, divergent steps marked."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("n", "interesting(True)", "next interesting"),
+        Binding("N", "interesting(False)", "prev interesting", show=False),
+        Binding("d", "divergence(True)", "next diverg."),
+        Binding("D", "divergence(False)", "prev divergence", show=False),
+        Binding("colon", "goto", "go to step"),
+        Binding("slash", "find", "find request"),
+        Binding("r", "open_request", "request"),
+        Binding("s", "console", "SQL"),
+        Binding("p", "replay", "replay"),
+    ]
+
+    def __init__(self, path: Path, other: Path | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.other_path = other
+        self.source: TraceSource | None = None
+        self.other: TraceSource | None = None
+        self.diff: TraceDiff | None = None
+        self._detail_running = False
+        self._detail_wanted: int | None = None
+        self._prefetch: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="notice")
+        if self.other_path is not None:
+            yield DiffBanner(id="diff-banner")
+        yield StepPlot(id="plot")
+        with Horizontal(id="main"):
+            yield StepTable(id="steps")
+            with Horizontal(id="details"):
+                side = "A " if self.other_path is not None else ""
+                yield StepDetailView(side, id="detail-a")
+                if self.other_path is not None:
+                    yield StepDetailView("B ", id="detail-b")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_class(self.other_path is not None, "-diff")
+        self.query_one("#notice").display = False
+        self.sub_title = self.path.name + (
+            f" ↔ {self.other_path.name}" if self.other_path is not None else ""
+        )
+        self.query_one(StepTable).focus()
+        self.open_traces()
+
+    def on_unmount(self) -> None:
+        for source in (self.source, self.other):
+            if source is not None:
+                source.close()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "divergence":
+            return self.other_path is not None
+        return True
+
+    # -- workers: all DuckDB work happens here, and only posts messages ------------
+
+    @work(thread=True, exclusive=True, group="open")
+    def open_traces(self) -> None:
+        try:
+            source = TraceSource(self.path)
+            _ = source.info
+            other = TraceSource(self.other_path) if self.other_path is not None else None
+            if other is not None:
+                _ = other.info
+        except _ERRORS as error:
+            self.post_message(TraceFailed(str(error)))
+            return
+        self.post_message(TraceOpened(source, other))
+
+    @work(thread=True, group="pages")
+    def load_pages(self, source: TraceSource, pages: tuple[int, ...]) -> None:
+        for page in pages:
+            try:
+                self.post_message(PageLoaded(page, source.page(page)))
+            except _ERRORS as error:
+                self.post_message(QueryFailed(str(error), "step rows"))
+                return
+
+    @work(thread=True, exclusive=True, group="plot")
+    def load_plot(self, source: TraceSource) -> None:
+        try:
+            self.post_message(PlotLoaded(source.plot()))
+        except _ERRORS as error:
+            self.post_message(QueryFailed(str(error), "plot"))
+
+    @work(thread=True, group="detail")
+    def load_detail(self, source: TraceSource, other: TraceSource | None, step: int) -> None:
+        try:
+            detail = source.step_detail(step)
+            other_detail = other.step_detail(step) if other is not None else None
+            found: tuple[str, ...] = ()
+            if other is not None:
+                a, b = step_decisions(source, step, step), step_decisions(other, step, step)
+                found = differences(a.get(step), b.get(step))
+        except _ERRORS as error:
+            self.post_message(QueryFailed(str(error), f"step {step}"))
+            return
+        self.post_message(StepDetailLoaded(detail, other_detail, found))
+
+    @work(thread=True, exclusive=True, group="prefetch")
+    def prefetch_detail(self, source: TraceSource, other: TraceSource | None, step: int) -> None:
+        """Read a step's detail into the sources' caches, ahead of the key that will want it."""
+        for side in (source, other):
+            if side is not None and step < side.info.num_steps:
+                with contextlib.suppress(*_ERRORS):
+                    side.step_detail(step)
+
+    @work(thread=True, exclusive=True, group="diff")
+    def compute_diff(self, source: TraceSource, other: TraceSource) -> None:
+        try:
+            self.post_message(DiffComputed(diff_traces(source, other)))
+        except _ERRORS as error:
+            self.post_message(QueryFailed(str(error), "diff"))
+
+    @work(thread=True, exclusive=True, group="find")
+    def find_interesting(self, source: TraceSource, step: int, forward: bool) -> None:
+        try:
+            found = source.interesting_step(step, forward)
+        except _ERRORS as error:
+            self.post_message(QueryFailed(str(error), "search"))
+            return
+        self.post_message(StepFound(found, "interesting step"))
+
+    # -- handlers: the screen's state changes only here ----------------------------
+
+    def on_trace_opened(self, message: TraceOpened) -> None:
+        self.source, self.other = message.source, message.other
+        info = message.info
+        table = self.query_one(StepTable)
+        other_steps = self.other.info.num_steps if self.other is not None else None
+        table.set_num_steps(info.num_steps, other_steps)
+        notices = []
+        if not info.complete:
+            notices.append(self._incomplete(info.path, info.num_steps))
+        if self.other is not None and not self.other.info.complete:
+            notices.append(self._incomplete(self.other.info.path, self.other.info.num_steps))
+        if info.num_steps == 0:
+            notices.append(f"{info.path.name} holds no steps.")
+        if notices:
+            self._show_notice("\n".join(notices), "warning")
+        self.load_plot(self.source)
+        if self.other is not None:
+            self.query_one(DiffBanner).show(None, info.path.name, self.other.info.path.name)
+            self.compute_diff(self.source, self.other)
+        self._want_detail(table.cursor_step)
+
+    @staticmethod
+    def _incomplete(path: Path, num_steps: int) -> str:
+        return (
+            f"{path.name} is incomplete: the recording stopped early; "
+            f"its {num_steps:,} flushed steps are shown."
+        )
+
+    def on_trace_failed(self, message: TraceFailed) -> None:
+        self._show_notice(f"Cannot open this trace: {message.error}", "error")
+
+    def _show_notice(self, text: str, severity: str) -> None:
+        notice = self.query_one("#notice", Static)
+        notice.update(text)
+        notice.set_class(severity == "error", "-error")
+        notice.display = True
+        self.notify(text, severity="error" if severity == "error" else "warning", timeout=8)
+
+    @on(PagesWanted)
+    def _pages_wanted(self, message: PagesWanted) -> None:
+        if self.source is not None:
+            self.load_pages(self.source, message.pages)
+
+    def on_page_loaded(self, message: PageLoaded) -> None:
+        self.query_one(StepTable).add_page(message.page, message.table)
+
+    def on_plot_loaded(self, message: PlotLoaded) -> None:
+        plot = self.query_one(StepPlot)
+        plot.series = message.series
+        plot.cursor_step = self.query_one(StepTable).cursor_step
+
+    def on_step_cursor_moved(self, message: StepCursorMoved) -> None:
+        if self._prefetch is not None:
+            self._prefetch.stop()
+            self._prefetch = None
+        self.query_one(StepPlot).cursor_step = message.step
+        self._want_detail(message.step)
+
+    def _want_detail(self, step: int) -> None:
+        """Load the step's detail; while a load runs, only the latest wanted step is kept."""
+        self._detail_wanted = step
+        if self.source is None or self._detail_running:
+            return
+        self._detail_running = True
+        self._detail_wanted = None
+        self.load_detail(self.source, self.other, step)
+
+    def on_step_detail_loaded(self, message: StepDetailLoaded) -> None:
+        self._detail_running = False
+        self.query_one("#detail-a", StepDetailView).show(message.detail, message.differences)
+        if message.other is not None:
+            self.query_one("#detail-b", StepDetailView).show(message.other, message.differences)
+        if self._detail_wanted is not None and self._detail_wanted != message.detail.step:
+            self._want_detail(self._detail_wanted)
+        elif self.source is not None:
+            # Stepping forward is the likeliest next key: once keys pause, read that step.
+            source, other, step = self.source, self.other, message.detail.step + 1
+            self._prefetch = self.set_timer(
+                PREFETCH_AFTER_S, lambda: self.prefetch_detail(source, other, step)
+            )
+
+    def on_diff_computed(self, message: DiffComputed) -> None:
+        self.diff = message.diff
+        assert self.source is not None and self.other is not None
+        self.query_one(DiffBanner).show(
+            self.diff, self.source.info.path.name, self.other.info.path.name
+        )
+        self.query_one(StepTable).mark_divergent(frozenset(self.diff.divergent_steps))
+
+    def on_query_failed(self, message: QueryFailed) -> None:
+        self._detail_running = False
+        self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)
+
+    def on_step_found(self, message: StepFound) -> None:
+        if message.step is None:
+            self.notify(f"no {message.what} that way", timeout=3)
+        else:
+            self.go_to(message.step)
+
+    # -- actions ------------------------------------------------------------------
+
+    @property
+    def step(self) -> int:
+        return self.query_one(StepTable).cursor_step
+
+    def go_to(self, step: int) -> None:
+        self.query_one(StepTable).go_to(step)
+
+    def action_interesting(self, forward: bool) -> None:
+        if self.source is not None:
+            self.find_interesting(self.source, self.step, forward)
+
+    def action_divergence(self, forward: bool) -> None:
+        if self.diff is None:
+            self.notify("the diff is still being computed", timeout=3)
+            return
+        found = self.diff.next_divergence(self.step, forward)
+        self.post_message(StepFound(found, "divergent step"))
+
+    def action_goto(self) -> None:
+        def chosen(step: int | None) -> None:
+            if step is not None:
+                self.go_to(step)
+
+        self.app.push_screen(GotoStepScreen(), chosen)
+
+    def action_find(self) -> None:
+        if self.source is None:
+            return
+        source = self.source
+
+        def chosen(text: str | None) -> None:
+            if not text:
+                return
+            request_id = source.find_request(text)
+            if request_id is None:
+                self.notify(f"no request matches {text!r}", severity="warning", timeout=4)
+            else:
+                self.open_request(request_id)
+
+        self.app.push_screen(FindRequestScreen(source.info.request_ids), chosen)
+
+    def action_open_request(self) -> None:
+        focused = self.focused
+        view = self.query_one("#detail-a", StepDetailView)
+        if focused is not None and self.other_path is not None:
+            for candidate in self.query(StepDetailView):
+                if focused in candidate.walk_children():
+                    view = candidate
+        request_id = view.selected_request()
+        if request_id is None:
+            self.action_find()
+        else:
+            self.open_request(request_id)
+
+    def open_request(self, request_id: str) -> None:
+        if self.source is None:
+            return
+
+        def chosen(step: int | None) -> None:
+            if step is not None:
+                self.go_to(step)
+
+        self.app.push_screen(RequestLifeScreen(self.source, request_id), chosen)
+
+    def action_console(self) -> None:
+        if self.source is not None:
+            self.app.push_screen(ConsoleScreen(self.path))
+
+    def action_replay(self) -> None:
+        if self.source is None:
+            return
+
+        def chosen(step: int | None) -> None:
+            if step is not None:
+                self.go_to(step)
+
+        self.app.push_screen(ReplayScreen(self.path), chosen)

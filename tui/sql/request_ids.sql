@@ -1,0 +1,2 @@
+-- Every request id in workload order, for finding a request.
+SELECT request_id FROM _requests ORDER BY request_index

@@ -1,0 +1,34 @@
+-- One step ($1) in one row: its `steps` row, the SchedulerOutput in vLLM's order (kind, tokens,
+-- computed before and after, new blocks, sampled token), every allocate_slots call, and the
+-- lifecycle events (preemptions: step_preemptions.sql). Scheduled rows come from the tables, not
+-- the `scheduled` view, whose per-request window spans the whole trace.
+SELECT
+    (SELECT t FROM (
+         SELECT * EXCLUDE (running_pass_end, admission_stop),
+                CAST(running_pass_end AS VARCHAR) AS running_pass_end,
+                CAST(admission_stop AS VARCHAR) AS admission_stop
+         FROM steps WHERE step = $1) t) AS row,
+    (SELECT list(struct_pack(
+                request_id := r.request_id,
+                kind := CAST(s.kind AS VARCHAR),
+                num_tokens := s.num_tokens,
+                computed_before := s.computed_before,
+                computed_after := s.computed_before + s.num_tokens,
+                new_block_ids := coalesce(b.block_ids, []),
+                sampled_token_id := s.sampled_token_id) ORDER BY s.seq)
+     FROM _scheduled s
+     JOIN _requests r USING (request_index)
+     LEFT JOIN (
+         SELECT request_index, list(block_id ORDER BY slot) AS block_ids
+         FROM _block_ids
+         WHERE step = $1
+         GROUP BY request_index
+     ) b USING (request_index)
+     WHERE s.step = $1) AS scheduled,
+    (SELECT list(struct_pack(
+                request_id, pass := CAST(pass AS VARCHAR), num_new_tokens, num_new_computed_tokens,
+                num_blocks_needed, num_free_blocks_before, num_free_blocks_after, granted, refusal,
+                block_ids) ORDER BY seq)
+     FROM allocations WHERE step = $1) AS allocations,
+    (SELECT list(struct_pack(request_id, kind := CAST(kind AS VARCHAR), detail) ORDER BY seq)
+     FROM events WHERE step = $1) AS events

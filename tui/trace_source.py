@@ -1,0 +1,200 @@
+"""A trace opened for the TUI: every query the screens need, returning plain values.
+
+UI-free and thread-safe (one lock around the connection), so workers call it and
+post what it returns; nothing here knows about Textual.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from stepscope.schema import Trace, open_trace
+
+from .connection import execute
+from .models import LifeRow, PlotSeries, RequestLife, Rows, StepDetail, TraceInfo
+from .queries import query
+
+PAGE_SIZE = 128
+"""Step rows per page of the timeline."""
+
+DETAILS_KEPT = 64
+"""Step details kept, so stepping back and forth does not query again."""
+
+PLOT_BUCKETS = 1024
+"""Points of the timeline plot; the widget resamples them to its width."""
+
+
+class TraceSource:
+    """The TUI's read side of one trace."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.trace: Trace = open_trace(self.path)
+        self._lock = threading.RLock()
+        self._details: OrderedDict[int, StepDetail] = OrderedDict()
+
+    def close(self) -> None:
+        with self._lock:
+            self.trace.close()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while `trace` is used from outside (one query at a time per connection)."""
+        return self._lock
+
+    def rows(self, name: str, params: list[Any] | None = None) -> Rows:
+        """Run `sql/<name>.sql` with positional parameters."""
+        with self._lock:
+            cursor = execute(self.trace, query(name), params)
+            columns = tuple(column[0] for column in cursor.description or ())
+            return Rows(columns, tuple(cursor.fetchall()))
+
+    def arrow(self, name: str, params: list[Any] | None = None) -> pa.Table:
+        with self._lock:
+            return self.trace.sql(query(name), params).to_arrow_table()
+
+    def scalar(self, name: str, params: list[Any] | None = None) -> Any:
+        result = self.rows(name, params).rows
+        return result[0][0] if result else None
+
+    @cached_property
+    def info(self) -> TraceInfo:
+        with self._lock:
+            (num_steps,) = self.trace.sql("SELECT count(*) FROM _steps").fetchall()[0]
+            config = self.trace.config
+        request_ids = tuple(row[0] for row in self.rows("request_ids").rows)
+        return TraceInfo(
+            self.path,
+            int(num_steps),
+            self.trace.complete,
+            dict(self.trace.meta),
+            dict(config),
+            request_ids,
+        )
+
+    def page(self, page: int) -> pa.Table:
+        """Rows of steps [page × PAGE_SIZE, (page + 1) × PAGE_SIZE), as Arrow."""
+        first = page * PAGE_SIZE
+        return self.arrow("step_page", [first, first + PAGE_SIZE - 1])
+
+    def step_detail(self, step: int) -> StepDetail:
+        """Everything step `step` decided (kept for the last few steps asked for)."""
+        with self._lock:
+            cached = self._details.get(step)
+            if cached is not None:
+                self._details.move_to_end(step)
+                return cached
+        ((row, scheduled, allocations, events),) = self.rows("step_detail", [step]).rows
+        preempted = row is not None and row["num_preemptions"] > 0
+        detail = StepDetail(
+            step=step,
+            row=row,
+            scheduled=_struct_rows(scheduled),
+            allocations=_struct_rows(allocations),
+            preemptions=self.rows("step_preemptions", [step]) if preempted else Rows((), ()),
+            events=_struct_rows(events),
+        )
+        with self._lock:
+            self._details[step] = detail
+            while len(self._details) > DETAILS_KEPT:
+                self._details.popitem(last=False)
+        return detail
+
+    def plot(self) -> PlotSeries:
+        rows = self.rows("plot_buckets", [min(PLOT_BUCKETS, max(self.info.num_steps, 1))]).rows
+        return PlotSeries(
+            num_steps=self.info.num_steps,
+            budget_use=tuple(float(use or 0.0) for _, use, _, _ in rows),
+            num_free_blocks=tuple(int(free or 0) for _, _, free, _ in rows),
+            num_usable_blocks=self.info.num_usable_blocks,
+            preempted=tuple(bool(preempted) for _, _, _, preempted in rows),
+        )
+
+    def interesting_step(self, step: int, forward: bool) -> int | None:
+        """The next (or previous) step with a preemption, a full KV cache or the budget used up."""
+        found = self.scalar("next_interesting" if forward else "previous_interesting", [step])
+        return None if found is None else int(found)
+
+    def find_request(self, text: str) -> str | None:
+        """The request whose id is `text`, else the first whose id starts with or contains it."""
+        ids = self.info.request_ids
+        needle = text.strip()
+        for match in (
+            lambda rid: rid == needle,
+            lambda rid: rid.startswith(needle),
+            lambda rid: needle.lower() in rid.lower(),
+        ):
+            for request_id in ids:
+                if match(request_id):
+                    return request_id
+        return None
+
+    def request_life(self, request_id: str) -> RequestLife | None:
+        facts = next(self.rows("request_facts", [request_id]).dicts(), None)
+        if facts is None:
+            return None
+        life = fold_decodes(self.rows("request_life", [request_id]))
+        waiting = self.rows("request_waiting", [request_id])
+        return RequestLife(request_id, facts, life, waiting)
+
+
+def _struct_rows(items: list[dict[str, Any]] | None) -> Rows:
+    """Rows from a list of DuckDB structs (dicts with the same keys)."""
+    if not items:
+        return Rows((), ())
+    columns = tuple(items[0])
+    return Rows(columns, tuple(tuple(item[column] for column in columns) for item in items))
+
+
+def fold_decodes(rows: Rows) -> tuple[LifeRow, ...]:
+    """Life rows with each run of consecutive decode steps folded into one row."""
+    groups: list[list[dict[str, Any]]] = []
+    for row in rows.dicts():
+        last = groups[-1][-1] if groups else None
+        if (
+            row["what"] == "decode"
+            and last is not None
+            and last["what"] == "decode"
+            and last["step"] == row["step"] - 1
+        ):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return tuple(_life_row(group) for group in groups)
+
+
+def _life_row(group: list[dict[str, Any]]) -> LifeRow:
+    first, last = group[0], group[-1]
+    if len(group) == 1:
+        return LifeRow(
+            first_step=int(first["step"]),
+            last_step=int(first["step"]),
+            what=str(first["what"]),
+            num_tokens=first["num_tokens"],
+            computed_before=first["computed_before"],
+            computed_after=first["computed_after"],
+            blocks_held=first["blocks_held"],
+            detail=first["detail"] or "",
+            sampled=first["sampled_token"] or "",
+        )
+    added = [row["detail"].removeprefix("blocks ") for row in group if row["detail"]]
+    detail = ""
+    if added:
+        shown = " ".join(added[:3]) + (" …" if len(added) > 3 else "")
+        detail = f"blocks {shown} ({len(added)} added)" if len(added) > 3 else f"blocks {shown}"
+    return LifeRow(
+        first_step=int(first["step"]),
+        last_step=int(last["step"]),
+        what=f"decode ×{len(group)}",
+        num_tokens=sum(int(row["num_tokens"] or 0) for row in group),
+        computed_before=first["computed_before"],
+        computed_after=last["computed_after"],
+        blocks_held=last["blocks_held"],
+        detail=detail,
+        sampled=f"{first['sampled_token'] or ''} … {last['sampled_token'] or ''}",
+    )

@@ -1,0 +1,178 @@
+"""One step in full: scheduled requests, every allocation, every preemption, why passes stopped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ..models import StepDetail
+from .rows_view import Cell, RowsView
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids) if ids else "—"
+
+
+def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -> Text:
+    """The step's headline facts, as Rich text."""
+    row = detail.row
+    text = Text()
+    text.append(f"{title}step {detail.step:,}", style="bold")
+    if differences:
+        text.append(f"   ≠ {', '.join(differences)}", style="bold red")
+    if row is None:
+        text.append("\nnot in this trace", style="dim")
+        return text
+    if row["idle"]:
+        text.append("   idle: nothing to schedule", style="dim")
+        text.append(f"\narrived {_ids(detail.request_ids('arrive'))}")
+        return text
+    text.append(
+        f"   {row['num_scheduled_tokens']}/{row['token_budget']} tokens · "
+        f"{row['num_scheduled_reqs']} requests ({row['num_new_reqs']} new, "
+        f"{row['num_resumed_reqs']} resumed) · {row['num_preemptions']} preempted · "
+        f"{row['num_finished']} finished"
+    )
+    text.append(
+        f"\nfree blocks {row['num_free_blocks_before']} → "
+        f"{row['num_free_blocks_after_schedule']} after schedule → "
+        f"{row['num_free_blocks_after_update']} after update · running "
+        f"{row['num_running_before']}→{row['num_running_after']} · waiting "
+        f"{row['num_waiting_before']}→{row['num_waiting_after']}"
+    )
+    text.append("\nrunning pass ended: ")
+    text.append(str(row["running_pass_end"]), style="bold cyan")
+    text.append(" · admission stopped: ")
+    text.append(str(row["admission_stop"]), style="bold cyan")
+    if row["blocked_request_id"]:
+        text.append(f" (blocked head {row['blocked_request_id']})")
+    text.append(
+        f"\narrived {_ids(detail.request_ids('arrive'))} · finished "
+        f"{_ids(detail.request_ids('finish'))} · aborted {_ids(detail.request_ids('abort'))}"
+    )
+    return text
+
+
+def _blocks(block_ids: list[int] | None) -> str:
+    if not block_ids:
+        return ""
+    shown = ",".join(map(str, block_ids[:6]))
+    return f"+[{shown}{',…' if len(block_ids) > 6 else ''}]"
+
+
+def _value(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+class StepDetailView(VerticalScroll, can_focus=False):
+    """The step under the cursor: its SchedulerOutput, allocate_slots calls and preemptions."""
+
+    HELP = """
+## Step detail
+
+The step under the timeline's cursor. **scheduled**: the SchedulerOutput in
+vLLM's order (running, then admissions) with each request's kind, tokens,
+computed tokens before → after, new block ids and the sampled token.
+**allocations**: every `allocate_slots` call in order with the free blocks
+before → after and whether it was granted (✓, with the new blocks) or which
+check refused it (✗ `slots` or ✗ `full_sequence`). **preemptions**: the victim, who
+needed room and what it cost.
+
+`r` opens the highlighted request's life.
+"""
+
+    def __init__(self, title: str = "", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.side_title = title
+        self.detail: StepDetail | None = None
+        self._summary_lines = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("…", style="dim"), classes="detail-summary")
+        yield Static("scheduled", classes="detail-heading")
+        yield RowsView(
+            ("request", "kind", "tokens", "computed", "sampled", "new blocks"),
+            cursor=True,
+            classes="detail-scheduled",
+        )
+        yield Static("allocations", classes="detail-heading")
+        yield RowsView(
+            ("request", "pass", "tokens", "+hit", "blocks", "free", "result"),
+            classes="detail-allocations",
+        )
+        yield Static("preemptions", classes="detail-heading")
+        yield RowsView(
+            ("victim", "for", "discarded", "freed", "refund"),
+            classes="detail-preemptions",
+        )
+        yield Static("", classes="detail-why")
+
+    def show(self, detail: StepDetail, differences: tuple[str, ...] = ()) -> None:
+        self.detail = detail
+        text = summary_text(detail, differences, self.side_title)
+        summary = self.query_one(".detail-summary", Static)
+        lines = len(text.wrap(self.app.console, max(summary.content_size.width, 1)))
+        # A new layout only when the summary's height changes: most steps keep it.
+        summary.update(text, layout=lines != self._summary_lines)
+        self._summary_lines = lines
+        self._fill(
+            ".detail-scheduled",
+            [
+                (
+                    r["request_id"],
+                    r["kind"],
+                    str(r["num_tokens"]),
+                    f"{r['computed_before']}→{r['computed_after']}",
+                    _value(r["sampled_token_id"]),
+                    _blocks(r["new_block_ids"]),
+                )
+                for r in detail.scheduled.dicts()
+            ],
+        )
+        self._fill(
+            ".detail-allocations",
+            [
+                (
+                    a["request_id"],
+                    a["pass"],
+                    str(a["num_new_tokens"]),
+                    str(a["num_new_computed_tokens"] or ""),
+                    str(a["num_blocks_needed"]),
+                    f"{_value(a['num_free_blocks_before'])}→{_value(a['num_free_blocks_after'])}",
+                    Text("✓ " + _blocks(a["block_ids"]), style="green")
+                    if a["granted"]
+                    else Text(f"✗ {a['refusal']}", style="bold red"),
+                )
+                for a in detail.allocations.dicts()
+            ],
+        )
+        self._fill(
+            ".detail-preemptions",
+            [
+                (
+                    Text(p["request_id"], style="bold red"),
+                    p["needed_by"],
+                    str(p["num_computed_tokens_discarded"]),
+                    str(p["num_blocks_freed"]),
+                    str(p["num_tokens_refunded"] or ""),
+                )
+                for p in detail.preemptions.dicts()
+            ],
+        )
+        whys = [f"{p['request_id']}: {p['why']}" for p in detail.preemptions.dicts()]
+        self.query_one(".detail-why", Static).update("\n".join(whys))
+
+    def _fill(self, selector: str, rows: list[tuple[Cell, ...]]) -> None:
+        self.query_one(selector, RowsView).set_rows(rows)
+
+    def selected_request(self) -> str | None:
+        """The request under the scheduled table's cursor (the first one when none is)."""
+        if self.detail is None or not len(self.detail.scheduled):
+            return None
+        table = self.query_one(".detail-scheduled", RowsView)
+        index = min(max(table.cursor_row, 0), len(self.detail.scheduled) - 1)
+        return str(self.detail.scheduled.rows[index][0])
