@@ -8,7 +8,7 @@ from typing import Any
 from stepscope.tui.app import StepscopeApp
 from textual.pilot import Pilot
 from textual.widgets import Static, TextArea
-from tui_support import settle, trace, until
+from tui_support import loaded, settle, trace, until
 
 SIZE = (140, 40)
 
@@ -21,7 +21,7 @@ def keys(*pressed: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     """Load, press the keys, and let everything they start finish."""
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        await settle(pilot)
+        await loaded(pilot)
         await pilot.press(*pressed)
         await settle(pilot)
 

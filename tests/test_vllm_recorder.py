@@ -18,7 +18,7 @@ import pytest
 from conftest import TESTS, read_jsonl
 from random_workloads import random_workload
 from stepscope.engine import load_workload
-from stepscope.replay.diff import diff_traces
+from stepscope.replay.diff import Classification, compare_steps, diff_traces
 from stepscope.replay.exact import replay_exact
 from stepscope.schema import open_trace
 from traces import record, step_summaries
@@ -43,19 +43,19 @@ def _engine_trace(workload_path: Path, knobs: dict[str, object], out: Path) -> P
 def _assert_same_as_engine(
     workloads: list[Path], knobs: dict[str, object], vllm_dir: Path, tmp_path: Path
 ) -> None:
+    """Each vLLM trace diffs as identical to the engine's, and every recorded row matches."""
     failures = []
     for path in workloads:
         vllm_trace = vllm_dir / f"{path.stem}.duckdb"
         engine_trace = _engine_trace(path, knobs, tmp_path / f"engine-{path.stem}.duckdb")
-        diff = diff_traces(engine_trace, vllm_trace)
-        problems = (
-            []
-            if diff.identical
-            else [
-                f"diff: {diff.classification} at step "
-                f"{diff.first_decision_step} {diff.decision_fields}"
-            ]
-        )
+        with open_trace(engine_trace) as ours, open_trace(vllm_trace) as theirs:
+            steps = compare_steps(ours, theirs)
+        problems = []
+        if steps.classification is not Classification.IDENTICAL:
+            problems.append(
+                f"diff: {steps.classification} at step "
+                f"{steps.first_decision_step} {steps.decision_fields}"
+            )
         problems += table_differences(engine_trace, vllm_trace)
         if problems:
             failures.append(f"{path.name}: " + "; ".join(problems))

@@ -103,6 +103,29 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], rounds: int = 
     raise AssertionError("the screen never reached the expected state")
 
 
+async def loaded(pilot: Pilot[Any]) -> None:
+    """Settle until the timeline has its first page and the cursor step's detail.
+
+    Under a loaded machine a fixed number of settle rounds can end before the
+    first page arrives; a snapshot taken then would show an empty timeline.
+    """
+    from stepscope.tui.widgets.step_detail import StepDetailView
+    from stepscope.tui.widgets.step_table import StepTable
+
+    def ready() -> bool:
+        screen = pilot.app.screen
+        tables = screen.query(StepTable)
+        details = screen.query(StepDetailView)
+        return (
+            bool(tables)
+            and all(t.has_first_page for t in tables)
+            and all(d.detail is not None for d in details)
+        )
+
+    await until(pilot, ready)
+    await settle(pilot)
+
+
 def cells(table: DataTable[Any] | RowsView) -> list[list[str]]:
     """The rows a table shows, as plain text."""
     rows = (
