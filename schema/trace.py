@@ -61,7 +61,7 @@ class Trace:
         self._con = _connect(self.path)
         try:
             self.meta = _read_meta(self._con, self.path)
-            _create_views(self._con)
+            _create_views(self._con, self.path)
         except BaseException:
             self._con.close()
             raise
@@ -185,8 +185,12 @@ def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     return meta
 
 
-def _create_views(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every view as a TEMP view, retrying those that depend on others."""
+def _create_views(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Create every view as a TEMP view, retrying those that depend on others.
+
+    A view that does not bind means the tables are not the ones the trace's schema
+    version promises (a hand-edited file, or one from a development build).
+    """
     pending = view_infos()
     while pending:
         failed = []
@@ -196,8 +200,15 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
                 con.execute(f"CREATE TEMP VIEW {info.name} AS {body}")
             except duckdb.CatalogException:
                 failed.append(info)
+            except duckdb.BinderException as error:
+                raise TraceError(
+                    f"{path}: its tables do not match trace schema version "
+                    f"{SCHEMA_VERSION} (view {info.name}: {_first_line(error)}); "
+                    "re-record the trace"
+                ) from None
         if len(failed) == len(pending):
-            raise TraceError(f"views cannot be created: {', '.join(v.name for v in failed)}")
+            names = ", ".join(v.name for v in failed)
+            raise TraceError(f"{path}: views cannot be created: {names}")
         pending = failed
 
 

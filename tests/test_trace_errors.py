@@ -53,6 +53,25 @@ def test_a_newer_schema_version(tmp_path: Path, trace: Path) -> None:
     assert "schema version 99" in message and "upgrade stepscope" in message
 
 
+def test_an_older_schema_version(tmp_path: Path, trace: Path) -> None:
+    path = tmp_path / "older.duckdb"
+    shutil.copy(trace, path)
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE _meta SET value = '1' WHERE key = 'schema_version'")
+    message = _error(path)
+    assert "schema version 1" in message and "re-record the trace" in message
+
+
+def test_tables_that_do_not_match_the_schema_version(tmp_path: Path, trace: Path) -> None:
+    path = tmp_path / "edited.duckdb"
+    shutil.copy(trace, path)
+    with duckdb.connect(str(path)) as con:
+        con.execute("ALTER TABLE _requests DROP COLUMN abort_before_update")
+    message = _error(path)
+    assert "do not match trace schema version" in message
+    assert "abort_before_update" in message and "\n" not in message
+
+
 def test_a_truncated_file(tmp_path: Path, trace: Path) -> None:
     path = tmp_path / "truncated.duckdb"
     for fraction in (0.2, 0.5, 0.95):

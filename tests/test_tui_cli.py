@@ -54,6 +54,18 @@ def test_a_missing_trace_is_a_one_line_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "other.duckdb: no such file" in result.stderr
 
 
+def test_a_file_that_is_not_a_trace_is_a_one_line_error_before_the_app_starts(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "notes.duckdb"
+    path.write_text("not a trace\n" * 100)
+    result = stepscope("tui", str(path))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "not a readable trace" in result.stderr
+    result = stepscope("tui", str(trace("storm")), "--diff", str(path))
+    assert result.returncode == 2 and "notes.duckdb: not a readable trace" in result.stderr
+
+
 def test_help_names_the_diff_option() -> None:
     result = stepscope("tui", "--help")
     assert result.returncode == 0 and "--diff" in result.stdout

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from stepscope.engine import InputError
+from stepscope.schema import open_trace
 
 
 def tui(
@@ -19,8 +19,8 @@ def tui(
 ) -> None:
     """Step through a trace: timeline, step detail, request lives, SQL console, replay, diff."""
     for path in (trace, diff):
-        if path is not None and not path.exists():
-            raise InputError(f"{path}: no such file")
+        if path is not None:
+            open_trace(path).close()  # a file that is not a readable trace fails here, in one line
     from stepscope.tui import run_tui
 
     run_tui(trace, diff)
