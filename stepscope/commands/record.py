@@ -21,7 +21,7 @@ from stepscope.tracer.otel import (
     make_span_exporter,
     make_tracer_provider,
 )
-from stepscope.tracer.record import StepSink, record_workload
+from stepscope.tracer.record import RecordSummary, StepSink, record_workload
 from stepscope.tracer.redact import Redactor
 
 from .options import (
@@ -89,6 +89,24 @@ def record(
     if scheduler_cls:
         raise InputError("--scheduler-cls needs --engine vllm")
     runner = create_model_runner(model, loaded, device=device, dtype=dtype)
+    meta = runner_meta(model, runner, dtype, from_trace)
+    summary = _record_with_progress(
+        loaded, runner, output, meta, redact, flush_every, otel, console
+    )
+    _print_summary(console, output, summary.num_steps, len(loaded.requests), summary.complete)
+
+
+def _record_with_progress(
+    workload: Workload,
+    runner: ModelRunner,
+    output: Path,
+    meta: dict[str, str],
+    redact: bool,
+    flush_every: int,
+    otel: str | None,
+    console: Console,
+) -> RecordSummary:
+    """Record through stepscope's engine with a progress bar (and spans, when asked)."""
     progress = Progress(
         TextColumn("[cyan]step {task.fields[step]}"),
         BarColumn(),
@@ -98,19 +116,19 @@ def record(
         console=console,
         transient=True,
     )
-    sinks: list[StepSink] = [_Progress(progress, len(loaded.requests))]
+    sinks: list[StepSink] = [_Progress(progress, len(workload.requests))]
     exporter = exporter_from_env(otel)
     spans = None
     if exporter is not None:
-        spans = StepSpans(make_tracer_provider(make_span_exporter(exporter)), loaded)
+        spans = StepSpans(make_tracer_provider(make_span_exporter(exporter)), workload)
         sinks.append(spans)
     try:
         with progress:
-            summary = record_workload(
-                loaded,
+            return record_workload(
+                workload,
                 runner,
                 output,
-                meta=runner_meta(model, runner, dtype, from_trace),
+                meta=meta,
                 redactor=Redactor() if redact else None,
                 sinks=sinks,
                 flush_every_steps=flush_every,
@@ -118,7 +136,6 @@ def record(
     finally:
         if spans is not None:
             spans.close()
-    _print_summary(console, output, summary.num_steps, len(loaded.requests), summary.complete)
 
 
 def _record_with_vllm(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import Workload
+from stepscope.engine import EngineConfig, Workload
 from stepscope.engine.engine_loop import check_prompt_len
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
@@ -84,16 +84,34 @@ def build_scheduler(
     stats); vLLM's offline `LLM` class turns it off.
     """
     prepare_environment()
-    import torch
-    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.v1.core.kv_cache_utils import (
         resolve_cache_hit_alignment_tokens,
         resolve_kv_cache_block_sizes,
     )
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
-    config = workload.config
+    vllm_config = _vllm_config(workload.config)
+    kv_cache_config = _kv_cache_config(workload.config, vllm_config)
+    block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)
+    kv_cache_config.hash_block_size = hash_block_size
+    kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
+        kv_cache_config, vllm_config, block_size, hash_block_size
+    )
+    scheduler = (scheduler_cls or vllm_config.scheduler_config.get_scheduler_cls())(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+        block_size=block_size,
+        hash_block_size=hash_block_size,
+        log_stats=log_stats,
+    )
+    return scheduler, _block_hasher(vllm_config, hash_block_size)
+
+
+def _vllm_config(config: EngineConfig) -> Any:
+    """A `VllmConfig` with the engine config's scheduler and cache settings."""
+    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+
     model_config = ModelConfig(
         model=_tiny_model_dir(),
         skip_tokenizer_init=True,
@@ -127,34 +145,24 @@ def build_scheduler(
     )
     # vLLM's CPU platform turns async scheduling off; the scheduler itself runs either way.
     vllm_config.scheduler_config.async_scheduling = config.async_scheduling
-    kv_cache_config = KVCacheConfig(
+    vllm_config.cache_config.num_gpu_blocks = config.num_blocks
+    return vllm_config
+
+
+def _kv_cache_config(config: EngineConfig, vllm_config: Any) -> Any:
+    """One full-attention group over `num_blocks` blocks (the scheduler needs no tensors)."""
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+
+    spec = FullAttentionSpec(
+        block_size=config.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+    )
+    return KVCacheConfig(
         num_blocks=config.num_blocks,
         kv_cache_tensors=[],
-        kv_cache_groups=[
-            KVCacheGroupSpec(
-                ["model.layers.0.self_attn.attn"],
-                FullAttentionSpec(
-                    block_size=config.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
-                ),
-            )
-        ],
+        kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)],
         prefix_cache_retention_interval=vllm_config.cache_config.prefix_cache_retention_interval,
     )
-    vllm_config.cache_config.num_gpu_blocks = config.num_blocks
-    block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)
-    kv_cache_config.hash_block_size = hash_block_size
-    kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
-        kv_cache_config, vllm_config, block_size, hash_block_size
-    )
-    scheduler = (scheduler_cls or vllm_config.scheduler_config.get_scheduler_cls())(
-        vllm_config=vllm_config,
-        kv_cache_config=kv_cache_config,
-        structured_output_manager=StructuredOutputManager(vllm_config),
-        block_size=block_size,
-        hash_block_size=hash_block_size,
-        log_stats=log_stats,
-    )
-    return scheduler, _block_hasher(vllm_config, hash_block_size)
 
 
 def _block_hasher(vllm_config: Any, hash_block_size: int) -> Any:
