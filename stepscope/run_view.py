@@ -34,10 +34,8 @@ class RunSummary:
         )
 
 
-def new_step_table(title: str) -> Table:
+def new_step_table() -> Table:
     table = Table(
-        title=title,
-        title_justify="left",
         header_style="bold",
         caption="scheduled: request:tokens, +new admission, ^resumed after preemption; "
         "free: KV blocks free after schedule()",

@@ -56,6 +56,16 @@ def test_default_workload_runs() -> None:
     assert "default.json" in result.stdout and "preemptions" in result.stdout
 
 
+def test_the_title_line_is_whole_however_long_the_path(tmp_path: Path) -> None:
+    workload = tmp_path / ("a_workload_at_a_long_path_" * 4) / CASE.name
+    workload.parent.mkdir()
+    workload.write_text(CASE.read_text())
+    result = stepscope("run", str(workload), columns=80)
+    assert result.returncode == 0, result.stderr
+    title = result.stdout.splitlines()[0]
+    assert title.startswith(str(workload)) and title.endswith("; model tape)")
+
+
 def _assert_clean_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
     assert result.returncode == 2
     assert result.stdout == ""

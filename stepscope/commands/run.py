@@ -45,8 +45,9 @@ def run(
             sys.stdout.write(json.dumps(line) + "\n")
         return
     console = Console()
-    title = f"{loaded.source}  ({_config_line(loaded)}; model {model})"
-    table = run_view.new_step_table(title)
+    # One line however long the path: the terminal wraps it, a pipe keeps it whole.
+    console.print(f"{loaded.source}  ({_config_line(loaded)}; model {model})", soft_wrap=True)
+    table = run_view.new_step_table()
     summary = run_view.RunSummary()
     for record in loop.run():
         run_view.add_step_row(table, record, loop, loaded.config.token_budget)
