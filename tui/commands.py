@@ -36,7 +36,7 @@ class StepscopeCommands(Provider):
             if screen.check_action(action.split("(")[0], ()) is not False
         ]
         if screen.source is not None:
-            for request_id in screen.source.info.request_ids[:MAX_REQUEST_HITS]:
+            for request_id in screen.source.request_ids[:MAX_REQUEST_HITS]:
                 commands.append(
                     (f"request {request_id}", partial(screen.open_request, request_id), "life")
                 )

@@ -32,7 +32,6 @@ class TraceInfo:
     complete: bool
     meta: dict[str, str]
     config: dict[str, Any]
-    request_ids: tuple[str, ...]
 
     @property
     def num_usable_blocks(self) -> int:

@@ -67,15 +67,14 @@ class TraceSource:
         with self._lock:
             (num_steps,) = self.trace.sql("SELECT count(*) FROM _steps").fetchall()[0]
             config = self.trace.config
-        request_ids = tuple(row[0] for row in self.rows("request_ids").rows)
         return TraceInfo(
-            self.path,
-            int(num_steps),
-            self.trace.complete,
-            dict(self.trace.meta),
-            dict(config),
-            request_ids,
+            self.path, int(num_steps), self.trace.complete, dict(self.trace.meta), dict(config)
         )
+
+    @cached_property
+    def request_ids(self) -> tuple[str, ...]:
+        """Every request id in workload order (read after the first paint, not before)."""
+        return tuple(row[0] for row in self.rows("request_ids").rows)
 
     def page(self, page: int) -> pa.Table:
         """Rows of steps [page × PAGE_SIZE, (page + 1) × PAGE_SIZE), as Arrow."""
@@ -122,7 +121,7 @@ class TraceSource:
 
     def find_request(self, text: str) -> str | None:
         """The request whose id is `text`, else the first whose id starts with or contains it."""
-        ids = self.info.request_ids
+        ids = self.request_ids
         needle = text.strip()
         for match in (
             lambda rid: rid == needle,

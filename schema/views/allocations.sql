@@ -1,10 +1,11 @@
 -- Every allocate_slots call in call order: what it asked, the free blocks around it, what it got.
-WITH blocks AS (
+-- The CTEs are inlined (NOT MATERIALIZED) so that a filter on step reaches the table scans.
+WITH blocks AS NOT MATERIALIZED (
     SELECT step, request_index, list(block_id ORDER BY slot) AS block_ids
     FROM _block_ids
     GROUP BY step, request_index
 ),
-calls AS (
+calls AS NOT MATERIALIZED (
     -- A running request's granted call is its _scheduled row; the rest were recorded whole.
     SELECT s.step, s.seq, s.request_index, 'running' AS pass, s.num_tokens AS num_new_tokens,
            0 AS num_new_computed_tokens, 0 AS num_lookahead_tokens, FALSE AS full_sequence_check,
@@ -21,7 +22,7 @@ calls AS (
            CAST(refusal AS VARCHAR), block_ids
     FROM _allocations
 ),
-timeline AS (
+timeline AS NOT MATERIALIZED (
     -- Known free-block counts (step start, recorded calls, preemptions) anchor the rest.
     SELECT step, seq, num_blocks_needed, num_free_blocks_after AS anchor FROM calls
     UNION ALL
@@ -29,12 +30,12 @@ timeline AS (
     UNION ALL
     SELECT step, -1, 0, num_free_blocks_before FROM _steps WHERE NOT idle
 ),
-grouped AS (
+grouped AS NOT MATERIALIZED (
     SELECT step, seq, num_blocks_needed, anchor,
            count(anchor) OVER (PARTITION BY step ORDER BY seq) AS anchor_group
     FROM timeline
 ),
-derived AS (
+derived AS NOT MATERIALIZED (
     SELECT step, seq,
            first_value(anchor) OVER w
                - sum(CASE WHEN anchor IS NULL THEN num_blocks_needed ELSE 0 END) OVER w AS free_after

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import duckdb
 from stepscope.schema import TraceError
@@ -16,7 +16,6 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Static
 
-from ..diffing import TraceDiff, diff_traces, differences, step_decisions
 from ..messages import (
     DiffComputed,
     PageLoaded,
@@ -37,8 +36,10 @@ from ..widgets.step_table import StepTable
 from .console import ConsoleScreen
 from .find_request import FindRequestScreen
 from .goto_step import GotoStepScreen
-from .replay import ReplayScreen
 from .request_life import RequestLifeScreen
+
+if TYPE_CHECKING:
+    from ..diffing import TraceDiff
 
 _ERRORS = (TraceError, duckdb.Error)
 
@@ -132,8 +133,10 @@ class TimelineScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="plot")
     def load_plot(self, source: TraceSource) -> None:
+        """The plot, then the request ids that finding a request offers."""
         try:
             self.post_message(PlotLoaded(source.plot()))
+            source.request_ids  # noqa: B018 (read now, in the background)
         except _ERRORS as error:
             self.post_message(QueryFailed(str(error), "plot"))
 
@@ -144,6 +147,8 @@ class TimelineScreen(Screen[None]):
             other_detail = other.step_detail(step) if other is not None else None
             found: tuple[str, ...] = ()
             if other is not None:
+                from ..diffing import differences, step_decisions
+
                 a, b = step_decisions(source, step, step), step_decisions(other, step, step)
                 found = differences(a.get(step), b.get(step))
         except _ERRORS as error:
@@ -161,6 +166,9 @@ class TimelineScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="diff")
     def compute_diff(self, source: TraceSource, other: TraceSource) -> None:
+        # Imported with a second trace only (it brings pyarrow.compute).
+        from ..diffing import diff_traces
+
         try:
             self.post_message(DiffComputed(diff_traces(source, other)))
         except _ERRORS as error:
@@ -317,7 +325,7 @@ class TimelineScreen(Screen[None]):
             else:
                 self.open_request(request_id)
 
-        self.app.push_screen(FindRequestScreen(source.info.request_ids), chosen)
+        self.app.push_screen(FindRequestScreen(source.request_ids), chosen)
 
     def action_open_request(self) -> None:
         focused = self.focused
@@ -349,6 +357,7 @@ class TimelineScreen(Screen[None]):
     def action_replay(self) -> None:
         if self.source is None:
             return
+        from .replay import ReplayScreen  # the engine is imported when replay is first opened
 
         def chosen(step: int | None) -> None:
             if step is not None:

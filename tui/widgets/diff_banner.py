@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
-from ..diffing import TraceDiff
+if TYPE_CHECKING:
+    from ..diffing import TraceDiff
 
 
 class DiffBanner(Static):
