@@ -8,7 +8,7 @@ from typing import Any
 from stepscope.tui.app import StepscopeApp
 from textual.pilot import Pilot
 from textual.widgets import Static, TextArea
-from tui_support import loaded, settle, trace, until
+from tui_support import loaded, screen_text, settle, steady, trace, until
 
 SIZE = (140, 40)
 
@@ -23,7 +23,7 @@ def keys(*pressed: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     async def run_before(pilot: Pilot[Any]) -> None:
         await loaded(pilot)
         await pilot.press(*pressed)
-        await settle(pilot)
+        await steady(pilot)
 
     return run_before
 
@@ -41,7 +41,7 @@ def test_diff_view_at_the_first_divergence(snap_compare: Any) -> None:
         banner = pilot.app.screen.query_one("#diff-banner", Static)
         await until(pilot, lambda: "divergent" in str(banner.render()))
         await pilot.press("d")
-        await settle(pilot)
+        await steady(pilot)
 
     app = StepscopeApp(trace("storm"), trace("storm_fewer_seqs"))
     assert snap_compare(app, terminal_size=(160, 48), run_before=diffed)
@@ -58,6 +58,9 @@ def test_sql_console_with_results(snap_compare: Any) -> None:
         await pilot.press("ctrl+j")
         status = pilot.app.screen.query_one("#console-status", Static)
         await until(pilot, lambda: "rows" in str(status.render()))
+        # DataTable sizes its columns to their cells when the app next goes idle.
+        await until(pilot, lambda: "needed 1 block(s)" in screen_text(pilot.app))
+        await steady(pilot)
 
     assert snap_compare(storm(), terminal_size=SIZE, run_before=queried)
 
@@ -71,6 +74,7 @@ def test_replay_mode_after_a_few_steps(snap_compare: Any) -> None:
         for step in range(4):
             await pilot.press("space")
             await until(pilot, lambda s=step: f"through step {s} " in str(status.render()))
+        await steady(pilot)
 
     assert snap_compare(storm(), terminal_size=SIZE, run_before=replayed)
 

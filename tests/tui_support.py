@@ -103,6 +103,23 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], rounds: int = 
     raise AssertionError("the screen never reached the expected state")
 
 
+async def steady(pilot: Pilot[Any], rounds: int = 500) -> None:
+    """Settle until two looks at the screen, a settle apart, show the same thing.
+
+    Before a snapshot: some widgets finish on idle (a DataTable sizes its columns to
+    new cells only then), so "every worker done" can still leave a stale frame.
+    """
+    previous = None
+    for _ in range(rounds):
+        await settle(pilot, 1)
+        await asyncio.sleep(0.01)
+        current = screen_text(pilot.app)
+        if current == previous:
+            return
+        previous = current
+    raise AssertionError("the screen never stopped changing")
+
+
 async def loaded(pilot: Pilot[Any]) -> None:
     """Settle until the timeline has its first page and the cursor step's detail.
 

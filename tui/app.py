@@ -38,3 +38,12 @@ class StepscopeApp(App[None]):
             self.action_hide_help_panel()
         else:
             self.action_show_help_panel()
+
+    def action_show_help_panel(self) -> None:
+        """Show the help panel; the table narrows so the step detail keeps a usable width."""
+        super().action_show_help_panel()
+        self.screen.add_class("-help")
+
+    def action_hide_help_panel(self) -> None:
+        super().action_hide_help_panel()
+        self.screen.remove_class("-help")

@@ -19,6 +19,7 @@ from textual.widgets.option_list import Option
 from ..console_session import ConsoleSession, QueryCancelledError
 from ..messages import ConsoleReady, QueryCancelled, QueryFailed, QueryFinished
 from ..models import QueryResult
+from ..widgets.auto_width_table import AutoWidthTable
 
 _FIRST_QUERY = "SELECT * FROM summary"
 
@@ -68,7 +69,7 @@ a query on it, or a past query from the history.
             with Vertical(id="console-main"):
                 yield TextArea(_FIRST_QUERY, id="console-query", soft_wrap=True)
                 yield Static("opening…", id="console-status")
-                yield DataTable(id="console-results", zebra_stripes=True)
+                yield AutoWidthTable(id="console-results", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:

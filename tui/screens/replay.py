@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from ..diffing import StepDecision
 from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
+from ..widgets.auto_width_table import AutoWidthTable
 
 _ERRORS = (TraceError, InputError, duckdb.Error)
 
@@ -94,7 +95,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
         with Horizontal(id="replay-sides"):
             yield Static("", id="replay-recorded", classes="replay-side")
             yield Static("", id="replay-replayed", classes="replay-side")
-        yield DataTable(id="replay-log", cursor_type="row", zebra_stripes=True)
+        yield AutoWidthTable(id="replay-log", cursor_type="row", zebra_stripes=True)
         yield Input(
             placeholder="break when (SQL over the replayed step), enter runs", id="replay-break"
         )

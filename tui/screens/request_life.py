@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from ..messages import QueryFailed, RequestLifeLoaded
 from ..models import RequestLife
 from ..trace_source import TraceSource
+from ..widgets.auto_width_table import AutoWidthTable
 
 _WHAT_STYLE = {
     "arrive": "bold",
@@ -83,9 +84,9 @@ blocks it held. Below: the steps it spent waiting, and why.
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(Text(f"{self.request_id}: loading…", style="dim"), id="life-facts")
-        yield DataTable(id="life-table", cursor_type="row", zebra_stripes=True)
+        yield AutoWidthTable(id="life-table", cursor_type="row", zebra_stripes=True)
         yield Static("waiting", classes="detail-heading")
-        yield DataTable(id="life-waiting", cursor_type="none")
+        yield AutoWidthTable(id="life-waiting", cursor_type="none")
         yield Footer()
 
     def on_mount(self) -> None:
