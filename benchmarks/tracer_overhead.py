@@ -23,6 +23,7 @@ from typing import Any
 
 from results import heading, write_section
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
+from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.engine.workload import parse_workload
 from stepscope.schema import open_trace
 from stepscope.tracer.record import record_workload, trace_meta
@@ -141,28 +142,49 @@ def report(figures: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n\n" + note
 
 
+MILLION_STEP_TRAFFIC = """
+description = "Chat traffic for the TUI benchmark: Poisson arrivals for a million steps."
+seed = 11
+num_requests = {num_requests}
+max_steps = {num_steps}
+
+[config]
+block_size = 16
+num_blocks = 80
+max_num_batched_tokens = 256
+max_num_seqs = 16
+max_model_len = 512
+
+[arrivals]
+process = "poisson"
+rate = 0.1
+
+[prompt_len]
+distribution = "lognormal"
+mean = 60
+sigma = 0.7
+max = 300
+
+[output_len]
+distribution = "uniform"
+min = 16
+max = 96
+
+[[prefix_groups]]
+share = 0.6
+prefix_len = 48
+"""
+
+
 def generate_million_step_trace(path: Path, num_steps: int = 1_000_000) -> None:
-    """A real recorded run of `num_steps` steps: a few long requests arriving in waves."""
-    requests = [
-        {
-            "id": f"long{i}",
-            "arrival_step": i * 997,
-            "prompt_token_ids": [(i * 31 + t) % 30000 + 3 for t in range(64 + 16 * i)],
-            "max_tokens": num_steps // 2,
-        }
-        for i in range(6)
-    ]
-    config = {
-        "block_size": 16,
-        "num_blocks": 16384,
-        "max_num_batched_tokens": 512,
-        "max_num_seqs": 8,
-        "max_model_len": num_steps,
-    }
-    workload = parse_workload(
-        json.dumps({"config": config, "requests": requests, "max_steps": num_steps}),
-        source="1m-step",
-    )
+    """A real recorded run of `num_steps` steps of chat traffic that never runs dry.
+
+    About six requests run at once, with prefix-cache hits and a preemption every few
+    hundred steps when arrivals bunch up; arrivals go on past the last step, so the run
+    is cut there.
+    """
+    text = MILLION_STEP_TRAFFIC.format(num_requests=num_steps // 10 + 1000, num_steps=num_steps)
+    workload = parse_toml_workload(text, source="1m-step")
     summary = record_workload(workload, TapeModelRunner({}), path, flush_every_steps=4096)
     print(f"{path}: {summary.num_steps} steps, {path.stat().st_size / 1e6:.1f} MB")
 

@@ -24,10 +24,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def oracle_python() -> Path | None:
-    """The vLLM oracle's interpreter, when its venv has been built on this machine."""
-    venv = Path(os.environ.get("VLLM_ORACLE_VENV", Path.home() / ".cache" / "vllm-oracle-venv"))
-    python = venv / "bin" / "python"
-    return python if python.exists() else None
+    """An interpreter with vLLM 0.33.0 for the oracle script, when one is built here.
+
+    `VLLM_ORACLE_VENV` when set; else the venv `.ci/vllm-venv` builds (the oracle's
+    pins plus `einops`, which vLLM's CPU import needs and the oracle's own list lacks);
+    else the oracle's venv from `../shared/oracle/build_venv.sh`.
+    """
+    cache = Path.home() / ".cache"
+    explicit = os.environ.get("VLLM_ORACLE_VENV")
+    candidates = (
+        [Path(explicit)]
+        if explicit
+        else [
+            Path(os.environ.get("STEPSCOPE_VLLM_VENV", cache / "stepscope-vllm-venv")),
+            cache / "vllm-oracle-venv",
+        ]
+    )
+    for venv in candidates:
+        python = venv / "bin" / "python"
+        if python.exists():
+            return python
+    return None
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -1,6 +1,8 @@
 """Random workloads through real vLLM 0.33.0 (the oracle) and through the engine: same decisions.
 
-Runs where the oracle's venv exists (`../shared/oracle/build_venv.sh`); skipped elsewhere.
+Runs where vLLM's venv exists (`.ci/vllm-venv`, which `.ci/run` builds, or the oracle's own
+from `../shared/oracle/build_venv.sh`) and the oracle script is beside the checkout;
+skipped elsewhere.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ FIRST_SEED = 7_000
 def test_random_workloads_match_the_oracle(tmp_path: Path) -> None:
     python = oracle_python()
     if python is None or not ORACLE_SCRIPT.exists():
-        pytest.skip("vLLM oracle not built here (run ../shared/oracle/build_venv.sh)")
+        pytest.skip("no vLLM venv (.ci/vllm-venv) or no ../shared/oracle script here")
     paths = []
     for seed in range(FIRST_SEED, FIRST_SEED + NUM_WORKLOADS):
         path = tmp_path / f"w{seed}.json"
