@@ -32,15 +32,16 @@ def time_steps(
     make_runner_output: Callable[[dict[str, list[int]]], Any],
     measure_from: int,
     num_steps: int,
+    clock: Callable[[], int] = time.process_time_ns,
 ) -> dict[str, float]:
     """Step the scheduler; CPU time of the two calls, averaged over the measured steps.
 
     Steps before `measure_from` warm up (admissions, prefills); the garbage collector
-    is off while measuring, for both schedulers alike.
+    is off while measuring, for both schedulers alike. `clock` is the process's CPU
+    time unless asked otherwise (the engine thread's alone: `time.thread_time_ns`).
     """
     schedule_ns = update_ns = measured = preemptions = 0
     last_arrival = max(arrivals, default=0)
-    clock = time.process_time_ns
     gc.collect()
     gc.disable()
     try:

@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from step_timer import sampled_tokens
+from step_timer import time_steps
 from stepscope.engine.workload import parse_workload
-from stepscope.tracer.vllm.driver import build_scheduler, make_request, prepare_environment
+from stepscope.tracer.vllm.driver import build_scheduler, prepare_environment
+from vllm_inputs import arrivals, runner_output
 
 VARIANTS = ("stock", "off", "on")
 
@@ -29,7 +30,6 @@ VARIANTS = ("stock", "off", "on")
 def run_once(case: dict[str, Any], variant: str, scratch: Path) -> dict[str, float]:
     from stepscope.tracer.vllm.attach import attach_recording
     from stepscope.tracer.vllm.schedulers import RecordingScheduler
-    from vllm.v1.outputs import ModelRunnerOutput
 
     workload = parse_workload(json.dumps(case["workload"]), source=case["name"])
     cls = RecordingScheduler if variant == "off" else None
@@ -38,48 +38,24 @@ def run_once(case: dict[str, Any], variant: str, scratch: Path) -> dict[str, flo
     if variant == "on":
         path = scratch / f"{case['name'].replace(' ', '_')}-{time.monotonic_ns()}.duckdb"
         recording = attach_recording(scheduler, path, planned=workload)
-    arrivals: dict[int, list[Any]] = {}
-    for spec in workload.requests:
-        arrivals.setdefault(spec.arrival_step, []).append(make_request(spec, hasher))
-    last_arrival = max(arrivals, default=0)
-    thread_ns = measured = 0
-    clock = time.thread_time_ns
-    gc.collect()
-    gc.disable()
+    by_step = arrivals(workload, hasher)
+    gc.collect()  # before the process clock starts (time_steps collects again, cheaply)
     process_started = time.process_time_ns()
-    try:
-        for step in range(case["measure_from"] + case["num_steps"]):
-            for request in arrivals.get(step, ()):
-                scheduler.add_request(request)
-            if not scheduler.has_requests():
-                if step > last_arrival:
-                    break
-                continue
-            t0 = clock()
-            output = scheduler.schedule()
-            t1 = clock()
-            sampled = sampled_tokens(scheduler, output)
-            req_ids = list(sampled)
-            runner_output = ModelRunnerOutput(
-                req_ids=req_ids,
-                req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
-                sampled_token_ids=[sampled[req_id] for req_id in req_ids],
-            )
-            t2 = clock()
-            scheduler.update_from_output(output, runner_output)
-            t3 = clock()
-            if step >= case["measure_from"]:
-                thread_ns += (t1 - t0) + (t3 - t2)
-                measured += 1
-        if recording is not None:
-            recording.close()
-    finally:
-        gc.enable()
+    timing = time_steps(
+        scheduler,
+        by_step,
+        runner_output,
+        case["measure_from"],
+        case["num_steps"],
+        clock=time.thread_time_ns,
+    )
+    if recording is not None:
+        recording.close()
     process_ns = time.process_time_ns() - process_started
     return {
-        "step_us": thread_ns / max(measured, 1) / 1e3,
+        "step_us": timing["schedule_us"] + timing["update_us"],
         "run_ms": process_ns / 1e6,
-        "steps": measured,
+        "steps": timing["steps"],
     }
 
 
