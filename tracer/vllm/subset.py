@@ -30,7 +30,7 @@ def outside_subset(scheduler: Any) -> set[str]:
         reasons.add("pipeline parallelism")
     if parallel.data_parallel_size > 1:
         reasons.add("data parallelism")
-    if scheduler.local_prefill_interval > 1:
+    if getattr(scheduler, "local_prefill_interval", 1) > 1:  # 0.33 and later
         reasons.add("prefill_schedule_interval > 1")
     if scheduler.hash_block_size != scheduler.block_size:
         reasons.add("hash block size differs from block size")
