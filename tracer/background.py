@@ -86,6 +86,9 @@ class BackgroundRecorder:
         counts = QueueCounts.read(scheduler)
         self._submit(lambda: self.recorder.record_step(record, counts))
 
+    def mark(self, complete: bool, meta: Mapping[str, str] | None = None) -> None:
+        self._submit(lambda: self.recorder.mark(complete, meta))
+
     def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Build what is queued, then close the trace (marked incomplete after a failure)."""
         if self._thread.is_alive():
