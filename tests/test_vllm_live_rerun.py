@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cli import stepscope
-
 from stepscope.schema import open_trace
+from test_cli import stepscope
 
 pytestmark = pytest.mark.slow
 
