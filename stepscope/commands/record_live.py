@@ -31,6 +31,10 @@ def record_with_vllm_live(
     from stepscope.tracer.vllm.live_engine import LiveEngineOptions, parse_engine_args
 
     meta = _trace_meta(from_trace)
+    if meta.get("redacted") == "true":
+        raise InputError(
+            f"{from_trace}: the trace is redacted; its token ids are pseudonyms no model can read"
+        )
     options = LiveEngineOptions(
         model=_model_dir(model, meta),
         dtype=dtype or meta.get("dtype") or "auto",

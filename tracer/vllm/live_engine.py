@@ -102,10 +102,11 @@ def build_engine(config: EngineConfig, options: LiveEngineOptions) -> Any:
 
     _check_device(options.device)
     try:
-        args = EngineArgs(**engine_kwargs(config, options))
-    except TypeError as error:
-        raise InputError(f"--engine-arg: {error}") from None
-    engine = LLMEngine.from_engine_args(args)
+        vllm_config = EngineArgs(**engine_kwargs(config, options)).create_engine_config()
+    except (TypeError, ValueError) as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()][:3]
+        raise InputError(f"vLLM does not take this engine config: {' '.join(lines)}") from None
+    engine = LLMEngine.from_vllm_config(vllm_config)
     _check_async(engine, config)
     return engine
 
