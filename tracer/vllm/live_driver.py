@@ -6,9 +6,11 @@ client of the offline engine would, but in step order: a request whose
 lands before it, and an abort marked `abort_before_update` is put on the engine
 core's `aborts_queue`, which `EngineCore.step` drains after the forward pass and
 before `update_from_output` (where a server's input thread puts an abort that
-arrives mid-step). When the scheduler has nothing to do but arrivals are still
-to come, the iteration is recorded idle, as the scripted driver records it. The
-model samples: tokens, and so every later decision, are the engine's own.
+arrives mid-step; under async scheduling that is the next update the engine core
+makes, one step later when the step returned right after scheduling). When the
+scheduler has nothing to do but arrivals are still to come, the iteration is
+recorded idle, as the scripted driver records it. The model samples: tokens, and
+so every later decision, are the engine's own.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class LiveDriver:
         for step in range(self.workload.max_steps):
             self._add_arrivals(step)
             self._abort(step)
-            if not self.scheduler.has_requests():
+            if not self._busy():
                 if self._next >= len(self._pending):
                     return step, True
                 self.recording.idle_step()
@@ -73,6 +75,11 @@ class LiveDriver:
             self.engine.step()
             self._check_one_iteration(step)
         return self.workload.max_steps, False
+
+    def _busy(self) -> bool:
+        """What `EngineCore` checks before a step: requests, or batches in flight (async)."""
+        batch_queue = self.engine.engine_core.engine_core.batch_queue
+        return bool(self.scheduler.has_requests() or batch_queue)
 
     def _add_arrivals(self, step: int) -> None:
         while self._next < len(self._pending) and self._pending[self._next].arrival_step <= step:
