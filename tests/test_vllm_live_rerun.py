@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stepscope.engine import EngineConfig, InputError
 from stepscope.schema import open_trace
+from stepscope.tracer.vllm.live_engine import LiveEngineOptions, engine_kwargs, parse_engine_args
 from test_cli import stepscope
 
 pytestmark = pytest.mark.slow
@@ -47,8 +49,10 @@ def _workload(path: Path) -> Path:
         if i % 3 == 0:
             request["eos_token_id"] = 2
         requests.append(request)
-    requests[5]["abort_step"] = 14
-    requests[7].update(abort_step=20, abort_before_update=True)
+    for i, abort in ((5, {"abort_step": 14}), (7, {"abort_step": 20, "abort_before_update": True})):
+        # Only the length limit could end these before their aborts, and it comes later.
+        requests[i] = {**requests[i], **abort, "min_tokens": 0, "stop_token_ids": []}
+        requests[i].pop("eos_token_id", None)
     config = {
         "block_size": 32,
         "num_blocks": 12,
@@ -159,3 +163,33 @@ def test_without_vllm_the_live_engine_is_a_one_line_error(tmp_path: Path) -> Non
     result = stepscope("record", str(workload), "--engine", "vllm-live", *model)
     assert result.returncode == 2 and "vLLM is not installed" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_engine_is_built_with_every_recorded_knob() -> None:
+    config = EngineConfig.from_dict(
+        {
+            "block_size": 32,
+            "num_blocks": 48,
+            "max_num_batched_tokens": 320,
+            "max_num_seqs": 5,
+            "max_model_len": 300,
+            "policy": "priority",
+            "enable_prefix_caching": False,
+            "enable_chunked_prefill": False,
+            "long_prefill_token_threshold": 40,
+            "watermark": 0.01,
+            "max_num_scheduled_tokens": 80,
+            "async_scheduling": True,
+        }
+    )
+    extra = parse_engine_args(["enforce_eager=true", "tokenizer=/m/tok"])
+    kwargs = engine_kwargs(config, LiveEngineOptions(Path("/m"), "float16", engine_args=extra))
+    assert kwargs["num_gpu_blocks_override"] == 48 and kwargs["scheduling_policy"] == "priority"
+    assert kwargs["max_num_batched_tokens"] == 320 and kwargs["max_num_seqs"] == 5
+    assert kwargs["max_model_len"] == 300 and kwargs["long_prefill_token_threshold"] == 40
+    assert kwargs["enable_prefix_caching"] is False and kwargs["enable_chunked_prefill"] is False
+    assert kwargs["watermark"] == 0.01 and kwargs["max_num_scheduled_tokens"] == 80
+    assert kwargs["async_scheduling"] is True and kwargs["dtype"] == "float16"
+    assert kwargs["enforce_eager"] is True and kwargs["tokenizer"] == "/m/tok"
+    with pytest.raises(InputError, match="KEY=VALUE"):
+        parse_engine_args(["enforce_eager"])
