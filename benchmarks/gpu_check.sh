@@ -75,11 +75,12 @@ replay_status=0
     > "$OUT/rerun_diff.json" || true
 
 # Real vLLM on the device: the same record / replay / rerun / diff, with vLLM's own engine.
-read -ra VLLM_CMD <<< "${VLLM_PYTHON:-$PYTHON}"
+# PYTHONSAFEPATH: the checkout's stepscope/ folder must not shadow the stepscope installed there.
+read -ra VLLM_CMD <<< "env PYTHONSAFEPATH=1 ${VLLM_PYTHON:-$PYTHON}"
 VLLM_WORKLOAD=${VLLM_WORKLOAD:-examples/workloads/vllm_live.toml}
 VLLM_MODEL=${VLLM_MODEL:-$OUT/tiny-llama}
 read -ra VLLM_ARGS <<< "${VLLM_ARGS:-}"
-VLLM_FOR_DEVICE='import sys, stepscope
+VLLM_FOR_DEVICE='import sys, stepscope.tracer.vllm
 from vllm.platforms import current_platform
 sys.exit(0 if current_platform.device_type == sys.argv[1] else 1)'
 vllm_live() {  # output [record args...]

@@ -105,6 +105,8 @@ def test_the_live_recording_is_real_and_replays_exactly(runs: Path) -> None:
         meta = trace.meta
     assert meta["vllm_version"].startswith("0.32") and meta["dtype"] == "bfloat16"
     assert meta["complete"] == "true"
+    arrivals = _sql(live, "SELECT request_id, step FROM events WHERE kind = 'arrive'")
+    assert sorted(arrivals) == sorted((f"r{i}", 2 * i) for i in range(16)), "arrival steps"
     (preemptions,) = _sql(live, "SELECT count(*) FROM preemptions")[0]
     assert preemptions > 0
     aborts = _sql(live, "SELECT request_id, step, detail FROM events WHERE kind = 'abort'")
