@@ -87,7 +87,7 @@ vllm_live() {  # output [record args...]
     local output=$1
     shift
     "${VLLM_CMD[@]}" -m stepscope record --engine vllm-live "${VLLM_ARGS[@]}" "$@" \
-        -o "$OUT/$output.duckdb" 2>> "$OUT/vllm_record.txt" || true
+        -o "$OUT/$output.duckdb" >> "$OUT/vllm_record.txt" 2>&1 || true
 }
 vllm_diff() {  # A B json
     "$PYTHON" -m stepscope diff "$OUT/$1.duckdb" "$OUT/$2.duckdb" --json > "$OUT/$3.json" || true
