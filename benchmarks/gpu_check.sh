@@ -8,7 +8,8 @@
 # (VLLM_PYTHON, default PYTHON), real vLLM is checked the same way: its engine records a
 # workload (`stepscope record --engine vllm-live`), the trace replays on the CPU with no
 # model and is diffed, and live vLLM reruns of its arrivals (same dtype, float32) diff as
-# identical or *input*, never as a decision. Without one that part is skipped, with a line
+# identical or *input*, never as a decision; on a GPU an async-scheduling recording must
+# replay exactly too. Without one that part is skipped, with a line
 # saying so. Exit 0 all good, 1 a check failed, 2 no CUDA device.
 #
 #   bash benchmarks/gpu_check.sh                        # on a machine with a GPU
@@ -103,6 +104,13 @@ if "${VLLM_CMD[@]}" -c "$VLLM_FOR_DEVICE" "$DEVICE" > /dev/null 2>&1; then
     vllm_diff vllm vllm_rerun vllm_rerun_diff
     vllm_live vllm_float32 --from "$OUT/vllm.duckdb" --device "$DEVICE" --dtype float32
     vllm_diff vllm vllm_float32 vllm_float32_diff
+    if [ "$DEVICE" != cpu ]; then  # vLLM's CPU platform turns async scheduling off
+        vllm_live vllm_async "$VLLM_WORKLOAD" --model "$VLLM_MODEL" --device "$DEVICE" \
+            --dtype bfloat16 --set async_scheduling=true
+        "$PYTHON" -m stepscope replay "$OUT/vllm_async.duckdb" -o "$OUT/vllm_async_replay.duckdb" \
+            > /dev/null || true
+        vllm_diff vllm_async vllm_async_replay vllm_async_replay_diff
+    fi
 else
     vllm_state="skipped: no vLLM for $DEVICE (with stepscope) in ${VLLM_CMD[*]}"
     echo "gpu_check: real vLLM $vllm_state" >&2
@@ -177,11 +185,15 @@ def vllm_lines():
     if vllm_state != "ran":
         return [f"Real vLLM on {device}: {vllm_state}."]
     lines = [f"Real vLLM on {device} (`stepscope record --engine vllm-live`, bfloat16):"]
-    for name, what, allowed in (
+    checks = [
         ("vllm_replay_diff", "exact replay on the CPU, no model", ("identical",)),
         ("vllm_rerun_diff", "live vLLM rerun, same dtype", ("identical", "input", "inputs_only")),
         ("vllm_float32_diff", "live vLLM rerun, float32", ("identical", "input", "inputs_only")),
-    ):
+    ]
+    if device != "cpu":
+        checks.append(("vllm_async_replay_diff", "async scheduling, exact replay on the CPU",
+                       ("identical",)))
+    for name, what, allowed in checks:
         path = out / f"{name}.json"
         if not path.exists() or not path.read_text().strip():
             failures.append(f"real vLLM: {what}: no diff (see {out / 'vllm_record.txt'})")
