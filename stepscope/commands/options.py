@@ -48,6 +48,32 @@ EngineOption = Annotated[
         "(needs stepscope[vllm]).",
     ),
 ]
+
+
+class RecordEngine(enum.StrEnum):
+    STEPSCOPE = "stepscope"
+    VLLM = "vllm"
+    VLLM_LIVE = "vllm-live"
+
+
+RecordEngineOption = Annotated[
+    RecordEngine,
+    typer.Option(
+        "--engine",
+        help="stepscope: this tool's engine. vllm: vLLM 0.33.0's own scheduler, recorded "
+        "(needs stepscope[vllm]). vllm-live: a real vLLM engine with a model (--model DIR, "
+        "or the trace's with --from), stepped in this process.",
+    ),
+]
+EngineArgsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--engine-arg",
+        metavar="KEY=VALUE",
+        help="With --engine vllm-live: one of vLLM's EngineArgs (value as JSON), e.g. "
+        "--engine-arg enforce_eager=true (repeatable).",
+    ),
+]
 SchedulerClsOption = Annotated[
     str | None,
     typer.Option(

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from stepscope.engine import InputError, ModelRunner, Scheduler, StepRecord, Workload
-from stepscope.engine.model_runners import TAPE, create_model_runner
+from stepscope.engine.model_runners import DTYPES, TAPE, create_model_runner
 from stepscope.inputs import apply_knobs, load_vllm_scheduler_class, load_workload_arg
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
@@ -26,13 +26,14 @@ from stepscope.tracer.redact import Redactor
 
 from .options import (
     DeviceOption,
-    DtypeOption,
-    Engine,
-    EngineOption,
+    EngineArgsOption,
     KnobsOption,
     ModelOption,
+    RecordEngine,
+    RecordEngineOption,
     SchedulerClsOption,
 )
+from .record_live import record_with_vllm_live
 
 
 def record(
@@ -51,7 +52,14 @@ def record(
     ] = None,
     model: ModelOption = TAPE,
     device: DeviceOption = "auto",
-    dtype: DtypeOption = "float32",
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            help=f"For a real model: {'|'.join(DTYPES)} (default float32). With --engine "
+            "vllm-live: any dtype vLLM takes (default: the trace's, else the model's).",
+        ),
+    ] = None,
     output: Annotated[
         Path, typer.Option("-o", "--output", help="The trace file to write (must not exist).")
     ] = Path("trace.duckdb"),
@@ -75,25 +83,43 @@ def record(
             "OTEL_EXPORTER_OTLP_*).",
         ),
     ] = None,
-    engine: EngineOption = Engine.STEPSCOPE,
+    engine: RecordEngineOption = RecordEngine.STEPSCOPE,
     scheduler_cls: SchedulerClsOption = None,
+    engine_args: EngineArgsOption = None,
 ) -> None:
     """Run a workload and record every step into a DuckDB trace."""
     if output.exists():
         raise InputError(f"{output}: already exists (remove it or choose another -o)")
     loaded = apply_knobs(_workload(workload, from_trace), knobs or [])
     console = Console(stderr=True)
-    if engine is Engine.VLLM:
-        _record_with_vllm(loaded, output, model, otel, scheduler_cls, redact, console)
+    _check_engine_options(engine, scheduler_cls, engine_args, otel)
+    if engine is RecordEngine.VLLM:
+        _record_with_vllm(loaded, output, model, scheduler_cls, redact, console)
         return
-    if scheduler_cls:
-        raise InputError("--scheduler-cls needs --engine vllm")
+    if engine is RecordEngine.VLLM_LIVE:
+        record_with_vllm_live(
+            loaded, from_trace, output, model, device, dtype, engine_args or [], redact, console
+        )
+        return
+    dtype = dtype or "float32"
     runner = create_model_runner(model, loaded, device=device, dtype=dtype)
     meta = runner_meta(model, runner, dtype, from_trace)
     summary = _record_with_progress(
         loaded, runner, output, meta, redact, flush_every, otel, console
     )
     _print_summary(console, output, summary.num_steps, len(loaded.requests), summary.complete)
+
+
+def _check_engine_options(
+    engine: RecordEngine, scheduler_cls: str | None, engine_args: list[str] | None, otel: str | None
+) -> None:
+    """Options that only one engine takes."""
+    if scheduler_cls and engine is not RecordEngine.VLLM:
+        raise InputError("--scheduler-cls needs --engine vllm")
+    if engine_args and engine is not RecordEngine.VLLM_LIVE:
+        raise InputError("--engine-arg needs --engine vllm-live")
+    if otel is not None and engine is not RecordEngine.STEPSCOPE:
+        raise InputError("--otel needs --engine stepscope")
 
 
 def _record_with_progress(
@@ -142,7 +168,6 @@ def _record_with_vllm(
     workload: Workload,
     output: Path,
     model: str,
-    otel: str | None,
     scheduler_cls: str | None,
     redact: bool,
     console: Console,
@@ -151,8 +176,6 @@ def _record_with_vllm(
     if model != TAPE:
         raise InputError(f"--engine vllm runs the workload's scripted outputs; --model {model} "
                          "needs --engine stepscope")  # fmt: skip
-    if otel is not None:
-        raise InputError("--otel needs --engine stepscope")
     require_vllm()
     from stepscope.tracer.vllm.driver import record_with_vllm
 

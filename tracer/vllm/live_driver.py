@@ -1,0 +1,171 @@
+"""A workload's arrivals and aborts driven into a real vLLM engine at their steps, recorded.
+
+The driver calls `LLMEngine.add_request`, `abort_request` and `step()` as a
+client of the offline engine would, but in step order: a request whose
+`arrival_step` is s is added just before the engine's iteration s, an abort at s
+lands before it, and an abort marked `abort_before_update` is put on the engine
+core's `aborts_queue`, which `EngineCore.step` drains after the forward pass and
+before `update_from_output` (where a server's input thread puts an abort that
+arrives mid-step; under async scheduling that is the next update the engine core
+makes, one step later when the step returned right after scheduling). When the
+scheduler has nothing to do but arrivals are still to come, the iteration is
+recorded idle, as the scripted driver records it. The model samples: tokens, and
+so every later decision, are the engine's own.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stepscope.engine import Workload
+from stepscope.engine.workload import RequestSpec
+from stepscope.tracer.redact import Redactor
+
+from . import live_engine
+from .attach import attach_recording
+from .live_engine import LiveEngineOptions
+from .session import VllmRecording
+
+logger = logging.getLogger("stepscope.tracer.vllm")
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    num_steps: int
+    complete: bool
+    num_rejected: int
+    num_seeds_dropped: int
+    dtype: str
+
+
+class LiveDriver:
+    """Steps one in-process `LLMEngine` through a workload, one iteration per recorded step."""
+
+    def __init__(
+        self, workload: Workload, engine: Any, recording: VllmRecording, keep_seeds: bool
+    ) -> None:
+        self.workload = workload
+        self.engine = engine
+        self.scheduler = live_engine.scheduler_of(engine)
+        self.recording = recording
+        self.keep_seeds = keep_seeds
+        self.num_rejected = 0
+        self._pending = sorted(workload.requests, key=lambda spec: spec.arrival_step)
+        self._next = 0
+        self._aborts: dict[tuple[int, bool], list[str]] = {}
+        for spec in workload.requests:
+            if spec.abort_step is not None:
+                key = (spec.abort_step, spec.abort_before_update)
+                self._aborts.setdefault(key, []).append(spec.request_id)
+
+    def run(self) -> tuple[int, bool]:
+        """Step until every request is done (steps taken, finished) or `max_steps` runs out."""
+        for step in range(self.workload.max_steps):
+            self._add_arrivals(step)
+            self._abort(step)
+            if not self._busy():
+                if self._next >= len(self._pending):
+                    return step, True
+                self.recording.idle_step()
+                continue
+            self._abort_before_update(step)
+            self.engine.step()
+            self._check_one_iteration(step)
+        return self.workload.max_steps, False
+
+    def _busy(self) -> bool:
+        """What `EngineCore` checks before a step: requests, or batches in flight (async)."""
+        batch_queue = self.engine.engine_core.engine_core.batch_queue
+        return bool(self.scheduler.has_requests() or batch_queue)
+
+    def _add_arrivals(self, step: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next].arrival_step <= step:
+            spec = self._pending[self._next]
+            self._next += 1
+            self._add(spec)
+
+    def _add(self, spec: RequestSpec) -> None:
+        params = live_engine.vllm_sampling_params(spec.sampling_params, self.keep_seeds)
+        try:
+            self.engine.add_request(
+                spec.request_id,
+                {"prompt_token_ids": list(spec.prompt_token_ids)},
+                params,
+                arrival_time=spec.arrival_time,
+                priority=spec.priority,
+            )
+        except ValueError as error:
+            logger.warning("stepscope: vLLM rejected request %s: %s", spec.request_id, error)
+            self.num_rejected += 1
+            self.recording.reject(spec)
+
+    def _abort(self, step: int) -> None:
+        """Aborts between iterations: `LLMEngine.abort_request` reaches the scheduler at once."""
+        for request_id in self._aborts.get((step, False), ()):
+            self.engine.abort_request([request_id])
+
+    def _abort_before_update(self, step: int) -> None:
+        """Aborts that land after this iteration's `schedule()` and before its update."""
+        request_ids = self._aborts.get((step, True), [])
+        if request_ids:
+            self.engine.output_processor.abort_requests(request_ids, internal=False)
+            self.engine.engine_core.engine_core.aborts_queue.put_nowait(list(request_ids))
+
+    def _check_one_iteration(self, step: int) -> None:
+        if self.recording.active and self.recording.step != step:
+            raise RuntimeError(
+                f"LLMEngine.step() for step {step} left the recording at step "
+                f"{self.recording.step}: not one EngineCore.step() per call"
+            )
+
+
+def record_live(
+    workload: Workload,
+    path: Path,
+    options: LiveEngineOptions,
+    meta: dict[str, str] | None = None,
+    redactor: Redactor | None = None,
+) -> LiveRun:
+    """Run the workload on a real vLLM engine built for its config, recorded at `path`."""
+    engine = live_engine.build_engine(workload.config, options)
+    try:
+        keep_seeds = live_engine.seeds_supported()
+        seeds_dropped = _seeds_dropped(workload, keep_seeds)
+        extra = {**(meta or {}), **({"seeds_dropped": str(seeds_dropped)} if seeds_dropped else {})}
+        recording = attach_recording(
+            live_engine.scheduler_of(engine),
+            path,
+            planned=workload,
+            meta=_meta(workload, engine, extra),
+            redactor=redactor,
+        )
+        driver = LiveDriver(workload, engine, recording, keep_seeds)
+        num_steps, finished = 0, False
+        try:
+            num_steps, finished = driver.run()
+        finally:
+            recording.close(finished)
+        dtype = live_engine.engine_dtype(engine)
+    finally:
+        live_engine.shutdown(engine)
+    return LiveRun(num_steps, finished, driver.num_rejected, seeds_dropped, dtype)
+
+
+def _seeds_dropped(workload: Workload, keep_seeds: bool) -> int:
+    """Requests whose seed this platform cannot honour (they then sample unseeded)."""
+    if keep_seeds:
+        return 0
+    return sum(spec.sampling_params.seed is not None for spec in workload.requests)
+
+
+def _meta(workload: Workload, engine: Any, extra: dict[str, str]) -> dict[str, str]:
+    return {
+        "workload": workload.source,
+        "description": workload.description,
+        "max_steps": str(workload.max_steps),
+        "dtype": live_engine.engine_dtype(engine),
+        **extra,
+    }
