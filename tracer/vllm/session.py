@@ -127,6 +127,8 @@ class VllmRecording:
         self._iterations: deque[_Iteration] = deque()
         self._in_flight: dict[int, _Iteration] = {}
         self._originals: dict[str, Callable[..., Any]] = {}
+        self._marked_complete = False
+        """The trace on disk says complete: the engine went idle with every step written."""
 
     # ----- attaching ------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class VllmRecording:
             self.active = False
             self.detach()
             try:
-                self.recorder.close(False, {"outside_subset": "; ".join(sorted(self.reasons))})
+                self.recorder.close(False, self._final_meta())
             except Exception:
                 logger.exception("stepscope: closing the trace failed")
 
@@ -231,6 +233,9 @@ class VllmRecording:
             self.reasons.add("streaming input or a reused request id")
             return
         self.arrived.add(request.request_id)
+        if self._marked_complete:
+            self._marked_complete = False
+            self.recorder.mark(complete=False)
         spec = convert.request_spec(request, arrival_step=self.step + 1)
         planned = self.planned.get(spec.request_id)
         if planned is not None and planned.abort_step is not None:
@@ -333,6 +338,9 @@ class VllmRecording:
         batch.update_step = current.step
         self._current = None
         self._record_complete()
+        if not self._in_flight and not self._iterations and not self.scheduler.has_requests():
+            self._marked_complete = True
+            self.recorder.mark(complete=True, meta=self._final_meta())
 
     def _record_complete(self) -> None:
         """Record the oldest iterations whose batches are done, in step order."""
@@ -357,4 +365,7 @@ class VllmRecording:
         try:
             self._record_complete()
         finally:
-            self.recorder.close(complete, {"outside_subset": "; ".join(sorted(self.reasons))})
+            self.recorder.close(complete, self._final_meta())
+
+    def _final_meta(self) -> dict[str, str]:
+        return {"outside_subset": "; ".join(sorted(self.reasons))}
