@@ -4,8 +4,9 @@
 
 Run with the vLLM venv's Python (it has aiohttp); loopback only. Requests share
 three 64-token prefixes (prefix caching), ask for 16-96 tokens, and are all sent
-at once so the KV pool runs short; every `--cancel-every`-th request closes its
-stream after a few chunks, which the server turns into an abort. Prints one JSON
+at once so the KV pool runs short; every `--cancel-every`-th request asks for
+300-400 tokens and closes its stream after a few chunks, which the server turns
+into an abort. Prints one JSON
 line: how many requests finished, were cancelled, and failed.
 """
 
@@ -60,6 +61,9 @@ def plans(model: str, args: argparse.Namespace) -> list[Plan]:
         if args.priority:
             body["priority"] = rng.randrange(3)
         cancel = args.cancel_every and i % args.cancel_every == args.cancel_every - 1
+        if cancel:
+            # Long enough to be running still when the server sees the client go.
+            body.update(max_tokens=rng.randrange(300, 400), ignore_eos=True)
         result.append(Plan(body, rng.randrange(2, 8) if cancel else None))
     return result
 

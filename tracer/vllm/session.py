@@ -34,6 +34,7 @@ from stepscope.engine import EngineStep, SamplingParams, StepRecord, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.redact import Redactor
+from stepscope.tracer.writer import TraceWriteError
 
 from . import convert
 from .decisions import AllocationTap
@@ -159,6 +160,8 @@ class VllmRecording:
             self.detach()
             try:
                 self.recorder.close(False, self._final_meta())
+            except TraceWriteError:
+                pass  # the file cannot be written: the error above said so once
             except Exception:
                 logger.exception("stepscope: closing the trace failed")
 
