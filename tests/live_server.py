@@ -56,6 +56,7 @@ class LiveServer:
         trace: Path,
         scheduler_cls: str,
         flags: Sequence[str] = (),
+        log_dir: Path | None = None,
     ) -> LiveServer:
         port = free_port()
         args = [
@@ -69,7 +70,7 @@ class LiveServer:
             "PYTHONPATH": str(vllm_live.site),
             "STEPSCOPE_TRACE": str(trace),
         }
-        log = trace.parent / f"server-{port}.log"
+        log = (log_dir or trace.parent) / f"server-{port}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(
                 args,
@@ -96,6 +97,19 @@ class LiveServer:
                 time.sleep(1)
         self.kill()
         raise AssertionError(f"the vLLM server did not start:\n{self.log_tail()}")
+
+    def wait_idle(self, trace: Path, timeout_s: float = 300) -> None:
+        """Wait until the engine has gone idle and the recorder has committed every step.
+
+        The recorder folds the write-ahead log into the trace when the scheduler has
+        no request left, so the log file disappears exactly then.
+        """
+        wal = trace.with_name(trace.name + ".wal")
+        deadline = time.monotonic() + timeout_s
+        while wal.exists():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the engine did not go idle:\n{self.log_tail()}")
+            time.sleep(0.2)
 
     def stop(self, signum: int = signal.SIGTERM, timeout_s: float = 120) -> int:
         """Signal the server's process group, as a terminal or a process manager does."""

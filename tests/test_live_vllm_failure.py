@@ -63,16 +63,22 @@ class FailedRun:
 
 
 @pytest.fixture(scope="module")
-def failed_run(vllm_live: Any, tiny_model: Path, small_disk: Path) -> FailedRun:
+def failed_run(
+    vllm_live: Any, tiny_model: Path, small_disk: Path, tmp_path_factory: pytest.TempPathFactory
+) -> FailedRun:
     trace = small_disk / "server.duckdb"
     server = LiveServer.start(
-        vllm_live, tiny_model, trace, "stepscope.tracer.vllm.RecordingScheduler"
+        vllm_live,
+        tiny_model,
+        trace,
+        "stepscope.tracer.vllm.RecordingScheduler",
+        log_dir=tmp_path_factory.mktemp("failing-server-log"),
     )
     try:
         before = client(vllm_live, server, "--requests", "24", "--cancel-every", "0")
         fill(small_disk)
         during = client(vllm_live, server, "--requests", "24", "--seed", "1")
-        after = client(vllm_live, server, "--requests", "24", "--seed", "2")
+        after = client(vllm_live, server, "--requests", "24", "--seed", "2", "--cancel-every", "0")
     finally:
         server.stop(signal.SIGTERM)
     (small_disk / "filler").unlink()

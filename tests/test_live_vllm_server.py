@@ -3,8 +3,8 @@
 One server (`--scheduler-cls stepscope.tracer.vllm.RecordingAsyncScheduler`, the
 class a stock server takes; vLLM's CPU platform runs it in the synchronous loop)
 is loaded by `vllm bench serve` and by a client that streams, hangs up mid-stream,
-sends stop ids and priorities over shared prefixes, then stopped with SIGTERM to
-its process group. Its trace must be complete, show the pressure it was under,
+sends stop ids and priorities over shared prefixes, then, once idle, stopped with
+SIGTERM to its process group. Its trace must be complete, show the pressure it was under,
 and replay exactly through stepscope's engine and through vLLM's own scheduler.
 """
 
@@ -51,6 +51,7 @@ def served(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
     try:
         bench = bench_serve(vllm_live, server, tiny_model, BENCH_PROMPTS)
         counts = client(vllm_live, server, "--requests", str(CLIENT_REQUESTS), "--priority")
+        server.wait_idle(trace)
     finally:
         returncode = server.stop(signal.SIGTERM)
     return ServerRun(trace, counts, bench, server.log_tail(200_000), returncode)
