@@ -115,22 +115,31 @@ class TraceWriter:
         if self._error is not None:
             raise TraceWriteError(f"{self.path}: writing the trace failed: {self._error}")
 
+    def wait(self) -> None:
+        """Block until every batch and mark queued so far is written (or the writer failed)."""
+        self._queue.join()
+        self._raise_if_failed()
+
     def _run(self) -> None:
         try:
-            while True:
-                item = self._queue.get()
-                if isinstance(item, _MetaUpdate):
-                    self._set_meta(item)
-                    if item.last:
-                        return
-                    continue
-                assert isinstance(item, Mapping)
-                self._write(item)
+            while self._handle(self._queue.get()):
+                pass
         except BaseException as error:  # surfaced to the engine thread on its next call
             self._error = error
+            self._queue.task_done()
             self._drain()
         finally:
             self._close_connection()
+
+    def _handle(self, item: object) -> bool:
+        """Write one queued item; False once the file is to be closed."""
+        if isinstance(item, _MetaUpdate):
+            self._set_meta(item)
+        else:
+            assert isinstance(item, Mapping)
+            self._write(item)
+        self._queue.task_done()
+        return not (isinstance(item, _MetaUpdate) and item.last)
 
     def _write(self, batch: Batch) -> None:
         started = time.thread_time()
@@ -169,6 +178,7 @@ class TraceWriter:
     def _discard_forever(self) -> None:
         while True:
             item = self._queue.get()
+            self._queue.task_done()
             if isinstance(item, _MetaUpdate) and item.last:
                 return
 
