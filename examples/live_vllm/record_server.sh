@@ -20,6 +20,7 @@ trap 'rm -rf "$SITE"' EXIT
 # stepscope goes beside the venv (PYTHONPATH), so the shared venv is left as it is.
 "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
   --target "$SITE" "$REPO"
+cd "$OUT"  # not the checkout: its stepscope/ folder would shadow the installed package
 export PYTHONPATH="$SITE" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
   VLLM_DO_NOT_TRACK=1 VLLM_CPU_KVCACHE_SPACE=1 TOKENIZERS_PARALLELISM=false
 "$VENV/bin/python" -m stepscope.tracer.vllm.tiny_model "$OUT/model"
