@@ -1,6 +1,6 @@
 """Save an SVG screenshot of `stepscope tui` on a recorded vLLM trace, at its first preemption.
 
-python examples/live_vllm/screenshot.py TRACE [OUT.svg]    # default: examples/live_vllm/tui-live.svg
+python examples/live_vllm/screenshot.py TRACE [OUT.svg]   # default: tui-live.svg beside it
 """
 
 from __future__ import annotations

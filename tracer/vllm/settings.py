@@ -1,7 +1,7 @@
 """Whether, and where, a vLLM engine records: an environment variable or vLLM's config.
 
     STEPSCOPE_TRACE=/traces/run-{pid}.duckdb     a file ({pid}: the engine process)
-    STEPSCOPE_TRACE=/traces/                     a directory (made if missing): one new file per engine
+    STEPSCOPE_TRACE=/traces/                     a directory (made if missing): a file per engine
     --additional-config '{"stepscope": {"trace": "/traces/"}}'
     STEPSCOPE_TRACE_REDACT=1                     token ids as keyed pseudonyms
 
