@@ -50,6 +50,9 @@ PY
   --random-input-len 128 --random-output-len 128 --num-prompts 200 --seed 0 --ignore-eos \
   2>/dev/null | sed -n '/Serving Benchmark Result/,/^==*$/p'
 
+# The recorder commits the trace and marks it complete once the engine is idle (its
+# write-ahead log is folded in then); stop the server after that, as a terminal does.
+for _ in $(seq 300); do compgen -G "$OUT/*.duckdb.wal" >/dev/null || break; sleep 0.2; done
 kill -TERM -- "-$SERVER"
 wait "$SERVER" || true
 ls "$OUT"/*.duckdb
