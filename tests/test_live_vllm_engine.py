@@ -1,15 +1,15 @@
 """vLLM's offline `LLM` API on a real engine, recorded with either recording class.
 
-vLLM's CPU platform turns `async_scheduling` off, so `RecordingAsyncScheduler` runs
-vLLM's `AsyncScheduler` in the synchronous `EngineCore.step` loop there: each
-step's output placeholders are resolved by its own update before the next
-`schedule()`, so it decides as `Scheduler` does, and the trace records a
-synchronous engine that replays exactly.
+`RecordingScheduler` runs synchronous (FCFS); `RecordingAsyncScheduler` runs with
+async scheduling on (priority), which vLLM's CPU platform would turn off: a
+test-only plugin (`live_plugin/`) keeps it on, and the CPU model runner handles
+the async output path, so `EngineCore` drives the batch queue as on a GPU.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import TESTS
+from live_server import ASYNC_ON_CPU
 from stepscope.schema import open_trace
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,10 @@ pytestmark = pytest.mark.slow
 OFFLINE = TESTS / "live_offline.py"
 CLASSES = {
     "sync": ("stepscope.tracer.vllm.RecordingScheduler", ()),
-    "async_class": ("stepscope.tracer.vllm.RecordingAsyncScheduler", ("--priority",)),
+    "async": (
+        "stepscope.tracer.vllm.RecordingAsyncScheduler",
+        ("--priority", "--async-scheduling"),
+    ),
 }
 
 
@@ -37,7 +41,11 @@ def recorded(
 ) -> Path:
     scheduler_cls, flags = CLASSES[request.param]
     trace = tmp_path_factory.mktemp("live-offline") / f"{request.param}.duckdb"
-    result = vllm_live.run([str(OFFLINE), str(tiny_model), str(trace), scheduler_cls, *flags])
+    path = os.pathsep.join([str(ASYNC_ON_CPU), str(vllm_live.site)])
+    result = vllm_live.run(
+        [str(OFFLINE), str(tiny_model), str(trace), scheduler_cls, *flags],
+        env={"PYTHONPATH": path},
+    )
     (line,) = [line for line in result.stdout.splitlines() if line.startswith('{"sampled"')]
     assert json.loads(line)["sampled"] > 0
     return trace
@@ -48,7 +56,8 @@ def test_the_trace_is_complete_and_names_the_engine(recorded: Path) -> None:
         assert trace.meta["complete"] == "true"
         assert trace.meta["vllm_version"] == "0.32.0"
         assert trace.meta["scheduler_class"].startswith("stepscope.tracer.vllm.")
-        assert trace.config["async_scheduling"] is False
+        assert trace.meta["outside_subset"] == ""
+        assert trace.config["async_scheduling"] is (recorded.stem == "async")
         ((num_requests,),) = trace.sql("SELECT count(*) FROM _requests").fetchall()
         ((chunks,),) = trace.sql(
             "SELECT count(*) FROM _scheduled WHERE sampled_token_id IS NULL"

@@ -1,11 +1,12 @@
 """A real vLLM OpenAI server recorded end to end: vLLM's own benchmark and our client.
 
-One server (`--scheduler-cls stepscope.tracer.vllm.RecordingAsyncScheduler`, the
-class a stock server takes; vLLM's CPU platform runs it in the synchronous loop)
-is loaded by `vllm bench serve` and by a client that streams, hangs up mid-stream,
-sends stop ids and priorities over shared prefixes, then, once idle, stopped with
-SIGTERM to its process group. Its trace must be complete, show the pressure it was under,
-and replay exactly through stepscope's engine and through vLLM's own scheduler.
+One server (`--scheduler-cls stepscope.tracer.vllm.RecordingAsyncScheduler` with
+async scheduling on, as a stock server runs; a test-only plugin keeps vLLM's CPU
+platform from turning it off) is loaded by `vllm bench serve` and by a client that
+streams, hangs up mid-stream, sends stop ids and priorities over shared prefixes;
+then, once idle, it is stopped with SIGTERM to its process group. Its trace must be
+complete, show the pressure it was under, and replay exactly through stepscope's
+engine and through vLLM's own scheduler.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def served(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
         trace,
         "stepscope.tracer.vllm.RecordingAsyncScheduler",
         ["--scheduling-policy", "priority"],
+        async_scheduling=True,
     )
     try:
         bench = bench_serve(vllm_live, server, tiny_model, BENCH_PROMPTS)
@@ -75,6 +77,7 @@ def test_a_normal_stop_leaves_a_complete_trace(served: ServerRun) -> None:
         assert trace.meta["complete"] == "true"
         assert trace.meta["vllm_version"] == "0.32.0"
         assert trace.config["policy"] == "priority"
+        assert trace.config["async_scheduling"] is True
 
 
 def test_the_trace_shows_preemptions_aborts_chunks_and_stops(served: ServerRun) -> None:
