@@ -5,7 +5,7 @@
 Run with the vLLM venv's Python (it has aiohttp); loopback only. Requests share
 three 64-token prefixes (prefix caching), ask for 16-96 tokens, and are all sent
 at once so the KV pool runs short; every `--cancel-every`-th request asks for
-900-1,000 tokens (serve with `--max-model-len 1280`) and closes its stream after a
+900-1,000 tokens (serve with `--max-model-len 1216`) and closes its stream after a
 few chunks, which the server turns into an abort. Prints one JSON
 line: how many requests finished, were cancelled, and failed.
 """

@@ -27,15 +27,15 @@ SERVER_FLAGS = (
     "--num-gpu-blocks-override", "40",
     "--max-num-batched-tokens", "128",
     "--max-num-seqs", "16",
-    "--max-model-len", "1280",
+    "--max-model-len", "1216",
     "--dtype", "bfloat16",
     "--gpu-memory-utilization", "0.2",
     "--enable-prefix-caching",
 )  # fmt: skip
 """A KV pool of 40 blocks of 32 and a 128-token budget: preemptions and chunked prefills.
 
-A request may be as long as the pool, so one the client hangs up on is still running
-when the server sees it go (it has hundreds of steps left).
+A request may be nearly as long as the pool (vLLM keeps one block back), so one the
+client hangs up on is still running when the server sees it go (hundreds of steps left).
 """
 
 
