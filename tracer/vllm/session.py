@@ -14,9 +14,12 @@ does, so the trace replays through either engine:
   early; the next iteration updates that batch.
 
 A step is recorded once its batch's output has been processed (one iteration
-later under async scheduling), in step order. A failure inside the recording
-never reaches vLLM: it is logged, the recording stops, and every step recorded
-so far is kept.
+later under async scheduling), in step order. Once the engine has nothing left
+(no request, no batch in flight) every step is committed and the trace marked
+complete; the next arrival marks it incomplete again. vLLM's API server kills its
+engine core right after SIGTERM, so this is what a server stopped while idle
+leaves. A failure inside the recording never reaches vLLM: it is logged once,
+the recording stops, and every step written so far is kept.
 """
 
 from __future__ import annotations
