@@ -7,6 +7,11 @@ streams, hangs up mid-stream, sends stop ids and priorities over shared prefixes
 then, once idle, it is stopped with SIGTERM to its process group. Its trace must be
 complete, show the pressure it was under, and replay exactly through stepscope's
 engine and through vLLM's own scheduler.
+
+Not every hang-up becomes an abort: vLLM aborts a request when its server notices
+the client gone, and some streams run to their end all the same (seen: 5 of 9
+aborted; the others ran to `max_tokens` or a stop id). The trace must show the
+aborts the engine made, only for requests the client hung up on.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ pytestmark = pytest.mark.slow
 
 BENCH_PROMPTS = 64
 CLIENT_REQUESTS = 48
+HUNG_UP_MAX_TOKENS = 900
+"""`live_client.py` asks 900-1,000 tokens of the requests it hangs up on, and no others."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ def test_the_trace_shows_preemptions_aborts_chunks_and_stops(served: ServerRun) 
     summary = json.loads(result.stdout)["summary"]
     assert summary["num_requests"] == BENCH_PROMPTS + CLIENT_REQUESTS
     assert summary["num_preemptions"] > 0
-    assert summary["num_aborted"] == served.counts["cancelled"]
+    assert summary["num_aborted"] > 0
     assert summary["finish_reasons"]["stop"] > 0
     with open_trace(served.trace) as trace:
         ((chunks,),) = trace.sql(
@@ -95,8 +102,15 @@ def test_the_trace_shows_preemptions_aborts_chunks_and_stops(served: ServerRun) 
         ((stopped_on_ids,),) = trace.sql(
             "SELECT count(*) FROM _events WHERE kind = 'finish' AND stop_reason IS NOT NULL"
         ).fetchall()
+        outcomes = trace.sql(
+            f"SELECT max_tokens >= {HUNG_UP_MAX_TOKENS}, finish_reason FROM requests"
+        ).fetchall()
     assert chunks > 0, "no prefill was chunked"
     assert stopped_on_ids > 0, "no request stopped on a stop id"
+    assert sum(hung_up for hung_up, _ in outcomes) == served.counts["cancelled"]
+    assert all(hung_up for hung_up, reason in outcomes if reason == "abort"), (
+        "a request the client did not hang up on was aborted"
+    )
 
 
 def test_the_trace_replays_exactly(served: ServerRun) -> None:
