@@ -153,14 +153,18 @@ _DUCKDB_HEADER_BYTES = 3 * 4096
 
 
 def _expected_size(con: duckdb.DuckDBPyConnection) -> int | None:
-    """The file size the database's own header promises, when DuckDB reports it."""
+    """The least file size the database's own header allows, when DuckDB reports it.
+
+    That is room for every block in use: a checkpoint cuts free blocks off the
+    file's end, so `total_blocks` can count blocks the file no longer holds.
+    """
     try:
-        ((block_size, total_blocks),) = con.execute(
-            "SELECT block_size, total_blocks FROM pragma_database_size()"
+        ((block_size, used_blocks),) = con.execute(
+            "SELECT block_size, used_blocks FROM pragma_database_size()"
         ).fetchall()
     except duckdb.Error:
         return None
-    return _DUCKDB_HEADER_BYTES + int(block_size) * int(total_blocks)
+    return _DUCKDB_HEADER_BYTES + int(block_size) * int(used_blocks)
 
 
 def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:

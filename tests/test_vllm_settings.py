@@ -35,6 +35,7 @@ def test_a_directory_gets_one_new_file_per_engine(
     monkeypatch.setenv("STEPSCOPE_TRACE", str(tmp_path / "not-yet") + os.sep)
     later = trace_path(_config())
     assert later is not None and later.parent == tmp_path / "not-yet"
+    assert later.parent.is_dir(), "the directory is made, so the engine can create its trace"
 
 
 def test_vllm_config_when_the_environment_is_silent(

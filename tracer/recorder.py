@@ -7,6 +7,7 @@ writer. Wall time only paces flushes; it never touches a decision.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections import deque
@@ -22,7 +23,7 @@ from .columns import TableBuffer, buffer_for
 from .probe import Decision, Preemption, QueueState, ScheduleCall, ScheduleEnd, ScheduleStart
 from .redact import Redactor
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
-from .writer import TraceWriter
+from .writer import REQUEST_ABORTS, TraceWriter
 
 
 class TraceRecorder:
@@ -57,6 +58,8 @@ class TraceRecorder:
         self._last_flush = time.monotonic()
         self.num_steps = 0
         self._buffers = _new_buffers()
+        self._aborts: list[tuple[int, int, bool]] = []
+        """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
         self._table_lengths: dict[int, int] = {}
         self._seq = Seq()
         self._indices = IndexCache()
@@ -95,6 +98,7 @@ class TraceRecorder:
         rows are dropped and every earlier step is kept.
         """
         lengths = {name: buffer.num_rows for name, buffer in self._buffers.items()}
+        num_aborts = len(self._aborts)
         try:
             seq = self._seq
             self._record_arrivals(record, seq)
@@ -106,6 +110,7 @@ class TraceRecorder:
         except BaseException:
             for name, buffer in self._buffers.items():
                 buffer.truncate(lengths[name])
+            del self._aborts[num_aborts:]
             raise
         self.num_steps += 1
         self._steps_since_flush += 1
@@ -122,10 +127,23 @@ class TraceRecorder:
             table = buffer.take_arrow()
             if table is not None:
                 batch[name] = table
+        if self._aborts:
+            batch[REQUEST_ABORTS] = _aborts_table(self._aborts)
+            self._aborts = []
         if batch:
             self.writer.submit(batch)
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
+
+    def mark(self, complete: bool, meta: Mapping[str, str] | None = None) -> None:
+        """Commit every step recorded so far and say whether the trace is complete as it stands.
+
+        A live engine that has gone idle is complete up to now: marked so (and the
+        write-ahead log folded in), a server killed while idle leaves a whole trace.
+        """
+        self.flush()
+        status = {**(meta or {}), "complete": str(complete).lower()}
+        self.writer.set_meta({**status, "num_steps": str(self.num_steps)}, checkpoint=complete)
 
     def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Flush, then mark the trace complete (or not), add `final_meta`, and close it."""
@@ -143,12 +161,28 @@ class TraceRecorder:
             self._event(record.step, seq, request_id, "reject", "prompt length")
         for request_id in record.aborted:
             self._event(record.step, seq, request_id, "abort", None)
-            self._table_lengths.pop(self.request_index[request_id], None)
+            self._record_abort(request_id, record.step, before_update=False)
 
     def _record_late_aborts(self, record: StepRecord, seq: Seq) -> None:
         for request_id in record.aborted_before_update:
             self._event(record.step, seq, request_id, "abort", "before_update")
-            self._table_lengths.pop(self.request_index[request_id], None)
+            self._record_abort(request_id, record.step, before_update=True)
+
+    def _record_abort(self, request_id: str, step: int, before_update: bool) -> None:
+        """Put the abort in the request's row too: replay reads a request's inputs there.
+
+        A scripted workload names its aborts up front; a live engine learns them
+        after the row was written, so the row is updated when the step is flushed.
+        """
+        index = self.request_index[request_id]
+        self._table_lengths.pop(index, None)
+        spec = self.specs[index]
+        if spec.abort_step == step and spec.abort_before_update == before_update:
+            return
+        self.specs[index] = dataclasses.replace(
+            spec, abort_step=step, abort_before_update=before_update
+        )
+        self._aborts.append((index, step, before_update))
 
     def _record_request(self, request_id: str) -> None:
         index = self.request_index[request_id]
@@ -329,6 +363,17 @@ class TraceRecorder:
 def _config_table(config: EngineConfig) -> pa.Table:
     values = config.to_dict()
     return pa.table({name: [value] for name, value in values.items()})
+
+
+def _aborts_table(aborts: list[tuple[int, int, bool]]) -> pa.Table:
+    indices, steps, before_update = zip(*aborts, strict=True)
+    return pa.table(
+        {
+            "request_index": pa.array(indices, pa.int32()),
+            "abort_step": pa.array(steps, pa.int32()),
+            "abort_before_update": pa.array(before_update, pa.bool_()),
+        }
+    )
 
 
 def _new_buffers() -> dict[str, TableBuffer]:

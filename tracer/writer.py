@@ -13,6 +13,9 @@ import queue
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -38,7 +41,27 @@ class TraceWriteError(RuntimeError):
 
 
 Batch = Mapping[str, pa.Table]
-_CLOSE = object()
+
+
+@dataclass(frozen=True)
+class _MetaUpdate:
+    """`_meta` keys to set, in a transaction after the batches before it."""
+
+    meta: Mapping[str, str]
+    checkpoint: bool
+    """Fold the write-ahead log into the file afterwards."""
+    last: bool
+    """The writer closes the file after this one."""
+
+
+REQUEST_ABORTS = "request_aborts"
+"""A batch entry that updates `_requests` rows already written (see `request_aborts.sql`)."""
+_UPDATES = (REQUEST_ABORTS,)
+
+
+@cache
+def _update_sql(name: str) -> str:
+    return resources.files(__package__).joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
 
 
 class TraceWriter:
@@ -75,10 +98,16 @@ class TraceWriter:
         self._raise_if_failed()
         self._queue.put(batch)
 
+    def set_meta(self, meta: Mapping[str, str], checkpoint: bool = False) -> None:
+        """Queue `meta` to be set once the batches queued before it are written."""
+        self._raise_if_failed()
+        self._queue.put(_MetaUpdate(dict(meta), checkpoint, last=False))
+
     def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Write what is queued, mark the trace complete (or not), and close the file."""
         if self._thread.is_alive():
-            self._queue.put((_CLOSE, complete, dict(final_meta or {})))
+            meta = {**(final_meta or {}), "complete": str(complete).lower()}
+            self._queue.put(_MetaUpdate(meta, checkpoint=True, last=True))
             self._thread.join()
         self._raise_if_failed()
 
@@ -86,40 +115,61 @@ class TraceWriter:
         if self._error is not None:
             raise TraceWriteError(f"{self.path}: writing the trace failed: {self._error}")
 
+    def wait(self) -> None:
+        """Block until every batch and mark queued so far is written (or the writer failed)."""
+        self._queue.join()
+        self._raise_if_failed()
+
     def _run(self) -> None:
         try:
-            while True:
-                item = self._queue.get()
-                if isinstance(item, tuple) and item[0] is _CLOSE:
-                    self._finish(complete=item[1], final_meta=item[2])
-                    return
-                assert isinstance(item, Mapping)
-                self._write(item)
+            while self._handle(self._queue.get()):
+                pass
         except BaseException as error:  # surfaced to the engine thread on its next call
             self._error = error
+            self._queue.task_done()
             self._drain()
         finally:
             self._close_connection()
+
+    def _handle(self, item: object) -> bool:
+        """Write one queued item; False once the file is to be closed."""
+        if isinstance(item, _MetaUpdate):
+            self._set_meta(item)
+        else:
+            assert isinstance(item, Mapping)
+            self._write(item)
+        self._queue.task_done()
+        return not (isinstance(item, _MetaUpdate) and item.last)
 
     def _write(self, batch: Batch) -> None:
         started = time.thread_time()
         con = self._con
         con.begin()
         for table, rows in batch.items():
-            con.register("_batch", rows)
-            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _batch")
-            con.unregister("_batch")
-            self.rows_written += rows.num_rows
+            if table not in _UPDATES:
+                self._run_with_batch(f"INSERT INTO {table} BY NAME SELECT * FROM _batch", rows)
+        for name in _UPDATES:
+            if name in batch:
+                self._run_with_batch(_update_sql(name), batch[name])
         con.commit()
         self.write_cpu_s += time.thread_time() - started
 
-    def _finish(self, complete: bool, final_meta: Mapping[str, str]) -> None:
+    def _run_with_batch(self, sql: str, rows: pa.Table) -> None:
+        """Run `sql` with `rows` visible as `_batch`."""
+        con = self._con
+        con.register("_batch", rows)
+        con.execute(sql)
+        con.unregister("_batch")
+        self.rows_written += rows.num_rows
+
+    def _set_meta(self, update: _MetaUpdate) -> None:
         con = self._con
         con.begin()
-        for key, value in {**final_meta, "complete": "true" if complete else "false"}.items():
+        for key, value in update.meta.items():
             con.execute("INSERT OR REPLACE INTO _meta VALUES (?, ?)", [key, value])
         con.commit()
-        con.execute("CHECKPOINT")
+        if update.checkpoint:
+            con.execute("CHECKPOINT")
 
     def _drain(self) -> None:
         """After a failure, keep taking batches so the engine never blocks on a dead writer."""
@@ -128,7 +178,8 @@ class TraceWriter:
     def _discard_forever(self) -> None:
         while True:
             item = self._queue.get()
-            if isinstance(item, tuple) and item[0] is _CLOSE:
+            self._queue.task_done()
+            if isinstance(item, _MetaUpdate) and item.last:
                 return
 
     def _close_connection(self) -> None:

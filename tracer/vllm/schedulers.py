@@ -14,12 +14,15 @@ vLLM's own with a constructor that checks one setting.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from .attach import start_from_settings
+
+logger = logging.getLogger("stepscope.tracer.vllm")
 
 
 class _RecordsIfAsked:
@@ -42,4 +45,19 @@ class RecordingScheduler(_RecordsIfAsked, Scheduler):  # type: ignore[misc]
 
 
 class RecordingAsyncScheduler(_RecordsIfAsked, AsyncScheduler):  # type: ignore[misc]
-    """vLLM's `AsyncScheduler` (a stock server's), recorded when `STEPSCOPE_TRACE` is set."""
+    """vLLM's `AsyncScheduler` (a stock server's), recorded when `STEPSCOPE_TRACE` is set.
+
+    Where the platform turns `async_scheduling` off (vLLM's CPU platform does),
+    EngineCore drives it with the synchronous `step()`: each step's placeholders
+    are resolved by its own update before the next `schedule()`, so it decides as
+    `Scheduler` does, and the trace records a synchronous engine.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.stepscope_recording is not None and not self.scheduler_config.async_scheduling:
+            logger.warning(
+                "stepscope: async_scheduling is off in this engine, so vLLM runs this "
+                "AsyncScheduler in its synchronous step loop; the trace records a "
+                "synchronous engine"
+            )

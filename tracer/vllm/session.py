@@ -14,9 +14,12 @@ does, so the trace replays through either engine:
   early; the next iteration updates that batch.
 
 A step is recorded once its batch's output has been processed (one iteration
-later under async scheduling), in step order. A failure inside the recording
-never reaches vLLM: it is logged, the recording stops, and every step recorded
-so far is kept.
+later under async scheduling), in step order. Once the engine has nothing left
+(no request, no batch in flight) every step is committed and the trace marked
+complete; the next arrival marks it incomplete again. vLLM's API server kills its
+engine core right after SIGTERM, so this is what a server stopped while idle
+leaves. A failure inside the recording never reaches vLLM: it is logged once,
+the recording stops, and every step written so far is kept.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.background import BackgroundRecorder
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.redact import Redactor
+from stepscope.tracer.writer import TraceWriteError
 
 from . import convert
 from .decisions import AllocationTap
@@ -130,6 +134,8 @@ class VllmRecording:
         self._iterations: deque[_Iteration] = deque()
         self._in_flight: dict[int, _Iteration] = {}
         self._originals: dict[str, Callable[..., Any]] = {}
+        self._marked_complete = False
+        """The trace on disk says complete: the engine went idle with every step written."""
 
     # ----- attaching ------------------------------------------------------------
 
@@ -159,7 +165,9 @@ class VllmRecording:
             self.active = False
             self.detach()
             try:
-                self.recorder.close(False, {"outside_subset": "; ".join(sorted(self.reasons))})
+                self.recorder.close(False, self._final_meta())
+            except TraceWriteError:
+                pass  # the file cannot be written: the error above said so once
             except Exception:
                 logger.exception("stepscope: closing the trace failed")
 
@@ -234,6 +242,9 @@ class VllmRecording:
             self.reasons.add("streaming input or a reused request id")
             return
         self.arrived.add(request.request_id)
+        if self._marked_complete:
+            self._marked_complete = False
+            self.recorder.mark(complete=False)
         spec = convert.request_spec(request, arrival_step=self.step + 1)
         planned = self.planned.get(spec.request_id)
         if planned is not None and planned.abort_step is not None:
@@ -336,6 +347,9 @@ class VllmRecording:
         batch.update_step = current.step
         self._current = None
         self._record_complete()
+        if not self._in_flight and not self._iterations and not self.scheduler.has_requests():
+            self._marked_complete = True
+            self.recorder.mark(complete=True, meta=self._final_meta())
 
     def _record_complete(self) -> None:
         """Record the oldest iterations whose batches are done, in step order."""
@@ -360,4 +374,7 @@ class VllmRecording:
         try:
             self._record_complete()
         finally:
-            self.recorder.close(complete, {"outside_subset": "; ".join(sorted(self.reasons))})
+            self.recorder.close(complete, self._final_meta())
+
+    def _final_meta(self) -> dict[str, str]:
+        return {"outside_subset": "; ".join(sorted(self.reasons))}

@@ -1,7 +1,7 @@
 """Whether, and where, a vLLM engine records: an environment variable or vLLM's config.
 
     STEPSCOPE_TRACE=/traces/run-{pid}.duckdb     a file ({pid}: the engine process)
-    STEPSCOPE_TRACE=/traces/                     a directory: one new file per engine
+    STEPSCOPE_TRACE=/traces/                     a directory (made if missing): a file per engine
     --additional-config '{"stepscope": {"trace": "/traces/"}}'
     STEPSCOPE_TRACE_REDACT=1                     token ids as keyed pseudonyms
 
@@ -27,6 +27,7 @@ def trace_path(vllm_config: Any) -> Path | None:
         return None
     path = Path(str(raw).replace("{pid}", str(os.getpid())))
     if path.is_dir() or str(raw).endswith(os.sep):
+        path.mkdir(parents=True, exist_ok=True)
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         path = path / f"vllm-{stamp}-{os.getpid()}.duckdb"
     return path

@@ -1,0 +1,7 @@
+-- Aborts a live engine learned after the request's row was written: each row of
+-- `_batch` (request_index, abort_step, abort_before_update) sets that request's abort.
+UPDATE _requests
+SET abort_step = _batch.abort_step,
+    abort_before_update = _batch.abort_before_update
+FROM _batch
+WHERE _requests.request_index = _batch.request_index
