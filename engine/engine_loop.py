@@ -93,12 +93,8 @@ class EngineLoop:
             key=lambda index: (workload.requests[index].arrival_step, index),
         )
         self._next_arrival = 0
-        self._aborts: dict[int, list[str]] = {}
-        self._aborts_before_update: dict[int, list[str]] = {}
-        for spec in workload.requests:
-            if spec.abort_step is not None:
-                aborts = self._aborts_before_update if spec.abort_before_update else self._aborts
-                aborts.setdefault(spec.abort_step, []).append(spec.request_id)
+        self._aborts = workload.aborts_by_step(before_update=False)
+        self._aborts_before_update = workload.aborts_by_step(before_update=True)
 
     def all_arrived(self) -> bool:
         return self._next_arrival >= len(self._pending)

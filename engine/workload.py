@@ -20,6 +20,7 @@ field; nothing is half-loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import json.scanner
 import math
@@ -90,9 +91,28 @@ class Workload:
     max_steps: int = DEFAULT_MAX_STEPS
     description: str = ""
     source: str = "<workload>"
+    abort_order: tuple[str, ...] = ()
+    """Request ids in the order their aborts took effect (a trace's); the rest follow in list
+    order. vLLM frees the blocks of requests aborted in one call in that call's order."""
 
     def with_config(self, config: EngineConfig) -> Workload:
-        return Workload(config, self.requests, self.max_steps, self.description, self.source)
+        return dataclasses.replace(self, config=config)
+
+    def aborts_by_step(self, before_update: bool) -> dict[int, list[str]]:
+        """Each step's aborts that land before its `schedule()` (or, with `before_update`,
+        after it and before the update), in the order they take effect."""
+        rank = {request_id: i for i, request_id in enumerate(self.abort_order)}
+        aborted = [
+            spec
+            for spec in self.requests
+            if spec.abort_step is not None and spec.abort_before_update == before_update
+        ]
+        aborted.sort(key=lambda spec: rank.get(spec.request_id, len(rank)))  # stable
+        by_step: dict[int, list[str]] = {}
+        for spec in aborted:
+            assert spec.abort_step is not None
+            by_step.setdefault(spec.abort_step, []).append(spec.request_id)
+        return by_step
 
 
 def load_workload(path: str | Path) -> Workload:

@@ -9,6 +9,8 @@ from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace
 
+from .sql import query
+
 _REQUESTS_SQL = """
 SELECT request_id, arrival_step, arrival_time, priority, prompt_token_ids, max_tokens,
        min_tokens, eos_token_id, stop_token_ids, abort_step, abort_before_update,
@@ -48,7 +50,9 @@ def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) ->
         steps = int(max_steps)
     else:
         steps = int(trace.meta.get("num_steps", "0") or 0) + SPARE_STEPS
-    return Workload(config, requests, steps, trace.meta.get("description", ""), str(trace.path))
+    abort_order = tuple(row[0] for row in trace.sql(query("abort_order")).fetchall())
+    description = trace.meta.get("description", "")
+    return Workload(config, requests, steps, description, str(trace.path), abort_order)
 
 
 def _config(trace: Trace) -> EngineConfig:

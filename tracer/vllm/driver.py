@@ -239,11 +239,9 @@ class VllmDriver:
         )  # stable: list order within a step
         self._next = 0
         self._finished: set[str] = set()
-        self._aborts: dict[tuple[int, bool], list[str]] = {}
-        for spec in workload.requests:
-            if spec.abort_step is not None:
-                key = (spec.abort_step, spec.abort_before_update)
-                self._aborts.setdefault(key, []).append(spec.request_id)
+        self._aborts = {
+            before_update: workload.aborts_by_step(before_update) for before_update in (False, True)
+        }
 
     def run(self, recording: VllmRecording | None = None) -> DriverRun:
         steps = 0
@@ -284,7 +282,7 @@ class VllmDriver:
         """One `finish_requests` call per id, in list order (a set's order would vary)."""
         from vllm.v1.request import RequestStatus
 
-        for request_id in self._aborts.get((step, before_update), ()):
+        for request_id in self._aborts[before_update].get(step, ()):
             self.scheduler.finish_requests(request_id, RequestStatus.FINISHED_ABORTED)
 
     def _step(self, step: int) -> None:

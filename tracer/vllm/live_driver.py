@@ -55,11 +55,9 @@ class LiveDriver:
         self.num_rejected = 0
         self._pending = sorted(workload.requests, key=lambda spec: spec.arrival_step)
         self._next = 0
-        self._aborts: dict[tuple[int, bool], list[str]] = {}
-        for spec in workload.requests:
-            if spec.abort_step is not None:
-                key = (spec.abort_step, spec.abort_before_update)
-                self._aborts.setdefault(key, []).append(spec.request_id)
+        self._aborts = {
+            before_update: workload.aborts_by_step(before_update) for before_update in (False, True)
+        }
 
     def run(self) -> tuple[int, bool]:
         """Step until every request is done (steps taken, finished) or `max_steps` runs out."""
@@ -104,12 +102,12 @@ class LiveDriver:
 
     def _abort(self, step: int) -> None:
         """Aborts between iterations: `LLMEngine.abort_request` reaches the scheduler at once."""
-        for request_id in self._aborts.get((step, False), ()):
+        for request_id in self._aborts[False].get(step, ()):
             self.engine.abort_request([request_id])
 
     def _abort_before_update(self, step: int) -> None:
         """Aborts that land after this iteration's `schedule()` and before its update."""
-        request_ids = self._aborts.get((step, True), [])
+        request_ids = self._aborts[True].get(step, [])
         if request_ids:
             self.engine.output_processor.abort_requests(request_ids, internal=False)
             self.engine.engine_core.engine_core.aborts_queue.put_nowait(list(request_ids))
