@@ -73,6 +73,7 @@ def vllm_meta(scheduler: Any) -> dict[str, str]:
         "workload": "vllm",
         "description": "",
         "model": str(config.model_config.model),
+        "dtype": str(config.model_config.dtype).removeprefix("torch."),
         "device": str(config.device_config.device_type)
         if config.device_config is not None
         else "unknown",
