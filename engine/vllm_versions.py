@@ -49,6 +49,4 @@ def vllm_rules(version: object) -> VllmRules:
         for pattern, rules in _VERSIONS:
             if pattern.fullmatch(version):
                 return rules
-    raise ConfigError(
-        "vllm_version", f"unknown vLLM version {version!r} (known: {KNOWN_VERSIONS})"
-    )
+    raise ConfigError("vllm_version", f"unknown vLLM version {version!r} (known: {KNOWN_VERSIONS})")

@@ -7,9 +7,15 @@ about the installed vLLM.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from stepscope.engine.vllm_versions import KNOWN_VERSIONS, is_known_version
+from stepscope.engine.vllm_versions import (
+    KNOWN_VERSIONS,
+    VllmRules,
+    is_known_version,
+    vllm_rules,
+)
 
 SUPPORTED_VERSIONS = KNOWN_VERSIONS
 """The versions that can be recorded, for messages: `0.32.x, 0.33.0`."""
@@ -34,6 +40,12 @@ def recorded_version() -> str:
             f"vLLM {version} is not supported (supported: {SUPPORTED_VERSIONS})"
         )
     return version
+
+
+@cache
+def installed_rules() -> VllmRules:
+    """The decision rules of the installed (supported) vLLM."""
+    return vllm_rules(recorded_version())
 
 
 def request_block_hasher(hash_block_size: int, hash_fn: Any, vllm_config: Any) -> Any:
