@@ -20,7 +20,7 @@ class VllmRules:
     """The decisions one vLLM version makes differently from another."""
 
     version_line: str
-    """The versions these rules are those of, as users name them (`0.32.x`)."""
+    """The version, or line of versions, that decides by these rules (`0.32.x`)."""
     self_preemption_continues: bool
     """Priority policy: after the running request being scheduled preempts itself, the
     running pass goes on to the next running request (0.33's `continue`) instead of
