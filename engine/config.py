@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError
+from .vllm_versions import DEFAULT_VLLM_VERSION, VllmRules, vllm_rules
 
 
 class SchedulingPolicy(enum.StrEnum):
@@ -46,6 +47,12 @@ class EngineConfig:
     max_num_active_seqs: int | None = None
     async_scheduling: bool = False
     """vLLM's AsyncScheduler and its batch queue: step N+1 is scheduled before N's output."""
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    """The vLLM version whose rules decide where versions differ (`0.32.x` or `0.33.0`)."""
+
+    @property
+    def vllm_rules(self) -> VllmRules:
+        return vllm_rules(self.vllm_version)
 
     @property
     def token_budget(self) -> int:
@@ -100,6 +107,7 @@ class EngineConfig:
 
     def validate(self) -> None:
         """vLLM's `SchedulerConfig` / `CacheConfig` checks, plus ranges the engine needs."""
+        vllm_rules(self.vllm_version)
         for key in ("block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len"):
             _at_least(key, getattr(self, key), 1)
         _at_least("num_blocks", self.num_blocks, 2)
@@ -142,6 +150,7 @@ _FIELD_TYPES: dict[str, type] = {
     "scheduler_reserve_full_isl": bool,
     "watermark": float,
     "async_scheduling": bool,
+    "vllm_version": str,
 }
 
 
@@ -153,6 +162,9 @@ def _coerce(key: str, value: Any) -> Any:
             return SchedulingPolicy(value)
         except ValueError:
             raise ConfigError("policy", f"must be 'fcfs' or 'priority', got {value!r}") from None
+    if kind is str:
+        vllm_rules(value)  # a version the engine does not know is an error here
+        return value
     if kind is bool:
         if not isinstance(value, bool):
             raise ConfigError(key, f"expected true or false, got {value!r}")

@@ -12,7 +12,6 @@ from typing import Any
 from .engine_loop import EngineLoop, RequestFinish, StepRecord
 
 ENGINE_NAME = "stepscope"
-EMULATED_VLLM_VERSION = "0.33.0"
 
 
 def decision_lines(loop: EngineLoop) -> Iterable[dict[str, Any]]:
@@ -86,7 +85,7 @@ def final_line(loop: EngineLoop) -> dict[str, Any]:
         "final": {req_id: finish_json(f) for req_id, f in loop.final().items()},
         "effective_config": loop.workload.config.to_dict(),
         "engine": ENGINE_NAME,
-        "emulates_vllm": EMULATED_VLLM_VERSION,
+        "emulates_vllm": loop.workload.config.vllm_version,
     }
 
 

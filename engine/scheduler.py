@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's V1 scheduler for the single-node subset, as a pipeline of named phases.
+"""vLLM's V1 scheduler (0.33.0, or 0.32.x's rules) for the single-node subset, in named phases.
 
 There is no prefill phase and no decode phase. Each request has a token list
 (prompt + outputs so far) and `num_computed_tokens`; every step `schedule()` gives
@@ -106,12 +106,16 @@ class StepPlan:
 
 
 class Scheduler:
-    """Decides, step by step, which tokens of which requests run, exactly as vLLM 0.33.0."""
+    """Decides, step by step, which tokens of which requests run, exactly as vLLM does.
+
+    Where vLLM versions differ, `config.vllm_version` picks the rules (`VllmRules`).
+    """
 
     def __init__(self, config: EngineConfig, probe: Probe | None = None) -> None:
         self.config = config
         self.probe = probe
         self.policy = config.policy
+        self.rules = config.vllm_rules
         self.max_model_len = config.max_model_len
         self.block_size = config.block_size
         self.kv_cache_manager = KVCacheManager(
@@ -264,7 +268,7 @@ class Scheduler:
                 request, num_new_tokens, plan, req_index
             )
             if new_blocks is None:
-                if self.policy is SchedulingPolicy.PRIORITY:
+                if self._self_preemption_continues():
                     # It was the lowest-priority request and preempted itself; the
                     # list shrank, so req_index already points at the next one.
                     continue
@@ -273,6 +277,10 @@ class Scheduler:
             plan.take(request, num_new_tokens, new_blocks)
             req_index += 1
         return RunningPassEnd.ALL_VISITED
+
+    def _self_preemption_continues(self) -> bool:
+        """Whether the running pass goes on after a request preempted itself (priority, 0.33)."""
+        return self.policy is SchedulingPolicy.PRIORITY and self.rules.self_preemption_continues
 
     def _num_new_tokens_running(self, request: Request, plan: StepPlan) -> int:
         num_new_tokens = (

@@ -56,8 +56,12 @@ def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) ->
 
 
 def _config(trace: Trace) -> EngineConfig:
+    """The recorded config; a trace without `vllm_version` in it follows its meta's, if any."""
+    recorded = dict(trace.config)
+    if recorded.get("vllm_version") is None and "vllm_version" in trace.meta:
+        recorded["vllm_version"] = trace.meta["vllm_version"]
     try:
-        return EngineConfig.from_dict(trace.config)
+        return EngineConfig.from_dict(recorded)
     except InputError as error:
         raise InputError(f"{trace.path}: the recorded config does not load: {error}") from None
 

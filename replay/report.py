@@ -15,7 +15,7 @@ from .decisions import KIND_NAMES
 from .diff import Classification, StepSide, TraceDiff
 from .exact import ExactReplay
 from .verdict import Verdict
-from .vllm_replay import VLLM_VERSION, VllmReplay
+from .vllm_replay import VllmReplay
 from .whatif import WhatIfReplay
 
 MAX_REQUEST_ROWS = 15
@@ -369,7 +369,7 @@ def print_whatif(
 
 def print_vllm_replay(console: Console, result: VllmReplay, verdict: Verdict) -> None:
     console.print(
-        f"replayed {result.trace} through vLLM {VLLM_VERSION}'s {result.scheduler_class}"
+        f"replayed {result.trace} through vLLM {result.vllm_version}'s {result.scheduler_class}"
         + (f", kept at {result.output}" if result.output is not None else ""),
         highlight=False,
     )

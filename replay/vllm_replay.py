@@ -4,7 +4,7 @@ The trace's arrivals, aborts and sampled tokens drive vLLM's real `Scheduler` (o
 `AsyncScheduler`, as the trace's config says) with the recorder attached; the
 replay's trace is then diffed against the original. A trace recorded from vLLM
 replays identically; one recorded by stepscope's engine does too, wherever the
-engine matches vLLM. Needs vLLM 0.33.0 installed (`stepscope[vllm]`).
+engine matches vLLM. Needs vLLM 0.32.x or 0.33.0 installed (`stepscope[vllm]` pins 0.33.0).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from stepscope.schema import open_trace
 from .diff import TraceDiff, diff_traces
 from .inputs import workload_from_trace
 
-VLLM_VERSION = "0.33.0"
+PINNED_VLLM_VERSION = "0.33.0"
+"""The version `pip install 'stepscope[vllm]'` installs."""
 
 
 @dataclass(frozen=True)
@@ -33,22 +34,23 @@ class VllmReplay:
     diff: TraceDiff
     num_padded_tokens: int
     """Tokens the replay sampled past a request's recorded outputs (its course changed)."""
+    vllm_version: str
+    """The installed vLLM the trace was replayed through."""
 
 
-def require_vllm() -> None:
-    """Fail with a one-line error where vLLM cannot be imported."""
+def require_vllm() -> str:
+    """The installed vLLM's version; a one-line error where it is missing or not supported."""
     if importlib.util.find_spec("vllm") is None:
         raise InputError(
             "--engine vllm: vLLM is not installed in this Python "
-            f"(pip install 'stepscope[vllm]', which pins vllm=={VLLM_VERSION})"
+            f"(pip install 'stepscope[vllm]', which pins vllm=={PINNED_VLLM_VERSION})"
         )
-    import vllm
+    from stepscope.tracer.vllm.versions import UnsupportedVllmVersion, recorded_version
 
-    if vllm.__version__ != VLLM_VERSION:
-        raise InputError(
-            f"--engine vllm: vLLM {vllm.__version__} is installed; stepscope records and "
-            f"replays vLLM {VLLM_VERSION}"
-        )
+    try:
+        return recorded_version()
+    except UnsupportedVllmVersion as error:
+        raise InputError(f"--engine vllm: {error}") from None
 
 
 def replay_with_vllm(
@@ -62,7 +64,7 @@ def replay_with_vllm(
 
     `knobs` change the config first (a what-if run through vLLM).
     """
-    require_vllm()
+    vllm_version = require_vllm()
     from stepscope.tracer.vllm.driver import record_with_vllm
 
     with open_trace(trace_path) as trace:
@@ -78,4 +80,6 @@ def replay_with_vllm(
         with open_trace(target) as replayed:
             scheduler_class = replayed.meta.get("scheduler_class", "")
         diff = diff_traces(trace_path, target, ignore_block_ids)
-    return VllmReplay(trace_path, output, scheduler_class, diff, run.num_padded_tokens)
+    return VllmReplay(
+        trace_path, output, scheduler_class, diff, run.num_padded_tokens, vllm_version
+    )

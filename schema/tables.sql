@@ -42,7 +42,8 @@ CREATE TABLE _config (
     long_prefill_token_threshold_adaptive BOOLEAN,  -- floor the cap at a fair share of the budget
     scheduler_reserve_full_isl BOOLEAN,  -- admit only if the whole current sequence fits
     watermark DOUBLE,  -- fraction of blocks held back from admissions
-    async_scheduling BOOLEAN  -- AsyncScheduler with a batch queue: a step is scheduled before the previous one's output
+    async_scheduling BOOLEAN,  -- AsyncScheduler with a batch queue: a step is scheduled before the previous one's output
+    vllm_version VARCHAR  -- vLLM version whose rules decide where versions differ (0.32.x or 0.33.0)
 );
 
 -- One row per workload request, written when it arrives (rejected ones included).

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
 2: `_steps.update_step` and `_requests.abort_before_update` (async scheduling and
    aborts between schedule and update), `_config.async_scheduling`.
+3: `_config.vllm_version` (the vLLM version whose rules the run followed); a version-2
+   trace reads as vLLM 0.33.0's, or as the version its `meta.vllm_version` names.
 """
 
-SUPPORTED_VERSIONS = frozenset({SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, SCHEMA_VERSION})

@@ -1,4 +1,8 @@
-"""Every conformance case: the engine makes real vLLM 0.33.0's decisions, field by field."""
+"""Every conformance case: the engine makes real vLLM's decisions, field by field.
+
+The suites are vLLM 0.33.0's; `conformance_v032/` holds vLLM 0.32.0's where the two
+versions differ (its workloads name `vllm_version`).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ def _cases() -> list[pytest.param]:
     for folder, label in (
         (TESTS / "conformance", "suite"),
         (TESTS / "conformance_extra", "extra"),
+        (TESTS / "conformance_v032", "v032"),
         (SHARED_CONFORMANCE, "shared"),
     ):
         for workload in sorted(folder.glob("*.json")):
@@ -28,6 +33,7 @@ CASES = _cases()
 
 def test_the_suite_is_present() -> None:
     assert sum(1 for case in CASES if case.id.startswith("suite/")) >= 40
+    assert sum(1 for case in CASES if case.id.startswith("v032/")) >= 6
 
 
 @pytest.mark.parametrize(("workload", "expected"), CASES)

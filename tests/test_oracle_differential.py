@@ -1,8 +1,9 @@
-"""Random workloads through real vLLM 0.33.0 (the oracle) and through the engine: same decisions.
+"""Random workloads through real vLLM (the oracle) and through the engine: same decisions.
 
-Runs where vLLM's venv exists (`.ci/vllm-venv`, which `.ci/run` builds, or the oracle's own
-from `../shared/oracle/build_venv.sh`) and the oracle script is beside the checkout;
-skipped elsewhere.
+Both supported versions: 0.33.0 where its venv exists (`.ci/vllm-venv`, which `.ci/run`
+builds, or the oracle's own from `../shared/oracle/build_venv.sh`), 0.32.0 in the
+live venv (`.ci/vllm-live-venv`), each where the oracle script is beside the checkout;
+skipped elsewhere. The engine follows the version each workload names.
 """
 
 from __future__ import annotations
@@ -16,21 +17,33 @@ import pytest
 from conftest import REPO, oracle_python, read_jsonl
 from decisions import first_difference, run_lines
 from random_workloads import random_workload
+from vllm_env import LIVE_VENV
 
 ORACLE_SCRIPT = REPO.parent / "shared" / "oracle" / "vllm_oracle.py"
 NUM_WORKLOADS = 60
 FIRST_SEED = 7_000
 
 
+def _oracle_python(version: str) -> Path | None:
+    if version == "0.32.0":
+        python = LIVE_VENV / "bin" / "python"
+        return python if python.exists() else None
+    return oracle_python()
+
+
 @pytest.mark.slow
-def test_random_workloads_match_the_oracle(tmp_path: Path) -> None:
-    python = oracle_python()
+@pytest.mark.parametrize("version", ["0.33.0", "0.32.0"])
+def test_random_workloads_match_the_oracle(tmp_path: Path, version: str) -> None:
+    """The engine, told the oracle's vLLM version, decides as that version does."""
+    python = _oracle_python(version)
     if python is None or not ORACLE_SCRIPT.exists():
-        pytest.skip("no vLLM venv (.ci/vllm-venv) or no ../shared/oracle script here")
+        pytest.skip(f"no vLLM {version} venv or no ../shared/oracle script here")
     paths = []
     for seed in range(FIRST_SEED, FIRST_SEED + NUM_WORKLOADS):
         path = tmp_path / f"w{seed}.json"
-        path.write_text(json.dumps(random_workload(random.Random(seed), max_requests=24)))
+        workload = random_workload(random.Random(seed), max_requests=24)
+        workload["config"]["vllm_version"] = version
+        path.write_text(json.dumps(workload))
         paths.append(path)
     subprocess.run(
         [
@@ -44,8 +57,10 @@ def test_random_workloads_match_the_oracle(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
         timeout=600,
+        cwd=tmp_path,
     )
     for path in paths:
         expected = read_jsonl(path.with_name(path.stem + ".expected.jsonl"))
+        assert expected[-1]["vllm_version"] == version
         difference = first_difference(run_lines(path), expected)
         assert difference is None, f"{path.name} (seed {path.stem[1:]}): {difference}"

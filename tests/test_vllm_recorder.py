@@ -1,18 +1,21 @@
-"""vLLM 0.33.0's real scheduler, recorded by `stepscope.tracer.vllm`, against stepscope's engine.
+"""vLLM's real scheduler, recorded by `stepscope.tracer.vllm`, against stepscope's engine.
 
 vLLM's `Scheduler` / `AsyncScheduler` run on a CPU with a scripted model, stepped as
 `EngineCore` steps them, with the recorder attached. Every recorded table (budgets,
 allocation calls, preemptions, the SchedulerOutput, sampled tokens, events) must be
-row-for-row what stepscope's engine records for the same workload, and replaying
-either trace through either engine must decide the same. Skipped where the vLLM
-venv is not built (see vllm_env.py).
+row-for-row what stepscope's engine records for the same workload under that vLLM
+version's rules, and replaying either trace through either engine must decide the
+same. The recordings run under both supported versions: 0.33.0 (the `vllm` venv) and
+0.32.0 (`vllm_live`). Skipped where a venv is not built (see vllm_env.py).
 """
 
 from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import TESTS, read_jsonl
@@ -27,9 +30,75 @@ from vllm_env import VllmPython, table_differences
 CONFORMANCE = sorted((TESTS / "conformance").glob("*.json"))
 EXTRA = sorted((TESTS / "conformance_extra").glob("*.json"))
 ASYNC = sorted((TESTS / "conformance_async").glob("*.json"))
+ASYNC_V032 = sorted((TESTS / "conformance_v032" / "async").glob("*.json"))
 MODES = {"sync": {}, "async": {"async_scheduling": True}}
+VERSIONS = {"0.33.0": "vllm", "0.32.0": "vllm_live"}
+"""Each supported vLLM version, and the fixture of the venv that has it."""
+NUM_RANDOM = 20
 
 pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Every recording workload of this module, recorded by one vLLM version in one call."""
+
+    vllm: VllmPython
+    version: str
+    out: Path
+    workloads: dict[str, list[Path]]
+    """Group name (`sync`, `async`, `aborts-sync`, ...) -> the workload files recorded."""
+
+    def trace(self, workload: Path) -> Path:
+        return self.out / f"{workload.stem}.duckdb"
+
+
+def _copy(group: str, source: Path | dict[str, Any], knobs: dict[str, Any], out: Path) -> Path:
+    """The workload under `knobs`, named `group-stem` so every recording has its own trace."""
+    raw = json.loads(source.read_text()) if isinstance(source, Path) else dict(source)
+    raw["config"] = {**raw["config"], **knobs}
+    stem = source.stem if isinstance(source, Path) else raw.pop("name")
+    path = out / f"{group}-{stem}.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+def _random_late_aborts(mode: str) -> list[dict[str, Any]]:
+    workloads = []
+    for seed in range(NUM_RANDOM):
+        raw = random_workload(
+            random.Random(9_000 + seed),
+            max_requests=16,
+            async_scheduling=mode == "async",
+            late_aborts=True,
+        )
+        workloads.append({**raw, "name": f"random{seed}"})
+    return workloads
+
+
+def _recording_workloads(out: Path) -> dict[str, list[Path]]:
+    out.mkdir()
+    sources: dict[str, tuple[list[Any], dict[str, Any]]] = {
+        "sync": (CONFORMANCE + EXTRA, {}),
+        "async": (CONFORMANCE + EXTRA + ASYNC, MODES["async"]),
+        "aborts-sync": (_random_late_aborts("sync"), {}),
+        "aborts-async": (_random_late_aborts("async"), {}),
+        "v032": (ASYNC_V032, {}),
+    }
+    return {
+        group: [_copy(group, source, knobs, out) for source in group_sources]
+        for group, (group_sources, knobs) in sources.items()
+    }
+
+
+@pytest.fixture(scope="module", params=list(VERSIONS))
+def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    """Both vLLM versions, each recording every workload here once (vLLM's import is slow)."""
+    vllm: VllmPython = request.getfixturevalue(VERSIONS[request.param])
+    out = tmp_path_factory.mktemp(f"vllm-{request.param}")
+    workloads = _recording_workloads(out / "workloads")
+    vllm.record(out, [path for paths in workloads.values() for path in paths], {})
+    return Recorded(vllm, request.param, out, workloads)
 
 
 def _engine_trace(workload_path: Path, knobs: dict[str, object], out: Path) -> Path:
@@ -41,15 +110,23 @@ def _engine_trace(workload_path: Path, knobs: dict[str, object], out: Path) -> P
 
 
 def _assert_same_as_engine(
-    workloads: list[Path], knobs: dict[str, object], vllm_dir: Path, tmp_path: Path
+    recorded: Recorded,
+    workloads: list[Path],
+    tmp_path: Path,
+    knobs: dict[str, object] | None = None,
 ) -> None:
-    """Each vLLM trace diffs as identical to the engine's, and every recorded row matches."""
+    """Each vLLM trace diffs as identical to the engine's, and every recorded row matches.
+
+    The engine follows the rules of the vLLM version that recorded.
+    """
     failures = []
+    knobs = {**(knobs or {}), "vllm_version": recorded.version}
     for path in workloads:
-        vllm_trace = vllm_dir / f"{path.stem}.duckdb"
+        vllm_trace = recorded.trace(path)
         engine_trace = _engine_trace(path, knobs, tmp_path / f"engine-{path.stem}.duckdb")
         with open_trace(engine_trace) as ours, open_trace(vllm_trace) as theirs:
             steps = compare_steps(ours, theirs)
+            assert theirs.meta["vllm_version"] == recorded.version
         problems = []
         if steps.classification is not Classification.IDENTICAL:
             problems.append(
@@ -64,11 +141,9 @@ def _assert_same_as_engine(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_conformance_workloads_record_as_the_engine_does(
-    vllm: VllmPython, tmp_path: Path, mode: str
+    recorded: Recorded, tmp_path: Path, mode: str
 ) -> None:
-    workloads = CONFORMANCE + EXTRA + (ASYNC if mode == "async" else [])
-    vllm.record(tmp_path, workloads, MODES[mode])
-    _assert_same_as_engine(workloads, MODES[mode], tmp_path, tmp_path)
+    _assert_same_as_engine(recorded, recorded.workloads[mode], tmp_path)
 
 
 def test_the_v2_model_runners_output_records_alike(vllm: VllmPython, tmp_path: Path) -> None:
@@ -78,16 +153,16 @@ def test_the_v2_model_runners_output_records_alike(vllm: VllmPython, tmp_path: P
     vllm.record(tmp_path, workloads, knobs, env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
     with open_trace(tmp_path / f"{workloads[0].stem}.duckdb") as trace:
         assert trace.meta["use_v2_model_runner"] == "true"
-    _assert_same_as_engine(workloads, knobs, tmp_path, tmp_path)
+    _assert_same_as_engine(Recorded(vllm, "0.33.0", tmp_path, {}), workloads, tmp_path, knobs)
 
 
 def test_async_expected_files_are_what_vllm_records(
-    vllm: VllmPython, tmp_path: Path, request: pytest.FixtureRequest
+    recorded: Recorded, request: pytest.FixtureRequest
 ) -> None:
-    """The committed async cases are still real vLLM output (see conformance_async/)."""
-    vllm.record(tmp_path, ASYNC, {})
-    for path in ASYNC:
-        summaries = step_summaries(tmp_path / f"{path.stem}.duckdb")
+    """The committed async cases are still real vLLM output (conformance_async/, _v032/)."""
+    group, cases = ("v032", ASYNC_V032) if recorded.version == "0.32.0" else ("async", ASYNC)
+    for path in cases:
+        summaries = step_summaries(recorded.out / f"{group}-{path.stem}.duckdb")
         expected_path = path.with_name(path.stem + ".expected.jsonl")
         if request.config.getoption("--regenerate-async"):
             expected_path.write_text("".join(json.dumps(row) + "\n" for row in summaries))
@@ -96,35 +171,23 @@ def test_async_expected_files_are_what_vllm_records(
 
 @pytest.mark.parametrize("mode", MODES)
 def test_random_workloads_with_late_aborts_record_as_the_engine_does(
-    vllm: VllmPython, tmp_path: Path, mode: str
+    recorded: Recorded, tmp_path: Path, mode: str
 ) -> None:
-    workloads = []
-    for seed in range(20):
-        raw = random_workload(
-            random.Random(9_000 + seed),
-            max_requests=16,
-            async_scheduling=mode == "async",
-            late_aborts=True,
-        )
-        path = tmp_path / f"random{seed}.json"
-        path.write_text(json.dumps(raw))
-        workloads.append(path)
-    vllm.record(tmp_path, workloads, {})
-    _assert_same_as_engine(workloads, {}, tmp_path, tmp_path)
+    _assert_same_as_engine(recorded, recorded.workloads[f"aborts-{mode}"], tmp_path)
 
 
-def test_vllm_traces_replay_exactly_through_both_engines(vllm: VllmPython, tmp_path: Path) -> None:
-    names = ["03", "07", "16", "22", "30", "40"]
-    workloads = [next(p for p in CONFORMANCE if p.name.startswith(n)) for n in names]
-    traces = []
-    for mode, knobs in MODES.items():
-        out = tmp_path / mode
-        out.mkdir()
-        vllm.record(out, workloads, knobs)
-        traces += [out / f"{path.stem}.duckdb" for path in workloads]
+def test_vllm_traces_replay_exactly_through_both_engines(recorded: Recorded) -> None:
+    chosen = {p.stem for p in CONFORMANCE if p.name[:2] in {"03", "07", "16", "22", "30", "40"}}
+    traces = [
+        recorded.trace(path)
+        for mode in MODES
+        for path in recorded.workloads[mode]
+        if path.stem.removeprefix(f"{mode}-") in chosen
+    ]
+    assert len(traces) == 2 * len(chosen)
     for trace in traces:
         assert replay_exact(trace).divergence is None, f"{trace} via stepscope"
-    outcomes = json.loads(vllm.harness("replay", *map(str, traces)))
+    outcomes = json.loads(recorded.vllm.harness("replay", *map(str, traces)))
     assert outcomes == {str(trace): "identical" for trace in traces}
 
 
@@ -201,6 +264,22 @@ def test_recording_classes_record_only_when_asked(vllm: VllmPython, tmp_path: Pa
             assert opened.meta["outside_subset"] == ""
         engine = _engine_trace(workload, knobs, tmp_path / f"engine-{mode}.duckdb")
         assert diff_traces(engine, trace).identical
+
+
+def test_a_vllm_version_not_supported_runs_on_unrecorded(vllm: VllmPython, tmp_path: Path) -> None:
+    trace = tmp_path / "t.duckdb"
+    workload = next(p for p in CONFORMANCE if p.name.startswith("05"))
+    cls = "stepscope.tracer.vllm.schedulers.RecordingScheduler"
+    result = vllm.run(
+        [str(TESTS / "vllm_harness.py"), "unsupported", "0.31.0", str(workload), cls],
+        env={"STEPSCOPE_TRACE": str(trace)},
+    )
+    assert json.loads(result.stdout) == {"recording": False, "wrapped": [], "complete": True}
+    said = [line for line in result.stderr.splitlines() if "stepscope" in line]
+    assert len(said) == 1 and said[0].endswith(
+        "not recording this engine: vLLM 0.31.0 is not supported (supported: 0.32.x, 0.33.0)"
+    ), said
+    assert not trace.exists()
 
 
 def test_the_wrong_class_for_the_mode_is_noted(vllm: VllmPython, tmp_path: Path) -> None:

@@ -2,13 +2,15 @@
 
     python vllm_harness.py record OUT_DIR WORKLOAD.json... [--set KNOB=VALUE]...
     python vllm_harness.py settings WORKLOAD.json CLASS [--set KNOB=VALUE]...
+    python vllm_harness.py unsupported VERSION WORKLOAD.json CLASS
     python vllm_harness.py failing OUT WORKLOAD.json AFTER_STEPS [--set KNOB=VALUE]...
     python vllm_harness.py replay TRACE...
 
 `record` writes OUT_DIR/<stem>.duckdb per workload (vLLM's import is paid once).
 `settings` builds the scheduler from CLASS (`module.Class`), which records only if
 STEPSCOPE_TRACE says so, runs the workload, shuts the scheduler down and prints
-what was wrapped. `failing` makes the recorder fail after AFTER_STEPS steps and
+what was wrapped; `unsupported` does so with vLLM reporting VERSION instead of its
+own. `failing` makes the recorder fail after AFTER_STEPS steps and
 prints whether the run still finished. `replay` replays each trace through vLLM
 and prints each diff's classification.
 """
@@ -77,6 +79,14 @@ def settings(argv: list[str]) -> None:
     )
 
 
+def unsupported(argv: list[str]) -> None:
+    import vllm
+
+    version, *rest = argv
+    vllm.__version__ = version
+    settings(rest)
+
+
 def failing(argv: list[str]) -> None:
     (out, path, after), knobs = _split(argv)
     workload = _workload(path, knobs)
@@ -114,5 +124,11 @@ def replay(argv: list[str]) -> None:
 if __name__ == "__main__":
     prepare_environment()  # before anything imports vLLM
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    commands = {"record": record, "settings": settings, "failing": failing, "replay": replay}
+    commands = {
+        "record": record,
+        "settings": settings,
+        "unsupported": unsupported,
+        "failing": failing,
+        "replay": replay,
+    }
     commands[sys.argv[1]](sys.argv[2:])

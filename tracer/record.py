@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from stepscope.engine import EngineLoop, InputError, ModelRunner, Scheduler, StepRecord, Workload
-from stepscope.engine.decision_log import EMULATED_VLLM_VERSION, ENGINE_NAME
+from stepscope.engine.decision_log import ENGINE_NAME
 
 from stepscope import __version__
 
@@ -36,7 +36,7 @@ def trace_meta(workload: Workload, extra: Mapping[str, str] | None = None) -> di
     return {
         "tool_version": __version__,
         "engine": ENGINE_NAME,
-        "emulates_vllm": EMULATED_VLLM_VERSION,
+        "emulates_vllm": workload.config.vllm_version,
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
         "python_version": platform.python_version(),

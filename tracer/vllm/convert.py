@@ -16,9 +16,14 @@ from stepscope.engine.request import FinishReason
 from stepscope.engine.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
 from stepscope.engine.workload import RequestSpec
 
+from . import versions
+
 
 def engine_config(scheduler: Any) -> EngineConfig:
-    """The knobs of a live vLLM scheduler, as stepscope's engine takes them (validated)."""
+    """The knobs of a live vLLM scheduler, as stepscope's engine takes them (validated).
+
+    Raises `UnsupportedVllmVersion` when the installed vLLM is not one stepscope records.
+    """
     scheduler_config = scheduler.scheduler_config
     return EngineConfig.from_dict(
         {
@@ -39,6 +44,7 @@ def engine_config(scheduler: Any) -> EngineConfig:
             "max_num_scheduled_tokens": scheduler_config.max_num_scheduled_tokens,
             "max_num_active_seqs": scheduler_config.max_num_active_seqs,
             "async_scheduling": bool(scheduler_config.async_scheduling),
+            "vllm_version": versions.recorded_version(),
         }
     )
 

@@ -23,6 +23,7 @@ from stepscope.engine.engine_loop import check_prompt_len
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
+from . import versions
 from .session import VllmRecording
 
 VLLM_ENVIRONMENT = {
@@ -170,11 +171,11 @@ def _block_hasher(vllm_config: Any, hash_block_size: int) -> Any:
     if not vllm_config.cache_config.enable_prefix_caching:
         return None
     from vllm.utils.hashing import get_hash_fn_by_name
-    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.core.kv_cache_utils import init_none_hash
 
     hash_fn = get_hash_fn_by_name(vllm_config.cache_config.prefix_caching_hash_algo)
     init_none_hash(hash_fn)
-    return get_request_block_hasher(hash_block_size, hash_fn, vllm_config.num_hash_lookahead_tokens)
+    return versions.request_block_hasher(hash_block_size, hash_fn, vllm_config)
 
 
 def _tiny_model_dir() -> str:

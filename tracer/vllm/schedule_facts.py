@@ -4,7 +4,8 @@ vLLM keeps a step's budgets and its loop exits in local variables. The start is
 read just before the call, as vLLM's own setup computes it; the reasons both
 passes stopped follow from what the call did (its grants, refusals and
 preemptions) and the queues it left, by the loop conditions of `schedule()`
-(scheduler.py L794 and L1062-1075 in 0.33.0) in their order.
+(scheduler.py L794 and L1062-1075 in 0.33.0) in their order, and the installed
+version's rules where versions differ.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 from stepscope.engine.scheduler import AdmissionStop, RunningPassEnd
 from stepscope.engine.scheduler_output import SchedulerOutput
 from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, ScheduleEnd, ScheduleStart
+
+from .versions import installed_rules
 
 _REFUSAL_STOP = {
     "full_sequence": AdmissionStop.KV_FULL_SEQUENCE,
@@ -83,8 +86,9 @@ def _running_pass_end(
     running: list[Any],
     last_running_row: str | None,
 ) -> RunningPassEnd:
-    """FCFS stops at a self-preemption; either policy stops when the budget runs out first."""
-    if scheduler.policy.value == "fcfs" and any(
+    """A self-preemption stops it, unless the version goes on past one; so does the budget."""
+    continues = scheduler.policy.value == "priority" and installed_rules().self_preemption_continues
+    if not continues and any(
         type(d) is Preemption and d.request_id == d.needed_by for d in decisions
     ):
         return RunningPassEnd.SELF_PREEMPTED

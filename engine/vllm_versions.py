@@ -1,0 +1,52 @@
+"""The vLLM versions whose scheduling rules the engine follows, and the rules that differ.
+
+Inside the subset, vLLM 0.32.x and 0.33.0 decide alike except where a field of
+`VllmRules` says otherwise; the engine reads the rules of the version its config
+names (`vllm_version`), so a trace recorded from either version replays exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+DEFAULT_VLLM_VERSION = "0.33.0"
+
+
+@dataclass(frozen=True, slots=True)
+class VllmRules:
+    """The decisions one vLLM version makes differently from another."""
+
+    version_line: str
+    """The version, or line of versions, that decides by these rules (`0.32.x`)."""
+    self_preemption_continues: bool
+    """Priority policy: after the running request being scheduled preempts itself, the
+    running pass goes on to the next running request (0.33's `continue`) instead of
+    ending (0.32's `break`); the ones behind it have higher priority and may fit."""
+
+
+VLLM_0_33 = VllmRules(version_line="0.33.0", self_preemption_continues=True)
+VLLM_0_32 = VllmRules(version_line="0.32.x", self_preemption_continues=False)
+
+_VERSIONS: tuple[tuple[re.Pattern[str], VllmRules], ...] = (
+    (re.compile(r"0\.33\.0"), VLLM_0_33),
+    (re.compile(r"0\.32\.\d+"), VLLM_0_32),
+)
+
+KNOWN_VERSIONS = ", ".join(rules.version_line for _, rules in reversed(_VERSIONS))
+"""The versions the engine knows, for messages: `0.32.x, 0.33.0`."""
+
+
+def is_known_version(version: str) -> bool:
+    return any(pattern.fullmatch(version) for pattern, _ in _VERSIONS)
+
+
+def vllm_rules(version: object) -> VllmRules:
+    """The rules of `version` (`0.33.0`, `0.32.0`, ...); a version not known is a ConfigError."""
+    if isinstance(version, str):
+        for pattern, rules in _VERSIONS:
+            if pattern.fullmatch(version):
+                return rules
+    raise ConfigError("vllm_version", f"unknown vLLM version {version!r} (known: {KNOWN_VERSIONS})")
