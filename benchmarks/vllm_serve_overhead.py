@@ -58,16 +58,8 @@ ENVIRONMENT = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-BENCH = """
-import sys
-from vllm.benchmarks.serve import add_cli_args, main
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-parser = FlexibleArgumentParser()
-add_cli_args(parser)
-main(parser.parse_args(sys.argv[1:]))
-"""
-"""`vllm bench serve` itself: vllm-cpu's `vllm` console script asks for the metadata of a
-package named `vllm` and fails, so its entry point is called directly."""
+VLLM_CLI = REPO / "examples" / "live_vllm" / "vllm_cli.py"
+"""vLLM's own CLI (`vllm bench serve`), runnable under vllm-cpu."""
 
 
 @dataclass
@@ -135,8 +127,9 @@ def bench(
     """One `vllm bench serve` load: random prompts with a shared prefix, all at once."""
     name = f"bench-{server.variant}-{time.monotonic_ns()}.json"
     subprocess.run(
-        [str(PYTHON), "-c", BENCH, "--backend", "vllm", "--base-url", server.url,
-         "--model", str(model), "--dataset-name", "random", "--random-input-len", "96",
+        [str(PYTHON), str(VLLM_CLI), "bench", "serve", "--backend", "vllm",
+         "--base-url", server.url, "--model", str(model), "--dataset-name", "random",
+         "--random-input-len", "96",
          "--random-prefix-len", "64", "--random-output-len", "64", "--ignore-eos",
          "--num-prompts", str(num_prompts), "--seed", "0", "--disable-tqdm",
          "--percentile-metrics", "ttft,tpot", "--metric-percentiles", "50,99",
