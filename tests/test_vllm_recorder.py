@@ -295,7 +295,9 @@ def test_the_wrong_class_for_the_mode_is_noted(vllm: VllmPython, tmp_path: Path)
         env={"STEPSCOPE_TRACE": str(trace)},
     )
     with open_trace(trace) as opened:
-        assert opened.meta["outside_subset"] == "scheduler class and async_scheduling disagree"
+        assert (
+            opened.meta["outside_subset"] == "async_scheduling with a synchronous scheduler class"
+        )
 
 
 def test_trace_directory_names_one_file_per_engine(vllm: VllmPython, tmp_path: Path) -> None:

@@ -44,8 +44,8 @@ EngineOption = Annotated[
     Engine,
     typer.Option(
         "--engine",
-        help="stepscope: this tool's engine. vllm: vLLM 0.33.0's own scheduler, recorded "
-        "(needs stepscope[vllm]).",
+        help="stepscope: this tool's engine. vllm: the installed vLLM's own scheduler "
+        "(0.32.x or 0.33.0), recorded (needs stepscope[vllm]).",
     ),
 ]
 
@@ -60,9 +60,9 @@ RecordEngineOption = Annotated[
     RecordEngine,
     typer.Option(
         "--engine",
-        help="stepscope: this tool's engine. vllm: vLLM 0.33.0's own scheduler, recorded "
-        "(needs stepscope[vllm]). vllm-live: a real vLLM engine with a model (--model DIR, "
-        "or the trace's with --from), stepped in this process.",
+        help="stepscope: this tool's engine. vllm: the installed vLLM's own scheduler "
+        "(0.32.x or 0.33.0), recorded (needs stepscope[vllm]). vllm-live: a real vLLM engine "
+        "with a model (--model DIR, or the trace's with --from), stepped in this process.",
     ),
 ]
 EngineArgsOption = Annotated[

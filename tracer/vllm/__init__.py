@@ -1,4 +1,4 @@
-"""Record real vLLM (0.33.0): its own scheduling decisions, into a stepscope trace.
+"""Record real vLLM (0.32.x, 0.33.0): its own scheduling decisions, into a stepscope trace.
 
 `RecordingScheduler` and `RecordingAsyncScheduler` are for vLLM's `--scheduler-cls`;
 `attach_recording` records any scheduler instance (a custom class included). The

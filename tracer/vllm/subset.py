@@ -36,8 +36,10 @@ def outside_subset(scheduler: Any) -> set[str]:
         reasons.add("hash block size differs from block size")
     if scheduler.is_encoder_decoder:
         reasons.add("encoder-decoder model")
-    if _is_async_class(scheduler) != bool(scheduler.scheduler_config.async_scheduling):
-        reasons.add("scheduler class and async_scheduling disagree")
+    if scheduler.scheduler_config.async_scheduling and not _is_async_class(scheduler):
+        # The other way round is a CPU engine: `EngineCore` runs an `AsyncScheduler` in its
+        # synchronous loop, where it decides as `Scheduler` does.
+        reasons.add("async_scheduling with a synchronous scheduler class")
     return reasons
 
 
