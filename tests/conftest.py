@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stepscope.tracer.vllm.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
 
 TESTS = Path(__file__).parent
 REPO = TESTS.parent
@@ -103,12 +104,5 @@ def tiny_model(vllm_live: Any) -> Path:
     return out
 
 
-LIVE_ENVIRONMENT = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "VLLM_DO_NOT_TRACK": "1",
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-}
+LIVE_ENVIRONMENT = {**OFFLINE_ENVIRONMENT, "VLLM_CPU_KVCACHE_SPACE": CPU_KV_CACHE_GIB}
 """A real engine on this machine: offline, no telemetry, 1 GiB of CPU KV cache."""

@@ -20,14 +20,19 @@ from typing import Any
 from stepscope.engine import EngineConfig, InputError
 from stepscope.engine.sampling_params import SamplingParams
 
-LIVE_ENVIRONMENT = {
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION": "1",
+OFFLINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
+}
+"""Any vLLM process stepscope starts (an engine here, a server in the tests): no network."""
+
+LIVE_ENVIRONMENT = {
+    **OFFLINE_ENVIRONMENT,
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_DISABLE_REQUEST_ID_RANDOMIZATION": "1",
 }
 """Forced before vLLM is imported: one engine core in this process, ids kept, no network."""
 
