@@ -67,6 +67,8 @@ class BackgroundRecorder:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._caught_up = threading.Event()
         self._error: BaseException | None = None
+        self._reported = False
+        """The engine thread (or the log, at close) has been told of `_error`."""
         self._start: ScheduleStart | None = None
         self._thread = threading.Thread(target=self._run, name="stepscope-row-builder", daemon=True)
         self._thread.start()
@@ -90,12 +92,18 @@ class BackgroundRecorder:
         self._submit(lambda: self.recorder.mark(complete, meta))
 
     def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
-        """Build what is queued, then close the trace (marked incomplete after a failure)."""
+        """Build what is queued, then close the trace (marked incomplete after a failure).
+
+        A builder failure the engine thread has not been told of yet is logged here, not
+        raised: a closing engine must not fail for its recording.
+        """
         if self._thread.is_alive():
             self._calls.put(_STOP)
             self._thread.join()
+        if self._error is not None and not self._reported:
+            self._reported = True
+            logger.error("stepscope: building the trace's rows failed: %s", self._error)
         self.recorder.close(complete and self._error is None, final_meta)
-        self._raise_if_failed()
 
     def _schedule_call(
         self, start: ScheduleStart, decisions: list[Decision], end: ScheduleEnd
@@ -116,10 +124,13 @@ class BackgroundRecorder:
         self._caught_up.clear()
         self._calls.put(self._caught_up.set)
         self._caught_up.wait()
+        self._raise_if_failed()
 
     def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise RuntimeError(f"building the trace's rows failed: {self._error}")
+        """Raise the builder's failure on the engine thread (once; its caller reports it)."""
+        if self._error is not None and not self._reported:
+            self._reported = True
+            raise self._error
 
     def _run(self) -> None:
         while (call := self._calls.get()) is not _STOP:
@@ -127,11 +138,12 @@ class BackgroundRecorder:
                 call()
             except BaseException as error:
                 self._error = error
-                logger.error("stepscope: building the trace's rows failed: %s", error)
                 self._discard_rest()
                 return
 
     def _discard_rest(self) -> None:
-        """Keep taking calls after a failure, so the engine thread never waits on a dead builder."""
-        while self._calls.get() is not _STOP:
-            pass
+        """After a failure, take calls without building, so the engine thread never waits."""
+        self._caught_up.set()
+        while (call := self._calls.get()) is not _STOP:
+            if call == self._caught_up.set:
+                call()
