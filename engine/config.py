@@ -162,8 +162,12 @@ def _coerce(key: str, value: Any) -> Any:
             return SchedulingPolicy(value)
         except ValueError:
             raise ConfigError("policy", f"must be 'fcfs' or 'priority', got {value!r}") from None
-    if kind is str:
+    if key == "vllm_version":
         vllm_rules(value)  # a version the engine does not know is an error here
+        return value
+    if kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(key, f"expected a string, got {value!r}")
         return value
     if kind is bool:
         if not isinstance(value, bool):
