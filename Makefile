@@ -3,7 +3,7 @@ PYTHON ?= .venv/bin/python
 TYPECHECK := build/typecheck
 PARTS := engine tracer schema replay tui
 
-.PHONY: check lint types test
+.PHONY: check lint types test test-fast
 
 check: lint types test
 
@@ -21,3 +21,7 @@ types:
 
 test:
 	$(PYTHON) -m pytest -q
+
+# Everything but the tests marked slow (those start real vLLM engines and schedulers).
+test-fast:
+	$(PYTHON) -m pytest -q -m 'not slow'

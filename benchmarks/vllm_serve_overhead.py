@@ -36,6 +36,7 @@ from typing import Any
 
 from results import heading, write_section
 from stepscope.tracer.vllm.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
+from stepscope.tracer.vllm.site_install import install_site
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -160,11 +161,7 @@ def measure(
 def prepare(scratch: Path) -> tuple[Path, dict[str, str]]:
     """stepscope and the timing class for the venv, and the tiny model; returns (model, env)."""
     site = scratch / "site"
-    subprocess.run(
-        [str(PYTHON), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(site), str(REPO)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    install_site(PYTHON, REPO, site)
     shutil.copy(HERE / "serve_timing.py", site / "serve_timing.py")
     env = {**os.environ, **ENVIRONMENT, "PYTHONPATH": str(site)}
     model = Path(os.environ.get("STEPSCOPE_TINY_MODEL", Path.home() / ".cache" / "stepscope-tiny"))

@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from stepscope.tracer.vllm.site_install import install_site
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 VENV = Path(os.environ.get("STEPSCOPE_VLLM_VENV", Path.home() / ".cache" / "stepscope-vllm-venv"))
@@ -25,22 +27,7 @@ def run_worker(script: str, payload: Any, *args: str) -> Any:
     python = VENV / "bin" / "python"
     with tempfile.TemporaryDirectory() as scratch:
         site = Path(scratch) / "site"
-        subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--no-build-isolation",
-                "--target",
-                str(site),
-                str(REPO),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        install_site(python, REPO, site)
         payload_path = Path(scratch) / "payload.json"
         payload_path.write_text(json.dumps(payload))
         result = subprocess.run(

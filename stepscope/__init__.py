@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stepscope.schema import Trace
 
-__version__ = "0.1.0"
+__version__ = metadata.version("stepscope")
+"""The installed distribution's version: `pyproject.toml` is its one source."""
 
 
 def open(path: str | Path) -> Trace:

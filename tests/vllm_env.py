@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from conftest import REPO, TESTS
+from conftest import TESTS
 
 VENV = Path(os.environ.get("STEPSCOPE_VLLM_VENV", Path.home() / ".cache" / "stepscope-vllm-venv"))
 LIVE_VENV = Path(
@@ -87,27 +87,6 @@ class VllmPython:
 def venv_python() -> Path | None:
     python = VENV / "bin" / "python"
     return python if python.exists() else None
-
-
-def install(python: Path, site: Path) -> None:
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(site),
-            str(REPO),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
 
 
 def table_differences(a: Path, b: Path) -> list[str]:
