@@ -16,12 +16,11 @@ from typing import Any
 
 import duckdb
 import pytest
-from stepscope.engine import Scheduler, StepRecord, TapeModelRunner, Workload, load_workload
+from stepscope.engine import Scheduler, StepRecord, Workload, load_workload
 from stepscope.engine.scheduler import StepPlan
 from stepscope.replay.decisions import StepDecision, differences
 from stepscope.replay.diff import Classification, StepComparison, diff_traces
 from stepscope.replay.exact import replay_exact
-from stepscope.tracer.record import record_workload
 from stepscope.tui import diffing
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.trace_source import TraceSource
@@ -84,6 +83,14 @@ def _interrupted(path: Path, at_step: int) -> Path:
     return path
 
 
+def _edited(trace_path: Path, path: Path, statement: str) -> Path:
+    """A copy of a trace with one statement applied to its tables."""
+    shutil.copy(trace_path, path)
+    with duckdb.connect(str(path)) as con:
+        con.execute(statement)
+    return path
+
+
 @pytest.fixture(scope="module")
 def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     folder = tmp_path_factory.mktemp("agreement")
@@ -96,25 +103,22 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
     record(dataclasses.replace(storm_workload, config=config), fewer_blocks)
     anti_thrash, admitting = folder / "anti_thrash.duckdb", folder / "admitting.duckdb"
     record(case("06"), anti_thrash)
-    anti_thrash_workload = load_workload(case("06"))
-    tapes = {s.request_id: s.output_token_ids for s in anti_thrash_workload.requests}
-    runner = TapeModelRunner(tapes)
-    record_workload(anti_thrash_workload, runner, admitting, scheduler_cls=AdmitAfterPreemption)
+    record(case("06"), admitting, scheduler_cls=AdmitAfterPreemption)
     other_token = folder / "other_token.duckdb"
     record(_changed_token(storm_workload, "chat-05", 3, 4321), other_token)
-    shifted = folder / "shifted.duckdb"
-    shutil.copy(storm, shifted)
-    with duckdb.connect(str(shifted)) as con:
-        con.execute("UPDATE _block_ids SET block_id = block_id + 1000 WHERE step = 0")
-    swapped = folder / "swapped.duckdb"
-    shutil.copy(storm, swapped)
-    with duckdb.connect(str(swapped)) as con:
-        # The same requests and tokens at step 1, two of them in the other order.
-        con.execute(
-            "UPDATE _scheduled SET seq = CASE seq WHEN a THEN b ELSE a END FROM "
-            "(SELECT min(seq) AS a, min(seq) + 1 AS b FROM _scheduled WHERE step = 1) "
-            "WHERE step = 1 AND seq IN (a, b)"
-        )
+    shifted = _edited(
+        storm,
+        folder / "shifted.duckdb",
+        "UPDATE _block_ids SET block_id = block_id + 1000 WHERE step = 0",
+    )
+    # The same requests and tokens at step 1, two of them in the other order.
+    swapped = _edited(
+        storm,
+        folder / "swapped.duckdb",
+        "UPDATE _scheduled SET seq = CASE seq WHEN a THEN b "
+        "ELSE a END FROM (SELECT min(seq) AS a, min(seq) + 1 AS b FROM _scheduled WHERE step = 1) "
+        "WHERE step = 1 AND seq IN (a, b)",
+    )
     return {
         "identical": (storm, replayed),
         "shorter": (storm, short),

@@ -35,6 +35,7 @@ otherwise *decision*. `d` / `D` jump to the next / previous divergent step.
             text.append("comparing…", style="dim")
             self.update(text)
             return
+        # Imported once a diff exists: it brings pyarrow.compute, which a lone trace never needs.
         from stepscope.replay.headline import headline_text
 
         if diff.config_differences:
