@@ -6,10 +6,11 @@ Field meanings are those of `oracle/README.md`: one object per step, then a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from .engine_loop import EngineLoop, RequestFinish, StepRecord
+from .scheduled_requests import RequestKind, ScheduledRequests, scheduled_requests
 
 ENGINE_NAME = "stepscope"
 
@@ -34,14 +35,7 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
         return line
     order = loop.request_index
     output = engine_step.scheduler_output
-    cached = output.scheduled_cached_reqs
-    new_block_ids: dict[str, list[int]] = {
-        new.req_id: list(new.block_ids) for new in output.scheduled_new_reqs
-    }
-    for req_id, block_ids in zip(cached.req_ids, cached.new_block_ids, strict=True):
-        new_block_ids[req_id] = list(block_ids or ())
-    computed_before = {new.req_id: new.num_computed_tokens for new in output.scheduled_new_reqs}
-    computed_before.update(zip(cached.req_ids, cached.num_computed_tokens, strict=True))
+    oracle_order = _oracle_order(scheduled_requests(output))
     runner_output = engine_step.model_runner_output
     scheduler = loop.core.scheduler
     line["arrived"] = list(record.arrived)
@@ -50,13 +44,13 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
     line.update(
         num_scheduled_tokens=dict(output.num_scheduled_tokens),
         total_num_scheduled_tokens=output.total_num_scheduled_tokens,
-        computed_before=computed_before,
-        new_req_ids=[new.req_id for new in output.scheduled_new_reqs],
-        resumed_req_ids=[r for r in cached.req_ids if r in cached.resumed_req_ids],
-        cached_req_ids=[r for r in cached.req_ids if r not in cached.resumed_req_ids],
+        computed_before={row.req_id: row.num_computed_tokens for row in oracle_order},
+        new_req_ids=[row.req_id for row in oracle_order if row.kind is RequestKind.NEW],
+        resumed_req_ids=[row.req_id for row in oracle_order if row.kind is RequestKind.RESUMED],
+        cached_req_ids=[row.req_id for row in oracle_order if row.kind is RequestKind.RUNNING],
         preempted_req_ids=sorted(output.preempted_req_ids, key=order.__getitem__),
         finished_req_ids=sorted(output.finished_req_ids, key=order.__getitem__),
-        new_block_ids=new_block_ids,
+        new_block_ids={row.req_id: list(row.new_block_ids or ()) for row in oracle_order},
         num_free_blocks=engine_step.num_free_blocks_after_schedule,
         sampled={
             req_id: list(tokens)
@@ -78,6 +72,29 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
     if record.rejected:
         line["rejected"] = list(record.rejected)
     return line
+
+
+class _Row(NamedTuple):
+    req_id: str
+    kind: RequestKind
+    num_computed_tokens: int
+    new_block_ids: Sequence[int] | None
+
+
+_ORACLE_RANK = {RequestKind.NEW: 0, RequestKind.RUNNING: 1, RequestKind.RESUMED: 2}
+
+
+def _oracle_order(requests: ScheduledRequests) -> list[_Row]:
+    """The rows as the oracle lists them: new requests, then the cached (running, then
+    resumed) ones, each in output order."""
+    rows = map(
+        _Row,
+        requests.req_ids,
+        requests.kinds,
+        requests.num_computed_tokens,
+        requests.new_block_ids,
+    )
+    return sorted(rows, key=lambda row: _ORACLE_RANK[row.kind])
 
 
 def final_line(loop: EngineLoop) -> dict[str, Any]:

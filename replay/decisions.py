@@ -1,158 +1,191 @@
-"""One step's decision in a form both a trace and a live engine step can be put in, and compared.
+"""One step's decision, from a trace or a live engine step, and how two of them differ.
 
 A step's decision is what the scheduler chose: which requests ran and in what order,
-how many tokens each, which were admitted or resumed, which were preempted, the block
-ids handed out and the free blocks left; plus what the model sampled for each row.
+how many tokens each and how each came to run (new, resumed, running), which were
+preempted, the block ids handed out, the free blocks left, and the step whose update
+processed the output; plus what the model sampled for each row, an input. Exact
+replay, the TUI's diff and replay views, and `stepscope diff`'s field names all use
+this one model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, islice
-from operator import itemgetter
+from itertools import compress
 from typing import Any
 
 from stepscope.engine import StepRecord
+from stepscope.engine.scheduled_requests import (
+    RequestKind,
+    sampled_token_ids,
+    scheduled_requests,
+)
 from stepscope.schema import Trace
 from stepscope.schema.ddl import enum_types
 
-DECISION_FIELDS = ("idle", "requests", "num_tokens", "kinds", "preempted", "num_free_blocks")
-"""Fields that are the scheduler's choice; `block_ids` joins them unless ignored."""
+from .sql import query
 
-KIND_NAMES = enum_types()["request_kind"]
-_NEW, _RESUMED, _RUNNING = (KIND_NAMES.index(name) for name in ("new", "resumed", "running"))
+DECISION_FIELDS = ("idle", "update_step", "num_free_blocks", "scheduled", "preempted", "block_ids")
+"""The parts of a decision that can differ, in the order they are named."""
+
+MISSING_STEP = "missing_step"
+"""What differs when one side has no such step."""
+
+_KINDS = tuple(RequestKind(name) for name in enum_types()["request_kind"])
+"""The `request_kind` enum's values by code."""
+
+_LAST_STEP = (1 << 31) - 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepDecision:
+    """What the scheduler decided at one step (its columns are lists on every side, so a
+    recorded and a replayed decision compare equal when they agree)."""
+
     step: int
     idle: bool
-    requests: Sequence[int] = ()
-    """Request indices in `num_scheduled_tokens` order."""
-    num_tokens: Sequence[int] = ()
-    kinds: Sequence[int] = ()
-    """Codes of the `request_kind` enum (see `KIND_NAMES`)."""
-    sampled: Sequence[int | None] = ()
-    preempted: frozenset[int] = frozenset()
+    req_ids: Sequence[str] = ()
+    """Scheduled requests in `num_scheduled_tokens` order."""
+    num_scheduled_tokens: Sequence[int] = ()
+    kinds: Sequence[RequestKind] = ()
+    sampled_token_ids: Sequence[int | None] = ()
+    """The token each row sampled (None: a prefill chunk that sampled none)."""
+    preempted_req_ids: frozenset[str] = frozenset()
     num_free_blocks: int | None = None
-    block_ids: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
-    """New block ids per request index (requests that got none are left out)."""
+    """Free KV blocks after `schedule()`."""
+    block_ids: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Block ids in the output per request (those that got none are left out): a running
+    request's new blocks, an admission's whole table."""
+    update_step: int | None = None
+    """The step whose update processed this step's output (the next one, async)."""
 
-    def differences(self, other: StepDecision, ignore_block_ids: bool = False) -> list[str]:
-        """Names of the decision fields that differ (`sampled` is an input, checked apart)."""
-        names = [name for name in DECISION_FIELDS if getattr(self, name) != getattr(other, name)]
-        if not ignore_block_ids and self.block_ids != other.block_ids:
-            names.append("block_ids")
-        return names
+    @property
+    def scheduled(self) -> list[tuple[str, int, RequestKind]]:
+        """(request id, tokens, kind) per scheduled request, in order."""
+        return list(zip(self.req_ids, self.num_scheduled_tokens, self.kinds, strict=True))
 
 
-def live_decision(record: StepRecord, request_index: Mapping[str, int]) -> StepDecision:
+def differences(
+    a: StepDecision | None, b: StepDecision | None, ignore_block_ids: bool = False
+) -> tuple[str, ...]:
+    """The names (`DECISION_FIELDS`) of the parts of a step's decision that differ."""
+    if a is None or b is None:
+        return () if a is b else (MISSING_STEP,)
+    found = []
+    if a.idle != b.idle:
+        found.append("idle")
+    if a.update_step != b.update_step:
+        found.append("update_step")
+    if a.num_free_blocks != b.num_free_blocks:
+        found.append("num_free_blocks")
+    if (
+        a.req_ids != b.req_ids
+        or a.num_scheduled_tokens != b.num_scheduled_tokens
+        or a.kinds != b.kinds
+    ):
+        found.append("scheduled")
+    if a.preempted_req_ids != b.preempted_req_ids:
+        found.append("preempted")
+    if not ignore_block_ids and a.block_ids != b.block_ids:
+        found.append("block_ids")
+    return tuple(found)
+
+
+def input_differences(a: StepDecision | None, b: StepDecision | None) -> tuple[str, ...]:
+    """`sampled` when both sides have the step and the model sampled other tokens."""
+    if a is None or b is None or a.sampled_token_ids == b.sampled_token_ids:
+        return ()
+    return ("sampled",)
+
+
+def live_decision(record: StepRecord) -> StepDecision:
     """The decision of a step the engine just took."""
     engine_step = record.engine_step
     if engine_step is None:
         return StepDecision(record.step, idle=True)
     output = engine_step.scheduler_output
-    cached = output.scheduled_cached_reqs
-    request_ids = list(output.num_scheduled_tokens)
-    num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
-    new = {data.req_id: data for data in output.scheduled_new_reqs}
-    kinds = [_RUNNING] * num_running
-    tables: list[Sequence[int] | None] = list(cached.new_block_ids[:num_running])
-    for req_id in islice(request_ids, num_running, None):
-        data = new.get(req_id)
-        kinds.append(_NEW if data is not None else _RESUMED)
-        tables.append(data.block_ids if data is not None else _resumed_table(cached, req_id))
+    requests = scheduled_requests(output)
+    req_ids = requests.req_ids
     return StepDecision(
         step=record.step,
         idle=False,
-        requests=list(map(request_index.__getitem__, request_ids)),
-        num_tokens=list(output.num_scheduled_tokens.values()),
-        kinds=kinds,
-        sampled=_sampled(engine_step, request_ids),
-        preempted=frozenset(map(request_index.__getitem__, output.preempted_req_ids)),
+        req_ids=req_ids,
+        num_scheduled_tokens=requests.num_scheduled_tokens,
+        kinds=requests.kinds,
+        sampled_token_ids=sampled_token_ids(engine_step.model_runner_output, req_ids),
+        preempted_req_ids=output.preempted_req_ids,
         num_free_blocks=engine_step.num_free_blocks_after_schedule,
-        block_ids={
-            request_index[request_ids[i]]: tuple(tables[i] or ())
-            for i in compress(range(len(tables)), tables)
-        },
+        block_ids=_new_blocks(req_ids, requests.new_block_ids),
+        update_step=record.update_step,
     )
 
 
-def _resumed_table(cached: Any, req_id: str) -> Sequence[int]:
-    return cached.new_block_ids[cached.req_ids.index(req_id)] or ()
-
-
-def _sampled(engine_step: Any, request_ids: list[str]) -> list[int | None]:
-    runner_output = engine_step.model_runner_output
-    sampled = runner_output.sampled_token_ids
-    if runner_output.req_ids != request_ids:
-        index_of = runner_output.req_id_to_index
-        sampled = [sampled[index_of[req_id]] for req_id in request_ids]
-    if sum(map(len, sampled)) == len(sampled) and all(sampled):
-        return list(map(itemgetter(0), sampled))
-    return [_first(tokens) for tokens in sampled]
-
-
-def _first(tokens: Sequence[int]) -> int | None:
-    assert len(tokens) <= 1, f"{len(tokens)} tokens sampled in one step"
-    return tokens[0] if tokens else None
+def _new_blocks(
+    req_ids: Sequence[str], tables: Sequence[Sequence[int] | None]
+) -> dict[str, tuple[int, ...]]:
+    """The block ids per request of the rows that got any (most rows get none)."""
+    return {req_ids[i]: tuple(tables[i] or ()) for i in compress(range(len(tables)), tables)}
 
 
 class RecordedDecisions:
-    """A trace's step decisions, read in step order a batch at a time (never all at once)."""
+    """A trace's step decisions in step order, read a batch at a time (never all at once)."""
 
     def __init__(self, trace: Trace, batch_rows: int = 1 << 16) -> None:
         self.trace = trace
         self.batch_rows = batch_rows
+        self._request_ids: dict[int, str] | None = None
 
     def __iter__(self) -> Iterator[StepDecision]:
-        def stream(query: str) -> Iterator[tuple[int, dict[str, list[Any]]]]:
-            return _grouped(self.trace.stream(query, self.batch_rows))
+        return self.between(0, _LAST_STEP)
 
-        steps = stream(
-            "SELECT step, idle, num_free_blocks_after_schedule FROM _steps ORDER BY step"
-        )
-        scheduled = _Lookahead(
-            stream(
-                "SELECT step, request_index, num_tokens, enum_code(kind) AS kind, "
-                "sampled_token_id FROM _scheduled ORDER BY step, seq"
-            )
-        )
-        blocks = _Lookahead(
-            stream(
-                "SELECT step, request_index, block_id FROM _block_ids "
-                "ORDER BY step, request_index, slot"
-            )
-        )
-        preemptions = _Lookahead(
-            stream("SELECT step, request_index FROM _preemptions ORDER BY step, seq")
-        )
-        for step, row in steps:
+    def between(self, first: int, last: int) -> Iterator[StepDecision]:
+        """The decisions of steps `first`..`last`."""
+        ids = self.request_ids
+
+        def stream(name: str) -> Iterator[tuple[int, dict[str, list[Any]]]]:
+            reader = self.trace.stream(query(name), self.batch_rows, [first, last])
+            return _grouped(reader)
+
+        scheduled = _Lookahead(stream("decision_scheduled"))
+        blocks = _Lookahead(stream("decision_block_ids"))
+        preemptions = _Lookahead(stream("decision_preemptions"))
+        for step, row in stream("decision_steps"):
             if row["idle"][0]:
                 yield StepDecision(step, idle=True)
                 continue
-            rows = scheduled.take(step)
+            rows = scheduled.take(step)  # lists, as a live decision's are
             yield StepDecision(
                 step=step,
                 idle=False,
-                requests=rows.get("request_index", []),
-                num_tokens=rows.get("num_tokens", []),
-                kinds=rows.get("kind", []),
-                sampled=rows.get("sampled_token_id", []),
-                preempted=frozenset(preemptions.take(step).get("request_index", [])),
+                req_ids=list(map(ids.__getitem__, rows.get("request_index", []))),
+                num_scheduled_tokens=rows.get("num_tokens", []),
+                kinds=list(map(_KINDS.__getitem__, rows.get("kind", []))),
+                sampled_token_ids=rows.get("sampled_token_id", []),
+                preempted_req_ids=frozenset(
+                    map(ids.__getitem__, preemptions.take(step).get("request_index", ()))
+                ),
                 num_free_blocks=row["num_free_blocks_after_schedule"][0],
-                block_ids=_block_map(blocks.take(step)),
+                block_ids=_block_map(blocks.take(step), ids),
+                update_step=row["update_step"][0],
             )
 
+    @property
+    def request_ids(self) -> dict[int, str]:
+        """Each request's id by its index, read once."""
+        if self._request_ids is None:
+            rows = self.trace.sql(query("request_ids")).fetchall()
+            self._request_ids = dict(rows)
+        return self._request_ids
 
-def _block_map(rows: Mapping[str, list[Any]]) -> dict[int, tuple[int, ...]]:
-    table: dict[int, list[int]] = {}
+
+def _block_map(rows: Mapping[str, list[Any]], ids: Mapping[int, str]) -> dict[str, tuple[int, ...]]:
+    table: dict[str, list[int]] = {}
     for index, block_id in zip(
-        rows.get("request_index", []), rows.get("block_id", []), strict=True
+        rows.get("request_index", ()), rows.get("block_id", ()), strict=True
     ):
-        table.setdefault(index, []).append(block_id)
-    return {index: tuple(ids) for index, ids in table.items()}
+        table.setdefault(ids[index], []).append(block_id)
+    return {req_id: tuple(block_ids) for req_id, block_ids in table.items()}
 
 
 def _grouped(reader: Any) -> Iterator[tuple[int, dict[str, list[Any]]]]:

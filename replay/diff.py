@@ -3,15 +3,17 @@
 Steps are aligned by number. Each step's decision (tokens per request and their
 order, admissions, preemptions, block ids, free blocks) is first compared by a
 fingerprint computed in SQL, and only the first differing step is drilled into.
-The first divergence is classified: *input* when arrivals, aborts or the tokens
-the model sampled differed first (GPU numerics, a changed workload), *decision*
-when the same inputs met a different choice.
+A step one trace lacks is divergent (`missing_step`). The first divergence is
+classified: *input* when arrivals, aborts or the tokens the model sampled differed
+first (GPU numerics, a changed workload), *decision* when the same inputs met a
+different choice. `stepscope diff` and the TUI both read this comparison.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.schema import Trace, open_trace
 
+from .decisions import DECISION_FIELDS, MISSING_STEP
 from .sql import query
 
 
@@ -52,23 +55,33 @@ class RequestDelta:
     changed: tuple[str, ...]
 
 
+_FINGERPRINTS = {
+    "idle": "idle",
+    "update_step": "update_step",
+    "num_free_blocks": "num_free_blocks",
+    "scheduled": "decision",
+    "preempted": "preempted",
+    "block_ids": "blocks",
+}
+"""The `step_fingerprints.sql` column of each decision field."""
+
+
 @dataclass(frozen=True)
-class TraceDiff:
-    a: Path
-    b: Path
+class StepComparison:
+    """Two traces compared step by step: where decisions differ, and why the first does."""
+
     config_differences: dict[str, tuple[Any, Any]]
     num_steps: tuple[int, int]
     classification: Classification
     first_decision_step: int | None
     decision_fields: tuple[str, ...]
+    """The fields (`DECISION_FIELDS`, or `missing_step`) that differ at the first divergence."""
     first_input_step: int | None
     input_cause: str | None
     divergent_steps: list[int]
-    first_step_detail: tuple[StepSide, StepSide] | None
-    request_deltas: list[RequestDelta]
-    metrics: dict[str, tuple[Any, Any]]
-    ignore_block_ids: bool = False
-    workload_differences: list[str] = field(default_factory=list)
+    """Every step whose decision differs or that one trace lacks, ascending."""
+    workload_differences: list[str]
+    ignore_block_ids: bool
 
     @property
     def decisions_differ(self) -> bool:
@@ -78,23 +91,56 @@ class TraceDiff:
     def identical(self) -> bool:
         return self.classification is Classification.IDENTICAL
 
+    def next_divergence(self, step: int, forward: bool) -> int | None:
+        """The divergent step after `step` (before it, going back), if any."""
+        steps = self.divergent_steps
+        if forward:
+            index = bisect.bisect_right(steps, step)
+            return steps[index] if index < len(steps) else None
+        index = bisect.bisect_left(steps, step) - 1
+        return steps[index] if index >= 0 else None
 
-_DECISION_COLUMNS = ("idle", "update_step", "num_free_blocks", "decision", "preempted")
+    def is_divergent(self, step: int) -> bool:
+        index = bisect.bisect_left(self.divergent_steps, step)
+        return index < len(self.divergent_steps) and self.divergent_steps[index] == step
+
+    @property
+    def config_changes(self) -> str:
+        """The knobs whose values differ, as `knob A -> B, ...` (empty when none)."""
+        return ", ".join(f"{k} {a} -> {b}" for k, (a, b) in self.config_differences.items())
+
+    @property
+    def headline(self) -> tuple[str, str]:
+        """What the comparison found, in words: where the first divergence is, then its class."""
+        if self.classification is Classification.IDENTICAL:
+            return "identical: every step decided the same", ""
+        if self.classification is Classification.INPUTS_ONLY:
+            return (
+                f"same decisions, different inputs from step {self.first_input_step} "
+                f"({self.input_cause})",
+                "",
+            )
+        where = f"first divergence at step {self.first_decision_step} "
+        where += f"({', '.join(self.decision_fields)}): "
+        if self.classification is Classification.INPUT:
+            return (
+                where,
+                f"input — {self.input_cause} differed first, at step {self.first_input_step}",
+            )
+        if self.decision_fields == (MISSING_STEP,):
+            return where, "decision — one trace ends there, with the same inputs until then"
+        return where, "decision — same inputs, a different choice"
 
 
 @dataclass(frozen=True)
-class StepComparison:
-    """Two traces compared step by step: where decisions differ, and why the first does."""
+class TraceDiff(StepComparison):
+    """The step comparison, plus the first divergent step in full and what the runs changed."""
 
-    num_steps: tuple[int, int]
-    classification: Classification
-    first_decision_step: int | None
-    decision_fields: tuple[str, ...]
-    divergent_steps: list[int]
-    """Every step whose decision differs, ascending (plus the first step one side lacks)."""
-    first_input_step: int | None
-    input_cause: str | None
-    workload_differences: list[str]
+    a: Path
+    b: Path
+    first_step_detail: tuple[StepSide, StepSide] | None
+    request_deltas: list[RequestDelta]
+    metrics: dict[str, tuple[Any, Any]]
 
 
 def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepComparison:
@@ -104,14 +150,16 @@ def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepCom
     workload_differences, workload_step = _workload_differences(a, b)
     input_step, cause = _first_input(*fingerprints, workload_step)
     return StepComparison(
+        config_differences=_config_differences(a.config, b.config),
         num_steps=(fingerprints[0].num_rows, fingerprints[1].num_rows),
         classification=_classify(decision_step, input_step),
         first_decision_step=decision_step,
         decision_fields=fields,
-        divergent_steps=divergent,
         first_input_step=input_step,
         input_cause=cause,
+        divergent_steps=divergent,
         workload_differences=workload_differences,
+        ignore_block_ids=ignore_block_ids,
     )
 
 
@@ -123,21 +171,12 @@ def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> T
             step = steps.first_decision_step
             detail = (_step_side(a, step), _step_side(b, step))
         return TraceDiff(
+            **vars(steps),
             a=a_path,
             b=b_path,
-            config_differences=_config_differences(a.config, b.config),
-            num_steps=steps.num_steps,
-            classification=steps.classification,
-            first_decision_step=steps.first_decision_step,
-            decision_fields=steps.decision_fields,
-            first_input_step=steps.first_input_step,
-            input_cause=steps.input_cause,
-            divergent_steps=steps.divergent_steps,
             first_step_detail=detail,
             request_deltas=_request_deltas(a, b),
             metrics=_metrics(a, b),
-            ignore_block_ids=ignore_block_ids,
-            workload_differences=steps.workload_differences,
         )
 
 
@@ -150,35 +189,24 @@ def _first_decision(
 ) -> tuple[int | None, tuple[str, ...], list[int]]:
     """The first step whose decision differs, the fields that differ there, and every such step."""
     common = min(a.num_rows, b.num_rows)
-    columns = [*_DECISION_COLUMNS, *(() if ignore_block_ids else ("blocks",))]
+    names = [name for name in DECISION_FIELDS if not (ignore_block_ids and name == "block_ids")]
     differs = pa.array([False] * common)
-    per_column = {}
-    for name in columns:
-        unequal = pc.not_equal(a[name].slice(0, common), b[name].slice(0, common))
-        per_column[name] = unequal
+    per_field = {}
+    for name in names:
+        column = _FINGERPRINTS[name]
+        unequal = pc.not_equal(a[column].slice(0, common), b[column].slice(0, common))
+        per_field[name] = unequal
         differs = pc.or_(differs, unequal)
-    steps = a["step"].slice(0, common)
-    divergent = pc.filter(steps, differs).to_pylist()
-    if a.num_rows != b.num_rows:
-        divergent.append(common)
+    divergent = pc.filter(a["step"].slice(0, common), differs).to_pylist()
+    longer = a if a.num_rows > b.num_rows else b
+    divergent.extend(longer["step"].slice(common).to_pylist())
     if not divergent:
         return None, (), []
-    first = divergent[0]
-    if first == common:
-        return first, ("missing_step",), divergent
-    index = first - steps[0].as_py()
-    fields = tuple(_FIELD_NAMES[name] for name in columns if per_column[name][index].as_py())
-    return first, fields, divergent
-
-
-_FIELD_NAMES = {
-    "idle": "idle",
-    "update_step": "update_step",
-    "num_free_blocks": "num_free_blocks",
-    "decision": "scheduled",
-    "preempted": "preempted",
-    "blocks": "block_ids",
-}
+    if not pc.any(differs).as_py():
+        return divergent[0], (MISSING_STEP,), divergent
+    index = pc.index(differs, True).as_py()
+    fields = tuple(name for name in names if per_field[name][index].as_py())
+    return divergent[0], fields, divergent
 
 
 def _first_input(
@@ -240,23 +268,10 @@ def _config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple
 
 
 def _step_side(trace: Trace, step: int) -> StepSide:
-    scheduled = trace.sql(
-        "SELECT request_id, kind, num_tokens, computed_before, new_block_ids, sampled_token_id "
-        "FROM scheduled WHERE step = ? ORDER BY position",
-        [step],
-    ).fetchall()
-    preemptions = trace.sql(
-        "SELECT request_id, needed_by, num_computed_tokens_discarded FROM preemptions "
-        "WHERE step = ? ORDER BY seq",
-        [step],
-    ).fetchall()
-    allocations = trace.sql(
-        "SELECT request_id, pass, num_new_tokens, num_blocks_needed, num_free_blocks_before, "
-        "granted, refusal FROM allocations WHERE step = ? AND (NOT granted OR pass = 'waiting' "
-        "OR num_blocks_needed > 0) ORDER BY seq",
-        [step],
-    ).fetchall()
-    relation = trace.sql("SELECT * FROM steps WHERE step = ?", [step])
+    scheduled = trace.sql(query("step_side_scheduled"), [step]).fetchall()
+    preemptions = trace.sql(query("step_side_preemptions"), [step]).fetchall()
+    allocations = trace.sql(query("step_side_allocations"), [step]).fetchall()
+    relation = trace.sql(query("step_side_step"), [step])
     rows = relation.fetchall()
     step_row = dict(zip(relation.columns, rows[0], strict=True)) if rows else {}
     return StepSide(scheduled, preemptions, allocations, step_row)

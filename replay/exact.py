@@ -18,7 +18,14 @@ from stepscope.tracer.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.tracer.record import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
-from .decisions import RecordedDecisions, StepDecision, live_decision
+from .decisions import (
+    MISSING_STEP,
+    RecordedDecisions,
+    StepDecision,
+    differences,
+    input_differences,
+    live_decision,
+)
 from .inputs import workload_from_trace
 
 
@@ -127,7 +134,7 @@ class _Replay:
         if divergence is None and complete:
             missing = next(self.recorded, None)
             if missing is not None:
-                divergence = Divergence(missing.step, ("missing_step",), missing, None, ())
+                divergence = Divergence(missing.step, (MISSING_STEP,), missing, None, ())
         return divergence, compared
 
     def _compare(
@@ -136,15 +143,13 @@ class _Replay:
         expected: StepDecision | None,
         decisions: tuple[Decision, ...],
     ) -> Divergence | None:
-        mine = live_decision(record, self.loop.request_index)
+        mine = live_decision(record)
         if expected is None:
             return Divergence(record.step, ("extra_step",), None, mine, decisions)
-        fields = expected.differences(mine)
-        if expected.sampled != mine.sampled:
-            fields.append("sampled")
+        fields = differences(expected, mine) + input_differences(expected, mine)
         if not fields:
             return None
-        return Divergence(record.step, tuple(fields), expected, mine, decisions)
+        return Divergence(record.step, fields, expected, mine, decisions)
 
 
 def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:

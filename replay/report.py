@@ -11,9 +11,10 @@ from rich.table import Table
 from rich.text import Text
 from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
 
-from .decisions import KIND_NAMES
-from .diff import Classification, StepSide, TraceDiff
+from .decisions import StepDecision
+from .diff import StepSide, TraceDiff
 from .exact import ExactReplay
+from .headline import headline_text
 from .verdict import Verdict
 from .vllm_replay import VllmReplay
 from .whatif import WhatIfReplay
@@ -30,12 +31,11 @@ def print_diff(console: Console, diff: TraceDiff, verdict: Verdict) -> None:
         f"A {diff.a} ({diff.num_steps[0]} steps)   B {diff.b} ({diff.num_steps[1]} steps)"
     )
     if diff.config_differences:
-        changes = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in diff.config_differences.items())
-        console.print(f"[bold yellow]configs differ:[/] {changes}", highlight=False)
+        console.print(f"[bold yellow]configs differ:[/] {diff.config_changes}", highlight=False)
     if diff.workload_differences:
         listed = "; ".join(diff.workload_differences[:5])
         console.print(f"[bold yellow]workloads differ:[/] {listed}", highlight=False)
-    console.print(_headline(diff))
+    console.print(headline_text(diff))
     if diff.divergent_steps:
         shown = ", ".join(map(str, diff.divergent_steps[:MAX_LISTED_STEPS]))
         more = " ..." if len(diff.divergent_steps) > MAX_LISTED_STEPS else ""
@@ -47,25 +47,6 @@ def print_diff(console: Console, diff: TraceDiff, verdict: Verdict) -> None:
     console.print(_metrics_table(diff, verdict))
     if verdict.failed:
         console.print("[bold red]FAIL[/] " + "; ".join(verdict.reasons), highlight=False)
-
-
-def _headline(diff: TraceDiff) -> Text:
-    if diff.classification is Classification.IDENTICAL:
-        return Text("identical: every step decided the same", style="bold green")
-    if diff.classification is Classification.INPUTS_ONLY:
-        return Text(
-            f"same decisions, different inputs from step {diff.first_input_step} "
-            f"({diff.input_cause})",
-            style="bold yellow",
-        )
-    fields = ", ".join(diff.decision_fields)
-    text = Text(f"first divergence at step {diff.first_decision_step} ({fields}): ", style="bold")
-    if diff.classification is Classification.INPUT:
-        text.append(f"input — {diff.input_cause} differed first, at step {diff.first_input_step}",
-                    style="bold yellow")  # fmt: skip
-    else:
-        text.append("decision — same inputs, a different choice", style="bold red")
-    return text
 
 
 def _step_table(diff: TraceDiff) -> Table:
@@ -170,7 +151,7 @@ def diff_to_json(diff: TraceDiff, verdict: Verdict) -> dict[str, Any]:
 def diff_to_markdown(diff: TraceDiff, verdict: Verdict, title: str = "stepscope diff") -> str:
     verdict_line = "❌ FAIL: " + "; ".join(verdict.reasons) if verdict.failed else "✅ pass"
     lines = [f"### {title}", "", f"`{diff.a}` vs `{diff.b}` — {verdict_line}", ""]
-    lines.append(f"**{_headline(diff).plain}**")
+    lines.append(f"**{headline_text(diff).plain}**")
     if diff.config_differences:
         lines += ["", "Configs differ: " + ", ".join(
             f"`{k}` {a} → {b}" for k, (a, b) in diff.config_differences.items())]  # fmt: skip
@@ -219,7 +200,7 @@ def diffs_to_junit(results: list[tuple[str, TraceDiff, Verdict]]) -> str:
 def _junit_cases(diff: TraceDiff, verdict: Verdict) -> list[tuple[str, str | None]]:
     decision_failure = None
     if diff.decisions_differ and any("divergence" in r for r in verdict.reasons):
-        decision_failure = _headline(diff).plain
+        decision_failure = headline_text(diff).plain
     cases: list[tuple[str, str | None]] = [
         ("config", "; ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.config_differences.items())
          if diff.config_differences and "configs differ" in verdict.reasons else None),
@@ -255,15 +236,7 @@ def print_exact(console: Console, result: ExactReplay) -> None:
     table.add_column("recorded")
     table.add_column("replayed")
     recorded, replayed = divergence.recorded, divergence.replayed
-    for label in (
-        "requests",
-        "num_tokens",
-        "kinds",
-        "preempted",
-        "num_free_blocks",
-        "block_ids",
-        "sampled",
-    ):
+    for label in _EXACT_ROWS:
         table.add_row(label, _decision_field(recorded, label), _decision_field(replayed, label))
     console.print(table)
     if divergence.replayed_decisions:
@@ -271,15 +244,25 @@ def print_exact(console: Console, result: ExactReplay) -> None:
         console.print(Group(Text("replayed decisions that step:", style="bold"), *lines))
 
 
-def _decision_field(decision: Any, name: str) -> str:
+_EXACT_ROWS = (
+    "scheduled",
+    "preempted",
+    "num_free_blocks",
+    "block_ids",
+    "update_step",
+    "sampled",
+)
+
+
+def _decision_field(decision: StepDecision | None, name: str) -> str:
     if decision is None:
         return "(no such step)"
-    value = getattr(decision, name)
-    if name == "kinds":
-        value = [KIND_NAMES[code] for code in value]
-    if isinstance(value, frozenset):
-        value = sorted(value)
-    return str(list(value) if isinstance(value, tuple) else value)
+    if name == "scheduled":
+        return "\n".join(f"{rid} {kind} {n} tok" for rid, n, kind in decision.scheduled) or "-"
+    if name == "block_ids":
+        return "\n".join(f"{rid} {list(ids)}" for rid, ids in decision.block_ids.items()) or "-"
+    value = _json_field(decision, name)
+    return str(value)
 
 
 def describe_decision(decision: Decision) -> str:
@@ -327,14 +310,30 @@ def exact_to_json(result: ExactReplay) -> dict[str, Any]:
     return data
 
 
-def _decision_json(decision: Any) -> dict[str, Any] | None:
+def _decision_json(decision: StepDecision | None) -> dict[str, Any] | None:
     if decision is None:
         return None
-    data = dataclasses.asdict(decision)
-    data["preempted"] = sorted(decision.preempted)
-    data["block_ids"] = {str(k): list(v) for k, v in decision.block_ids.items()}
-    data["kinds"] = [KIND_NAMES[code] for code in decision.kinds]
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+    return {name: _json_field(decision, name) for name in _DECISION_JSON}
+
+
+_DECISION_JSON = ("step", "idle", "scheduled", "preempted", "num_free_blocks", "block_ids",
+                  "update_step", "sampled")  # fmt: skip
+
+
+def _json_field(decision: StepDecision, name: str) -> Any:
+    """A decision's part by its name in `differences`, as plain JSON values."""
+    if name == "scheduled":
+        return [
+            {"request_id": rid, "num_tokens": n, "kind": str(kind)}
+            for rid, n, kind in decision.scheduled
+        ]
+    if name == "preempted":
+        return sorted(decision.preempted_req_ids)
+    if name == "block_ids":
+        return {rid: list(ids) for rid, ids in decision.block_ids.items()}
+    if name == "sampled":
+        return list(decision.sampled_token_ids)
+    return getattr(decision, name)
 
 
 # ----- what-if ----------------------------------------------------------------------

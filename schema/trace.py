@@ -99,14 +99,16 @@ class Trace:
             raise TraceError("the statement returned no rows (only queries are allowed)")
         return relation
 
-    def stream(self, query: str, batch_rows: int = 1 << 16) -> pa.RecordBatchReader:
+    def stream(
+        self, query: str, batch_rows: int = 1 << 16, params: list[Any] | None = None
+    ) -> pa.RecordBatchReader:
         """Stream a query's rows in Arrow batches, on a cursor of its own.
 
         Several streams can be open at once; they see the physical `_` tables, not
         the views (which belong to the main connection).
         """
         try:
-            return self._con.cursor().sql(query).to_arrow_reader(batch_rows)
+            return self._con.cursor().sql(query, params=params).to_arrow_reader(batch_rows)
         except duckdb.Error as error:
             raise TraceError(_first_line(error)) from None
 

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from stepscope.engine import EngineLoop, StepRecord
 from stepscope.engine.engine_loop import REJECTED
+from stepscope.engine.scheduled_requests import RequestKind, scheduled_requests
 
 
 @dataclass
@@ -53,18 +54,25 @@ def new_step_table() -> Table:
     return table
 
 
+_KIND_MARKS = {
+    RequestKind.NEW: ("+", "bold green"),
+    RequestKind.RESUMED: ("^", "bold yellow"),
+    RequestKind.RUNNING: ("", ""),
+}
+
+
 def add_step_row(table: Table, record: StepRecord, loop: EngineLoop, token_budget: int) -> None:
     engine_step = record.engine_step
     if engine_step is None:
         table.add_row(str(record.step), Text("idle", style="dim"), *[""] * 6)
         return
     output = engine_step.scheduler_output
-    cached = output.scheduled_cached_reqs
-    new_ids = {new.req_id for new in output.scheduled_new_reqs}
+    requests = scheduled_requests(output)
     scheduled = Text()
-    for req_id, num_tokens in output.num_scheduled_tokens.items():
-        marker = "+" if req_id in new_ids else "^" if req_id in cached.resumed_req_ids else ""
-        style = "bold green" if marker == "+" else "bold yellow" if marker == "^" else ""
+    for req_id, num_tokens, kind in zip(
+        requests.req_ids, requests.num_scheduled_tokens, requests.kinds, strict=True
+    ):
+        marker, style = _KIND_MARKS[kind]
         scheduled.append(f"{marker}{req_id}:{num_tokens} ", style=style)
     finished = " ".join(
         f"{o.request_id} {o.finish_reason}" for o in engine_step.outputs if o.finish_reason

@@ -33,17 +33,26 @@ def test_the_bundled_demo_workload_is_the_preemption_storm_example() -> None:
 
 
 def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    opened: list[tuple[Path, Path | None]] = []
-    monkeypatch.setattr(
-        tui_package, "run_tui", lambda path, other=None: opened.append((path, other))
-    )
+    opened: list[tuple[Path, Path | None, bool]] = []
+
+    def run_tui(path: Path, other: Path | None = None, ignore_block_ids: bool = False) -> None:
+        opened.append((path, other, ignore_block_ids))
+
+    monkeypatch.setattr(tui_package, "run_tui", run_tui)
     runner = CliRunner()
     storm, other = trace("storm"), trace("storm_fewer_seqs")
     assert runner.invoke(app, ["tui", str(storm)]).exit_code == 0
     assert runner.invoke(app, ["tui", str(storm), "--diff", str(other)]).exit_code == 0
+    ignoring = ["tui", str(storm), "--diff", str(other), "--ignore", "block_ids"]
+    assert runner.invoke(app, ignoring).exit_code == 0
     output = tmp_path / "demo.duckdb"
     assert runner.invoke(app, ["demo", "-o", str(output)]).exit_code == 0
-    assert opened == [(storm, None), (storm, other), (output, None)]
+    assert opened == [
+        (storm, None, False),
+        (storm, other, False),
+        (storm, other, True),
+        (output, None, False),
+    ]
 
 
 def test_a_missing_trace_is_a_one_line_error(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from stepscope.engine import load_workload
+from stepscope.replay.diff import Classification
 from stepscope.schema import TraceError
 from stepscope.tui.app import StepscopeApp
-from stepscope.tui.diffing import DivergenceKind, diff_traces
+from stepscope.tui.diffing import diff_traces
 from stepscope.tui.replay_session import (
     BreakPredicate,
     ReplayedStep,
@@ -31,16 +32,17 @@ from tui_support import STORM, cells, drive, press, screen_text, trace, until
 def test_a_trace_does_not_diverge_from_itself() -> None:
     source = TraceSource(trace("storm"))
     diff = diff_traces(source, source)
-    assert diff.first_divergence is None and not diff.divergent_steps
-    assert diff.summary == "same decisions at every step"
+    assert diff.first_decision_step is None and not diff.divergent_steps
+    assert diff.headline == ("identical: every step decided the same", "")
 
 
 def test_another_config_is_a_decision_divergence() -> None:
     diff = diff_traces(TraceSource(trace("storm")), TraceSource(trace("storm_fewer_seqs")))
-    assert diff.kind == DivergenceKind.DECISION
-    assert diff.first_divergence == 2
+    assert diff.classification is Classification.DECISION
+    assert diff.config_differences == {"max_num_seqs": (24, 18)}
+    assert diff.first_decision_step == 2
     assert list(diff.divergent_steps[:2]) == [2, 3]
-    assert diff.reason == "same inputs, a different choice"
+    assert diff.headline[1] == "decision — same inputs, a different choice"
     assert diff.next_divergence(3, forward=True) == diff.divergent_steps[2]
     assert diff.next_divergence(2, forward=False) is None
     assert diff.is_divergent(3) and not diff.is_divergent(4)
@@ -48,15 +50,15 @@ def test_another_config_is_a_decision_divergence() -> None:
 
 def test_other_sampled_tokens_earlier_are_an_input_divergence() -> None:
     diff = diff_traces(TraceSource(trace("storm")), TraceSource(trace("storm_early_eos")))
-    assert diff.kind == DivergenceKind.INPUT
-    assert diff.first_divergence == 6
-    assert diff.reason == "sampled tokens (step 5) differed first, at step 6"
+    assert diff.classification is Classification.INPUT
+    assert diff.first_decision_step == 6
+    assert diff.headline[1] == "input — sampled tokens (step 5) differed first, at step 6"
 
 
 def test_other_arrivals_are_an_input_divergence() -> None:
     diff = diff_traces(TraceSource(trace("storm")), TraceSource(trace("incomplete")))
-    assert diff.kind == DivergenceKind.INPUT
-    assert diff.reason.startswith("arrivals or aborts differed first, at step ")
+    assert diff.classification is Classification.INPUT
+    assert diff.headline[1].startswith("input — arrivals or aborts differed first, at step ")
 
 
 def test_the_workload_comes_back_out_of_the_trace() -> None:
@@ -85,7 +87,7 @@ def test_an_exact_replay_never_diverges_and_a_what_if_does() -> None:
     what_if = ReplaySession(trace("storm"), {"max_num_seqs": 18})
     steps, stopped = what_if.run(lambda replayed: replayed.diverged)
     assert stopped == "condition" and steps[-1].step == 2
-    assert steps[-1].differences == ("scheduled", "free blocks", "block ids")
+    assert steps[-1].differences == ("num_free_blocks", "scheduled", "block_ids")
 
 
 def test_break_predicates_over_the_replayed_step() -> None:
@@ -110,8 +112,9 @@ def test_diff_view_marks_divergent_steps_and_shows_both_sides() -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await until(pilot, lambda: "divergent" in banner(pilot))
         assert banner(pilot) == (
-            "diff storm.duckdb ↔ storm_fewer_seqs.duckdb: 49 divergent steps; first at step 2: "
-            "decision divergence (same inputs, a different choice)"
+            "diff storm.duckdb ↔ storm_fewer_seqs.duckdb: configs differ: max_num_seqs 24 -> 18\n"
+            "50 divergent steps; first divergence at step 2 (num_free_blocks, scheduled, "
+            "block_ids): decision — same inputs, a different choice"
         )
         text = await press(pilot, "d")
         steps = pilot.app.screen.query_one(StepTable)
@@ -121,7 +124,7 @@ def test_diff_view_marks_divergent_steps_and_shows_both_sides() -> None:
         a = pilot.app.screen.query_one("#detail-a", StepDetailView)
         b = pilot.app.screen.query_one("#detail-b", StepDetailView)
         assert "A step 2 " in str(a.query_one(".detail-summary").render())
-        assert "≠ scheduled, free blocks" in str(b.query_one(".detail-summary").render())
+        assert "≠ num_free_blocks, scheduled" in str(b.query_one(".detail-summary").render())
         a_ids = [row[0] for row in cells(a.query_one(".detail-scheduled", RowsView))]
         b_ids = [row[0] for row in cells(b.query_one(".detail-scheduled", RowsView))]
         assert a_ids[-4:] == ["chat-16", "chat-17", "chat-18", "chat-19"]
@@ -130,7 +133,7 @@ def test_diff_view_marks_divergent_steps_and_shows_both_sides() -> None:
         assert steps.cursor_step == 3
         await press(pilot, "d")
         assert steps.cursor_step == 98  # the same requests ran; other blocks were handed out
-        await until(pilot, lambda: "≠ block ids" in screen_text(pilot.app))
+        await until(pilot, lambda: "≠ block_ids" in screen_text(pilot.app))
         await press(pilot, "D", "D")
         assert steps.cursor_step == 2
         await press(pilot, "D")
@@ -144,7 +147,7 @@ def test_diff_against_a_shorter_trace_shows_its_missing_steps() -> None:
 
     async def scenario(pilot: Pilot[Any]) -> None:
         await until(pilot, lambda: "divergent" in banner(pilot))
-        assert "input divergence (arrivals or aborts differed first, at step 0)" in banner(pilot)
+        assert "input — arrivals or aborts differed first, at step 0" in banner(pilot)
         text = await press(pilot, "G")
         assert pilot.app.screen.query_one(StepTable).cursor_step == 379
         assert "(only in the other trace)" in text

@@ -93,5 +93,5 @@ def test_replayed_decisions_match_the_recorded_ones_step_by_step() -> None:
     first = session.step()
     assert first is not None and first.recorded == first.replayed
     assert first.replayed.scheduled[0] == ("chat-00", 30, "new")
-    assert first.replayed.inputs == tuple(f"arrive chat-0{i}" for i in range(8))
+    assert first.predicate_columns["arrived_ids"] == [f"chat-0{i}" for i in range(8)]
     assert first.predicate_columns["num_scheduled_tokens"] == 240

@@ -24,13 +24,16 @@ class StepscopeApp(App[None]):
         Binding("question_mark", "toggle_help", "help"),
     ]
 
-    def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
+    def __init__(
+        self, path: str | Path, other: str | Path | None = None, ignore_block_ids: bool = False
+    ) -> None:
         super().__init__()
         self.path = Path(path)
         self.other = Path(other) if other is not None else None
+        self.ignore_block_ids = ignore_block_ids
 
     def on_mount(self) -> None:
-        self.push_screen(TimelineScreen(self.path, self.other))
+        self.push_screen(TimelineScreen(self.path, self.other, self.ignore_block_ids))
 
     def action_toggle_help(self) -> None:
         """Show the focused widget's help and keys beside it, or hide them."""

@@ -10,8 +10,9 @@ from textual.message import Message
 from .models import PlotSeries, QueryResult, RequestLife, StepDetail, TraceInfo
 
 if TYPE_CHECKING:
+    from stepscope.replay.diff import StepComparison
+
     from .console_session import ConsoleSession
-    from .diffing import TraceDiff
     from .replay_session import ReplayedStep, ReplaySession
     from .trace_source import TraceSource
 
@@ -90,7 +91,7 @@ class StepFound(Message):
 
 
 class DiffComputed(Message):
-    def __init__(self, diff: TraceDiff) -> None:
+    def __init__(self, diff: StepComparison) -> None:
         super().__init__()
         self.diff = diff
 

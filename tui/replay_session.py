@@ -3,8 +3,8 @@
 The workload comes back out of the trace as `stepscope replay` takes it (the config,
 every request as it arrived, its aborts, and its recorded outputs in step order as
 its tape), runs through `EngineLoop` with `TapeModelRunner` one step at a time, and
-each replayed step's decision is compared with the recorded one as the step detail
-shows it.
+each replayed step's decision is compared with the recorded one as exact replay
+compares them.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from stepscope.engine import EngineLoop, SchedulerOutput, StepRecord, TapeModelRunner, Workload
+from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload
 from stepscope.replay import inputs
+from stepscope.replay.decisions import StepDecision, differences, live_decision
 from stepscope.schema import TraceError
 
-from .diffing import StepDecision, differences, input_differences, step_decisions
+from .diffing import step_decisions
 from .trace_source import TraceSource
 
 _CHUNK = 512
@@ -41,52 +42,6 @@ def workload_from_trace(source: TraceSource, knobs: dict[str, Any] | None = None
         return inputs.workload_from_trace(source.trace, knobs)
 
 
-def decision_of(record: StepRecord) -> StepDecision:
-    """The decision of a replayed step, in the form the trace's decisions take."""
-    inputs = tuple(
-        sorted(
-            [f"arrive {r}" for r in record.arrived]
-            + [f"reject {r}" for r in record.rejected]
-            + [f"abort {r}" for r in (*record.aborted, *record.aborted_before_update)]
-        )
-    )
-    engine_step = record.engine_step
-    if engine_step is None:
-        return StepDecision(record.step, True, (), (), None, inputs, ())
-    output = engine_step.scheduler_output
-    new_ids = {new.req_id for new in output.scheduled_new_reqs}
-    resumed = output.scheduled_cached_reqs.resumed_req_ids
-    runner = engine_step.model_runner_output
-    scheduled, sampled = [], []
-    for req_id, num_tokens in output.num_scheduled_tokens.items():
-        kind = "new" if req_id in new_ids else "resumed" if req_id in resumed else "running"
-        scheduled.append((req_id, num_tokens, kind))
-        index = runner.req_id_to_index.get(req_id)
-        tokens = runner.sampled_token_ids[index] if index is not None else ()
-        sampled.append((req_id, tokens[0] if tokens else None))
-    return StepDecision(
-        step=record.step,
-        idle=False,
-        scheduled=tuple(scheduled),
-        preempted=tuple(sorted(output.preempted_req_ids)),
-        num_free_blocks_after_schedule=engine_step.num_free_blocks_after_schedule,
-        inputs=inputs,
-        sampled=tuple(sampled),
-        block_ids=_block_ids(output),
-        update_step=record.update_step,
-    )
-
-
-def _block_ids(output: SchedulerOutput) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """Block ids in the output per request, as the trace's `_block_ids` holds them."""
-    tables = {new.req_id: tuple(new.block_ids) for new in output.scheduled_new_reqs}
-    cached = output.scheduled_cached_reqs
-    for req_id, blocks in zip(cached.req_ids, cached.new_block_ids, strict=True):
-        if blocks:
-            tables[req_id] = tuple(blocks)
-    return tuple(sorted((req_id, blocks) for req_id, blocks in tables.items() if blocks))
-
-
 @dataclass(frozen=True)
 class ReplayedStep:
     """A replayed step beside the recorded one."""
@@ -94,7 +49,7 @@ class ReplayedStep:
     replayed: StepDecision
     recorded: StepDecision | None
     differences: tuple[str, ...]
-    input_differences: tuple[str, ...]
+    """What differs in the decision (`missing_step`: the recording has no such step)."""
     predicate_columns: dict[str, Any]
 
     @property
@@ -246,13 +201,12 @@ class ReplaySession:
         if record is None:
             self.finished = True
             return None
-        replayed = decision_of(record)
+        replayed = live_decision(record)
         recorded = self._recorded_step(record.step)
         result = ReplayedStep(
             replayed=replayed,
             recorded=recorded,
             differences=differences(recorded, replayed),
-            input_differences=input_differences(recorded, replayed),
             predicate_columns=predicate_columns(record),
         )
         self.num_divergent += bool(result.differences)

@@ -1,22 +1,30 @@
 -- One row per step: fingerprints of the step's decision, the tokens it sampled and its inputs.
 -- Fingerprints are bit_xor of per-row hashes that include the row's position in the step,
 -- so order counts; requests are named by id, so two traces of different workloads compare.
+-- Each row's hash is hashed again: DuckDB's hash of several values is linear in the last
+-- one, so a bit_xor of plain hash(a, b) would miss two rows swapping their b.
 WITH first_seq AS (
     SELECT step, min(seq) AS seq FROM _scheduled GROUP BY step
 ),
 scheduled AS (
     SELECT
         s.step,
-        bit_xor(hash(r.request_id, s.num_tokens, CAST(s.kind AS VARCHAR), s.seq - f.seq)) AS decision,
-        bit_xor(hash(r.request_id, coalesce(s.sampled_token_id, -1), s.seq - f.seq)) AS sampled
+        bit_xor(hash(hash(r.request_id, s.num_tokens, CAST(s.kind AS VARCHAR), s.seq - f.seq))) AS decision,
+        bit_xor(hash(hash(r.request_id, coalesce(s.sampled_token_id, -1), s.seq - f.seq))) AS sampled
     FROM _scheduled s
     JOIN first_seq f USING (step)
     JOIN _requests r USING (request_index)
     GROUP BY s.step
 ),
+first_slot AS (
+    SELECT step, request_index, min(slot) AS slot FROM _block_ids GROUP BY step, request_index
+),
 blocks AS (
-    SELECT b.step, bit_xor(hash(r.request_id, b.slot, b.block_id)) AS blocks
+    -- Each block by its position in the step's list for the request, as the output holds
+    -- it (not its slot in the table, which an earlier step decided).
+    SELECT b.step, bit_xor(hash(hash(r.request_id, b.slot - f.slot, b.block_id))) AS blocks
     FROM _block_ids b
+    JOIN first_slot f USING (step, request_index)
     JOIN _requests r USING (request_index)
     GROUP BY b.step
 ),
@@ -27,7 +35,7 @@ preempted AS (
     GROUP BY p.step
 ),
 inputs AS (
-    SELECT e.step, bit_xor(hash(r.request_id, CAST(e.kind AS VARCHAR), coalesce(e.detail, ''))) AS inputs
+    SELECT e.step, bit_xor(hash(hash(r.request_id, CAST(e.kind AS VARCHAR), coalesce(e.detail, '')))) AS inputs
     FROM _events e
     JOIN _requests r USING (request_index)
     WHERE e.kind IN ('arrive', 'reject', 'abort')

@@ -35,6 +35,14 @@ ToleranceOption = Annotated[
 ]
 
 
+def ignores_block_ids(ignore: list[str] | None) -> bool:
+    """Whether `--ignore` leaves block ids out (the one field that can be left out)."""
+    ignored = set(ignore or [])
+    if ignored - {"block_ids"}:
+        raise InputError(f"--ignore {sorted(ignored - {'block_ids'})[0]!r}: only block_ids")
+    return "block_ids" in ignored
+
+
 def diff(
     a: Annotated[Path, typer.Argument(help="The baseline trace.")],
     b: Annotated[Path, typer.Argument(help="The trace to compare with it.")],
@@ -50,10 +58,7 @@ def diff(
     """Compare two traces: configs, the first divergent step and its cause, requests, metrics.
 
     Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input."""
-    ignored = set(ignore or [])
-    if ignored - {"block_ids"}:
-        raise InputError(f"--ignore {sorted(ignored - {'block_ids'})[0]!r}: only block_ids")
-    result = diff_traces(a, b, ignore_block_ids="block_ids" in ignored)
+    result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore))
     verdict = judge(result, fail_on, parse_tolerances(tolerance or []))
     if junit is not None:
         junit.write_text(diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]))

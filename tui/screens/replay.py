@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from stepscope.engine import InputError
+from stepscope.replay.decisions import StepDecision
 from stepscope.schema import TraceError
 from textual import work
 from textual.app import ComposeResult
@@ -18,7 +19,6 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from ..diffing import StepDecision
 from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
 from ..widgets.auto_width_table import AutoWidthTable
@@ -42,14 +42,15 @@ def decision_panel(title: str, decision: StepDecision | None, differs: tuple[str
     table.add_column("tokens", justify="right")
     table.add_column("kind")
     for request_id, num_tokens, kind in decision.scheduled:
-        table.add_row(request_id, str(num_tokens), kind)
+        table.add_row(request_id, str(num_tokens), str(kind))
     facts = Text()
     facts.append(
-        f"free blocks after schedule: {decision.num_free_blocks_after_schedule}",
-        style=red if "free blocks" in differs else "",
+        f"free blocks after schedule: {decision.num_free_blocks}",
+        style=red if "num_free_blocks" in differs else "",
     )
     facts.append(" · preempted: ")
-    facts.append(", ".join(decision.preempted) or "—", style=red if "preempted" in differs else "")
+    preempted = ", ".join(sorted(decision.preempted_req_ids)) or "—"
+    facts.append(preempted, style=red if "preempted" in differs else "")
     style = red if "scheduled" in differs else ""
     return Group(head, facts, Text("scheduled", style=style or "bold"), table)
 
@@ -260,12 +261,10 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
         )
         log.add_row(
             f"{decision.step:,}",
-            str(sum(tokens for _, tokens, _ in decision.scheduled)),
-            str(len(decision.scheduled)),
-            ", ".join(decision.preempted),
-            ""
-            if decision.num_free_blocks_after_schedule is None
-            else str(decision.num_free_blocks_after_schedule),
+            str(sum(decision.num_scheduled_tokens)),
+            str(len(decision.req_ids)),
+            ", ".join(sorted(decision.preempted_req_ids)),
+            "" if decision.num_free_blocks is None else str(decision.num_free_blocks),
             verdict,
         )
         while log.row_count > MAX_LOG_ROWS:

@@ -39,7 +39,7 @@ from .goto_step import GotoStepScreen
 from .request_life import RequestLifeScreen
 
 if TYPE_CHECKING:
-    from ..diffing import TraceDiff
+    from stepscope.replay.diff import StepComparison
 
 _ERRORS = (TraceError, duckdb.Error)
 
@@ -62,13 +62,16 @@ class TimelineScreen(Screen[None]):
         Binding("p", "replay", "replay"),
     ]
 
-    def __init__(self, path: Path, other: Path | None = None) -> None:
+    def __init__(
+        self, path: Path, other: Path | None = None, ignore_block_ids: bool = False
+    ) -> None:
         super().__init__()
         self.path = path
         self.other_path = other
+        self.ignore_block_ids = ignore_block_ids
         self.source: TraceSource | None = None
         self.other: TraceSource | None = None
-        self.diff: TraceDiff | None = None
+        self.diff: StepComparison | None = None
         self._detail_running = False
         self._detail_wanted: int | None = None
         self._prefetch: Timer | None = None
@@ -147,10 +150,9 @@ class TimelineScreen(Screen[None]):
             other_detail = other.step_detail(step) if other is not None else None
             found: tuple[str, ...] = ()
             if other is not None:
-                from ..diffing import differences, step_decisions
+                from ..diffing import step_differences
 
-                a, b = step_decisions(source, step, step), step_decisions(other, step, step)
-                found = differences(a.get(step), b.get(step))
+                found = step_differences(source, other, step, self.ignore_block_ids)
         except _ERRORS as error:
             self.post_message(QueryFailed(str(error), f"step {step}"))
             return
@@ -170,7 +172,7 @@ class TimelineScreen(Screen[None]):
         from ..diffing import diff_traces
 
         try:
-            self.post_message(DiffComputed(diff_traces(source, other)))
+            self.post_message(DiffComputed(diff_traces(source, other, self.ignore_block_ids)))
         except _ERRORS as error:
             self.post_message(QueryFailed(str(error), "diff"))
 

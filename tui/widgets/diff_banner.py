@@ -1,4 +1,4 @@
-"""The diff's headline: the first divergence and its class, and how this step compares."""
+"""The diff's headline: whether the configs differ, the first divergence and its class."""
 
 from __future__ import annotations
 
@@ -8,31 +8,43 @@ from rich.text import Text
 from textual.widgets import Static
 
 if TYPE_CHECKING:
-    from ..diffing import TraceDiff
+    from stepscope.replay.diff import StepComparison
+
+MAX_LISTED_REQUESTS = 5
 
 
 class DiffBanner(Static):
-    """What the diff found, and whether the cursor's step differs."""
+    """What the diff found, in the words `stepscope diff` uses."""
 
     HELP = """
 ## Diff
 
-Steps are aligned by number and their decisions compared: scheduled requests
-with tokens and kind in order, preempted ids, free blocks after `schedule()`.
-The first divergence is *input* when arrivals/aborts differed at or before it,
-or sampled tokens differed earlier; otherwise *decision*. `d` / `D` jump to the
-next / previous divergent step.
+Steps are aligned by number and compared as `stepscope diff` compares them:
+the scheduled requests with tokens and kind in order, preempted ids, free blocks
+after `schedule()`, block ids handed out (unless `--ignore block_ids`) and the
+step that processed the output. A step one trace lacks is divergent too. Configs
+or workloads that differ are named first. The first divergence is *input* when
+arrivals/aborts differed at or before it, or sampled tokens differed earlier;
+otherwise *decision*. `d` / `D` jump to the next / previous divergent step.
 """
 
-    def show(self, diff: TraceDiff | None, a_name: str, b_name: str) -> None:
+    def show(self, diff: StepComparison | None, a_name: str, b_name: str) -> None:
         text = Text()
         text.append(f"diff {a_name} ↔ {b_name}: ", style="bold")
         if diff is None:
             text.append("comparing…", style="dim")
-        elif diff.first_divergence is None:
-            text.append(diff.summary, style="bold green")
-        else:
-            text.append(
-                diff.summary, style="bold red" if diff.kind == "decision" else "bold yellow"
-            )
+            self.update(text)
+            return
+        # Imported once a diff exists: it brings pyarrow.compute, which a lone trace never needs.
+        from stepscope.replay.headline import headline_text
+
+        if diff.config_differences:
+            text.append("configs differ: ", style="bold yellow")
+            text.append(diff.config_changes + "\n")
+        if diff.workload_differences:
+            text.append("workloads differ: ", style="bold yellow")
+            text.append("; ".join(diff.workload_differences[:MAX_LISTED_REQUESTS]) + "\n")
+        if diff.divergent_steps:
+            text.append(f"{len(diff.divergent_steps):,} divergent steps; ", style="bold")
+        text.append_text(headline_text(diff))
         self.update(text)
