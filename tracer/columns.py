@@ -242,6 +242,15 @@ class TableBuffer:
         """Rows, when no row is partly appended (between steps): one column's length."""
         return len(self._first)
 
+    def append_row(self, row: Mapping[str, Any]) -> None:
+        """Append one row given by column name; its names must be exactly the table's columns."""
+        if row.keys() != self.columns.keys():
+            missing = sorted(self.columns.keys() - row.keys())
+            unknown = sorted(row.keys() - self.columns.keys())
+            raise KeyError(f"{self.table} row: missing columns {missing}, unknown {unknown}")
+        for name, column in self.columns.items():
+            column.append(row[name])
+
     def truncate(self, num_rows: int) -> None:
         """Drop rows from `num_rows` on, in every column (a partly appended row included)."""
         for column in self.columns.values():
