@@ -255,14 +255,13 @@ def add_explicit_calls(
     """Rows for refused running calls, admission calls and grants refunded later."""
     for number, call in calls:
         if type(call) is AdmissionCall:
-            row = _admission_row(step, number, call, request_index)
+            index, row = request_index[call.request_id], _admission_call_columns(call)
         elif type(call) is RefusedRunningCall:
-            row = _refused_row(step, number, call, request_index)
+            index, row = request_index[call.request_id], _refused_call_columns(call)
         else:
             assert type(call) is str, call
-            refund = refunds[call]
-            row = _refunded_grant_row(step, number, request_index[call], refund)
-        buffer.append_row(row)
+            index, row = request_index[call], _refunded_grant_columns(refunds[call])
+        buffer.append_row({"step": step, "seq": number, "request_index": index, **row})
 
 
 _CALL_DEFAULTS: dict[str, Any] = {
@@ -277,13 +276,10 @@ _CALL_DEFAULTS: dict[str, Any] = {
 """`_allocations` columns a call leaves at their default: no prefix hit, no lookahead, granted."""
 
 
-def _refunded_grant_row(step: int, seq: int, index: int, refund: Preemption) -> dict[str, Any]:
+def _refunded_grant_columns(refund: Preemption) -> dict[str, Any]:
     """Free-block counts are left NULL: the reader derives them as for every running grant."""
     return {
         **_CALL_DEFAULTS,
-        "step": step,
-        "seq": seq,
-        "request_index": index,
         "pass": "running",
         "num_new_tokens": refund.num_tokens_refunded,
         "num_blocks_needed": len(refund.refunded_block_ids),
@@ -292,15 +288,10 @@ def _refunded_grant_row(step: int, seq: int, index: int, refund: Preemption) -> 
     }
 
 
-def _refused_row(
-    step: int, seq: int, call: RefusedRunningCall, request_index: Mapping[str, int]
-) -> dict[str, Any]:
+def _refused_call_columns(call: RefusedRunningCall) -> dict[str, Any]:
     refusal = call.refusal
     return {
         **_CALL_DEFAULTS,
-        "step": step,
-        "seq": seq,
-        "request_index": request_index[call.request_id],
         "pass": "running",
         "num_new_tokens": call.num_new_tokens,
         "num_blocks_needed": refusal.num_blocks_needed,
@@ -313,9 +304,7 @@ def _refused_row(
     }
 
 
-def _admission_row(
-    step: int, seq: int, call: AdmissionCall, request_index: Mapping[str, int]
-) -> dict[str, Any]:
+def _admission_call_columns(call: AdmissionCall) -> dict[str, Any]:
     refusal = call.refusal
     needed = (
         refusal.num_blocks_needed
@@ -323,13 +312,10 @@ def _admission_row(
         else call.num_free_blocks_before - call.num_free_blocks_after
     )
     return {
-        **_CALL_DEFAULTS,
-        "step": step,
-        "seq": seq,
-        "request_index": request_index[call.request_id],
         "pass": "waiting",
         "num_new_tokens": call.num_new_tokens,
         "num_new_computed_tokens": call.num_new_computed_tokens,
+        "num_lookahead_tokens": 0,
         "full_sequence_check": call.full_sequence_check,
         "num_blocks_needed": needed,
         "watermark_blocks": call.watermark_blocks,
