@@ -8,7 +8,7 @@ SAMPLING_EPS = 1e-5
 """A temperature below this samples greedily, as in vLLM."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SamplingParams:
     """How a request stops (`max_tokens`, `min_tokens`, EOS, stop ids) and how it samples.
 

@@ -239,10 +239,10 @@ def _sampling_params(item: dict[str, Any], path: tuple[str | int, ...]) -> Sampl
     if not 0 < top_p <= 1:
         raise _FieldError((*path, "top_p"), f"must be in (0, 1], got {top_p}")
     return SamplingParams(
-        max_tokens,
-        min_tokens,
-        eos_token_id,
-        stop_token_ids,
+        max_tokens=max_tokens,
+        min_tokens=min_tokens,
+        eos_token_id=eos_token_id,
+        stop_token_ids=stop_token_ids,
         temperature=_number_field(item, "temperature", path, default=0.0, minimum=0.0),
         top_k=_int_field(item, "top_k", path, minimum=0, default=0),
         top_p=top_p,

@@ -75,7 +75,7 @@ def replay_exact(
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace)
         recorded = iter(RecordedDecisions(trace))
-        num_recorded = int(trace.sql("SELECT count(*) FROM _steps").fetchall()[0][0])
+        num_recorded = trace.num_steps
         replay = _Replay(workload, recorded, output, scheduler_cls, trace)
         divergence, compared = replay.run(stop_at_divergence, trace.complete)
     return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)

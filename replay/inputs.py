@@ -11,29 +11,14 @@ from stepscope.schema import Trace
 
 from .sql import query
 
-_REQUESTS_SQL = """
-SELECT request_id, arrival_step, arrival_time, priority, prompt_token_ids, max_tokens,
-       min_tokens, eos_token_id, stop_token_ids, abort_step, abort_before_update,
-       temperature, top_k, top_p, seed
-FROM _requests
-ORDER BY request_index
-"""
-
-_OUTPUTS_SQL = """
-SELECT r.request_id, list(s.sampled_token_id ORDER BY s.step) AS token_ids
-FROM _scheduled s
-JOIN _requests r USING (request_index)
-WHERE s.sampled_token_id IS NOT NULL
-GROUP BY r.request_id
-"""
-
 SPARE_STEPS = 1000
 """How far past the recorded run a replay may go when the trace lacks max_steps."""
 
 
 def recorded_outputs(trace: Trace) -> dict[str, list[int]]:
     """Each request's sampled tokens in order: the tape a replay feeds the engine."""
-    return {request_id: list(tokens) for request_id, tokens in trace.sql(_OUTPUTS_SQL).fetchall()}
+    rows = trace.sql(query("recorded_outputs")).fetchall()
+    return {request_id: list(tokens) for request_id, tokens in rows}
 
 
 def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) -> Workload:
@@ -43,7 +28,7 @@ def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) ->
         config = config.with_knobs(knobs)
     outputs = recorded_outputs(trace)
     requests = tuple(
-        _request_spec(row, outputs.get(row[0], [])) for row in trace.sql(_REQUESTS_SQL).fetchall()
+        _request_spec(row, outputs.get(row["request_id"], [])) for row in _request_inputs(trace)
     )
     max_steps = trace.meta.get("max_steps", "")
     if max_steps.isdigit():
@@ -66,20 +51,32 @@ def _config(trace: Trace) -> EngineConfig:
         raise InputError(f"{trace.path}: the recorded config does not load: {error}") from None
 
 
-def _request_spec(row: tuple[Any, ...], outputs: list[int]) -> RequestSpec:
-    (request_id, arrival_step, arrival_time, priority, prompt, max_tokens, min_tokens, eos,
-     stops, abort_step, abort_before_update, temperature, top_k, top_p, seed) = row  # fmt: skip
+def _request_inputs(trace: Trace) -> list[dict[str, Any]]:
+    """Each request's recorded inputs by column name (`sql/request_inputs.sql`)."""
+    relation = trace.sql(query("request_inputs"))
+    names = relation.columns
+    return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
+
+
+def _request_spec(row: Mapping[str, Any], outputs: list[int]) -> RequestSpec:
     sampling = SamplingParams(
-        max_tokens, min_tokens, eos, tuple(stops or ()), temperature, top_k, top_p, seed
+        max_tokens=row["max_tokens"],
+        min_tokens=row["min_tokens"],
+        eos_token_id=row["eos_token_id"],
+        stop_token_ids=tuple(row["stop_token_ids"] or ()),
+        temperature=row["temperature"],
+        top_k=row["top_k"],
+        top_p=row["top_p"],
+        seed=row["seed"],
     )
     return RequestSpec(
-        request_id=request_id,
-        arrival_step=arrival_step,
-        arrival_time=arrival_time,
-        prompt_token_ids=tuple(prompt),
+        request_id=row["request_id"],
+        arrival_step=row["arrival_step"],
+        arrival_time=row["arrival_time"],
+        prompt_token_ids=tuple(row["prompt_token_ids"]),
         output_token_ids=tuple(outputs),
         sampling_params=sampling,
-        priority=priority,
-        abort_step=abort_step,
-        abort_before_update=bool(abort_before_update),
+        priority=row["priority"],
+        abort_step=row["abort_step"],
+        abort_before_update=bool(row["abort_before_update"]),
     )

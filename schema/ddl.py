@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+
+from .sql_files import source, strip_comments
 
 _CREATE_TABLE = re.compile(r"CREATE TABLE (\w+) \(")
 _CREATE_ENUM = re.compile(r"CREATE TYPE (\w+) AS ENUM \(([^)]*)\)", re.DOTALL)
@@ -20,15 +21,16 @@ class TableSpec:
     """(name, SQL type, comment) in table order."""
 
 
-@cache
 def tables_sql() -> str:
-    return resources.files(__package__).joinpath("tables.sql").read_text(encoding="utf-8")
+    """`tables.sql` as written: its comments document the tables and columns."""
+    return source(__package__, "tables.sql")
 
 
 def statements() -> list[str]:
     """CREATE TYPE / CREATE TABLE statements, then a COMMENT ON for every table and column."""
-    sql = "\n".join(line.split("--", 1)[0] for line in tables_sql().splitlines())
+    sql = strip_comments(tables_sql())
     creates = [statement.strip() for statement in sql.split(";") if statement.strip()]
+    # COMMENT ON takes the table and column names as identifiers: they are spliced in.
     comments = []
     for table in table_specs():
         comments.append(f"COMMENT ON TABLE {table.name} IS {_quote(table.comment)}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from .sql_files import header, names, query, source, strip_comments
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
 _LOCKED_CONFIG: dict[str, str | bool | int | float | list[str]] = {
@@ -36,15 +36,13 @@ class ViewInfo:
 def view_infos() -> list[ViewInfo]:
     """Every view in `views/`, with the one-line description from its first comment."""
     infos = []
-    for entry in sorted(
-        resources.files(__package__).joinpath("views").iterdir(), key=lambda e: e.name
-    ):
-        if not entry.name.endswith(".sql"):
-            continue
-        text = entry.read_text(encoding="utf-8")
-        first = text.splitlines()[0]
-        assert first.startswith("-- "), f"views/{entry.name}: first line must be '-- description'"
-        infos.append(ViewInfo(entry.name.removesuffix(".sql"), first[3:].strip(), text))
+    for name in names(__package__, "views"):
+        text = source(__package__, f"views/{name}.sql")
+        description = header(text)
+        assert description and description[0], (
+            f"views/{name}.sql: first line must be '-- description'"
+        )
+        infos.append(ViewInfo(name, description[0], text))
     return infos
 
 
@@ -76,12 +74,24 @@ class Trace:
 
     @cached_property
     def config(self) -> dict[str, Any]:
-        relation = self._con.sql("SELECT * FROM _config")
+        relation = self._con.table("_config")
         rows = relation.fetchall()
         return dict(zip(relation.columns, rows[0], strict=True)) if rows else {}
 
+    @cached_property
+    def num_steps(self) -> int:
+        """Steps recorded, idle ones included (what the file holds, complete or not)."""
+        return int(self._con.sql(query(__package__, "num_steps")).fetchall()[0][0])
+
     def views(self) -> list[ViewInfo]:
         return view_infos()
+
+    def view(self, name: str) -> duckdb.DuckDBPyRelation:
+        """All the rows of the view `name` (one of `views()`)."""
+        try:
+            return self._con.view(name)
+        except duckdb.Error as error:
+            raise TraceError(_first_line(error)) from None
 
     def sql(
         self, query: str, params: list[Any] | dict[str, Any] | None = None
@@ -161,9 +171,7 @@ def _expected_size(con: duckdb.DuckDBPyConnection) -> int | None:
     file's end, so `total_blocks` can count blocks the file no longer holds.
     """
     try:
-        ((block_size, used_blocks),) = con.execute(
-            "SELECT block_size, used_blocks FROM pragma_database_size()"
-        ).fetchall()
+        ((block_size, used_blocks),) = con.execute(query(__package__, "database_size")).fetchall()
     except duckdb.Error:
         return None
     return _DUCKDB_HEADER_BYTES + int(block_size) * int(used_blocks)
@@ -171,7 +179,7 @@ def _expected_size(con: duckdb.DuckDBPyConnection) -> int | None:
 
 def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     try:
-        rows = con.execute("SELECT key, value FROM _meta").fetchall()
+        rows = con.table("_meta").select("key", "value").fetchall()
     except duckdb.Error:
         raise TraceError(
             f"{path}: a DuckDB file, but not a stepscope trace (no _meta table)"
@@ -201,8 +209,9 @@ def _create_views(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     while pending:
         failed = []
         for info in pending:
-            body = "\n".join(line for line in info.sql.splitlines() if not line.startswith("--"))
+            body = strip_comments(info.sql)
             try:
+                # A view's name is an identifier: it is spliced in, not a parameter.
                 con.execute(f"CREATE TEMP VIEW {info.name} AS {body}")
             except duckdb.CatalogException:
                 failed.append(info)

@@ -23,7 +23,7 @@ def test_sampling_fields_default_to_greedy(tmp_workload: Any) -> None:
 def test_sampling_fields_are_read(tmp_workload: Any) -> None:
     workload = _workload(temperature=0.7, top_k=40, top_p=0.9, seed=12)
     params = load_workload(tmp_workload(workload)).requests[0].sampling_params
-    assert params == SamplingParams(4, temperature=0.7, top_k=40, top_p=0.9, seed=12)
+    assert params == SamplingParams(max_tokens=4, temperature=0.7, top_k=40, top_p=0.9, seed=12)
     assert not params.is_greedy
 
 
@@ -52,6 +52,9 @@ def test_bad_sampling_fields_name_file_line_request_and_field(
 def test_sampling_params_check_their_ranges() -> None:
     for bad in ({"temperature": -1.0}, {"top_k": -1}, {"top_p": 0.0}, {"top_p": 2.0}):
         with pytest.raises(ValueError):
-            SamplingParams(4, **bad)  # type: ignore[arg-type]
-    assert SamplingParams(4, eos_token_id=2, stop_token_ids=(7,)).all_stop_token_ids == (2, 7)
-    assert SamplingParams(4, stop_token_ids=(7,)).all_stop_token_ids == (7,)
+            SamplingParams(max_tokens=4, **bad)  # type: ignore[arg-type]
+    assert SamplingParams(max_tokens=4, eos_token_id=2, stop_token_ids=(7,)).all_stop_token_ids == (
+        2,
+        7,
+    )
+    assert SamplingParams(max_tokens=4, stop_token_ids=(7,)).all_stop_token_ids == (7,)

@@ -147,3 +147,38 @@ def test_an_existing_trace_is_never_overwritten(tmp_path: Path) -> None:
 def test_an_unwritable_path_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises(TraceWriteError, match="cannot create trace"):
         record(case("01"), tmp_path / "missing-folder" / "t.duckdb")
+
+
+def test_a_row_by_name_names_exactly_the_tables_columns() -> None:
+    buffer = _new_buffers()["_preemptions"]
+    row = dict.fromkeys(buffer.columns, 0)
+    with pytest.raises(KeyError, match=r"missing columns \['seq'\], unknown \[\]"):
+        buffer.append_row({name: 0 for name in row if name != "seq"})
+    with pytest.raises(KeyError, match=r"missing columns \[\], unknown \['sequence'\]"):
+        buffer.append_row({**row, "sequence": 0})
+    buffer.append_row(row)
+    assert buffer.num_rows == 1
+
+
+def test_every_row_builder_writes_its_rows_by_column_name(tmp_path: Path) -> None:
+    """Refused, refunded and admission calls, preemptions, requests and steps, as recorded."""
+    path = tmp_path / "refund.duckdb"
+    record(case("07"), path)
+    with stepscope.open(path) as trace:
+        calls = trace.sql(
+            "SELECT pass, granted, num_free_blocks_before IS NULL AS refunded, count(*) "
+            "FROM _allocations GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+        refunded = trace.sql(
+            "SELECT a.num_new_tokens, p.num_tokens_refunded "
+            "FROM _allocations a JOIN _preemptions p USING (step, request_index) "
+            "WHERE a.num_free_blocks_before IS NULL"
+        ).fetchall()
+    assert [call[:3] for call in calls] == [
+        ("running", False, False),
+        ("running", True, True),
+        ("waiting", False, False),
+        ("waiting", True, False),
+    ]
+    ((num_new_tokens, num_tokens_refunded),) = refunded
+    assert num_new_tokens == num_tokens_refunded > 0

@@ -7,9 +7,9 @@ as buffers; rare columns are plain lists.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import accumulate, chain, islice
-from operator import length_hint
+from operator import itemgetter, length_hint
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -191,12 +191,11 @@ class ObjectColumn:
     def __init__(self, arrow_type: pa.DataType) -> None:
         self.arrow_type = arrow_type
         self.values: list[Any] = []
+        self.append: Callable[[Any], None] = self.values.append
+        """The list's own append: a row of rare columns costs a C call per value."""
 
     def __len__(self) -> int:
         return len(self.values)
-
-    def append(self, value: Any) -> None:
-        self.values.append(value)
 
     def extend(self, values: Iterable[Any]) -> None:
         self.values.extend(values)
@@ -211,7 +210,8 @@ class ObjectColumn:
         del self.values[num_rows:]
 
     def reset(self) -> None:
-        self.values = []
+        """Empty the list in place (Arrow copied it), so `append` stays bound to it."""
+        self.values.clear()
 
 
 class Column(Protocol):
@@ -233,6 +233,9 @@ class TableBuffer:
         self.table = table
         self.columns = columns
         self._first = next(iter(columns.values()))
+        self._appends = tuple(column.append for column in columns.values())
+        self._in_column_order = itemgetter(*columns)
+        """A row's values in column order, taken in one call."""
 
     def __len__(self) -> int:
         return min(len(column) for column in self.columns.values())
@@ -241,6 +244,19 @@ class TableBuffer:
     def num_rows(self) -> int:
         """Rows, when no row is partly appended (between steps): one column's length."""
         return len(self._first)
+
+    def append_row(self, row: Mapping[str, Any]) -> None:
+        """Append one row given by column name; its names must be exactly the table's columns."""
+        try:
+            values = self._in_column_order(row)
+        except KeyError:
+            values = None
+        if values is None or len(row) != len(self._appends):
+            missing = sorted(self.columns.keys() - row.keys())
+            unknown = sorted(row.keys() - self.columns.keys())
+            raise KeyError(f"{self.table} row: missing columns {missing}, unknown {unknown}")
+        for append, value in zip(self._appends, values, strict=True):
+            append(value)
 
     def truncate(self, num_rows: int) -> None:
         """Drop rows from `num_rows` on, in every column (a partly appended row included)."""

@@ -194,27 +194,27 @@ class TraceRecorder:
             prompt = self.redactor.tokens(prompt)
             eos = None if eos is None else self.redactor.token(eos)
             stops = self.redactor.tokens(stops)
-        row = (
-            index,
-            request_id,
-            spec.arrival_step,
-            spec.arrival_time,
-            spec.priority,
-            len(prompt),
-            prompt,
-            params.max_tokens,
-            params.min_tokens,
-            eos,
-            stops,
-            spec.abort_step,
-            spec.abort_before_update,
-            params.temperature,
-            params.top_k,
-            params.top_p,
-            params.seed,
+        self._buffers["_requests"].append_row(
+            {
+                "request_index": index,
+                "request_id": request_id,
+                "arrival_step": spec.arrival_step,
+                "arrival_time": spec.arrival_time,
+                "priority": spec.priority,
+                "prompt_len": len(prompt),
+                "prompt_token_ids": prompt,
+                "max_tokens": params.max_tokens,
+                "min_tokens": params.min_tokens,
+                "eos_token_id": eos,
+                "stop_token_ids": stops,
+                "abort_step": spec.abort_step,
+                "abort_before_update": spec.abort_before_update,
+                "temperature": params.temperature,
+                "top_k": params.top_k,
+                "top_p": params.top_p,
+                "seed": params.seed,
+            }
         )
-        for column, value in zip(self._buffers["_requests"].columns.values(), row, strict=True):
-            column.append(value)
 
     def _event(
         self,
@@ -326,25 +326,24 @@ class TraceRecorder:
         }
 
     def _append_step_row(self, row: Mapping[str, object]) -> None:
-        for name, column in self._buffers["_steps"].columns.items():
-            column.append(row[name])
+        self._buffers["_steps"].append_row(row)
 
     def _record_preemption(self, step: int, seq: int, preemption: Preemption) -> None:
-        row = (
-            step,
-            seq,
-            self.request_index[preemption.request_id],
-            self.request_index[preemption.needed_by],
-            preemption.policy,
-            preemption.num_computed_tokens_discarded,
-            preemption.num_blocks_freed,
-            preemption.num_tokens_refunded,
-            preemption.num_preemptions,
-            preemption.num_free_blocks_before,
-            preemption.num_free_blocks_after,
+        self._buffers["_preemptions"].append_row(
+            {
+                "step": step,
+                "seq": seq,
+                "request_index": self.request_index[preemption.request_id],
+                "needed_by_index": self.request_index[preemption.needed_by],
+                "policy": preemption.policy,
+                "num_computed_tokens_discarded": preemption.num_computed_tokens_discarded,
+                "num_blocks_freed": preemption.num_blocks_freed,
+                "num_tokens_refunded": preemption.num_tokens_refunded,
+                "num_preemptions": preemption.num_preemptions,
+                "num_free_blocks_before": preemption.num_free_blocks_before,
+                "num_free_blocks_after": preemption.num_free_blocks_after,
+            }
         )
-        for column, value in zip(self._buffers["_preemptions"].columns.values(), row, strict=True):
-            column.append(value)
 
     def _record_admission_events(self, step: int, engine_step: EngineStep, seq: Seq) -> None:
         output = engine_step.scheduler_output

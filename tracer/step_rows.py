@@ -255,45 +255,73 @@ def add_explicit_calls(
     """Rows for refused running calls, admission calls and grants refunded later."""
     for number, call in calls:
         if type(call) is AdmissionCall:
-            row = _admission_row(step, number, call, request_index)
+            index, row = request_index[call.request_id], _admission_call_columns(call)
         elif type(call) is RefusedRunningCall:
-            row = _refused_row(step, number, call, request_index)
+            index, row = request_index[call.request_id], _refused_call_columns(call)
         else:
             assert type(call) is str, call
-            refund = refunds[call]
-            row = _refunded_grant_row(step, number, request_index[call], refund)
-        for column, value in zip(buffer.columns.values(), row, strict=True):
-            column.append(value)
+            index, row = request_index[call], _refunded_grant_columns(refunds[call])
+        buffer.append_row({"step": step, "seq": number, "request_index": index, **row})
 
 
-def _refunded_grant_row(step: int, seq: int, index: int, refund: Preemption) -> tuple[Any, ...]:
+_CALL_DEFAULTS: dict[str, Any] = {
+    "num_new_computed_tokens": 0,
+    "num_lookahead_tokens": 0,
+    "full_sequence_check": False,
+    "watermark_blocks": 0,
+    "num_free_blocks_before": None,
+    "num_free_blocks_after": None,
+    "refusal": None,
+}
+"""`_allocations` columns a call leaves at their default: no prefix hit, no lookahead, granted."""
+
+
+def _refunded_grant_columns(refund: Preemption) -> dict[str, Any]:
     """Free-block counts are left NULL: the reader derives them as for every running grant."""
-    needed = len(refund.refunded_block_ids)
-    return (step, seq, index, "running", refund.num_tokens_refunded, 0, 0, False, needed, 0,
-            None, None, True, None, list(refund.refunded_block_ids))  # fmt: skip
+    return {
+        **_CALL_DEFAULTS,
+        "pass": "running",
+        "num_new_tokens": refund.num_tokens_refunded,
+        "num_blocks_needed": len(refund.refunded_block_ids),
+        "granted": True,
+        "block_ids": list(refund.refunded_block_ids),
+    }
 
 
-def _refused_row(
-    step: int, seq: int, call: RefusedRunningCall, request_index: Mapping[str, int]
-) -> tuple[Any, ...]:
+def _refused_call_columns(call: RefusedRunningCall) -> dict[str, Any]:
     refusal = call.refusal
-    free = refusal.num_free_blocks
-    return (step, seq, request_index[call.request_id], "running", call.num_new_tokens, 0, 0,
-            False, refusal.num_blocks_needed, refusal.watermark_blocks, free, free, False,
-            refusal.check.value, [])  # fmt: skip
+    return {
+        **_CALL_DEFAULTS,
+        "pass": "running",
+        "num_new_tokens": call.num_new_tokens,
+        "num_blocks_needed": refusal.num_blocks_needed,
+        "watermark_blocks": refusal.watermark_blocks,
+        "num_free_blocks_before": refusal.num_free_blocks,
+        "num_free_blocks_after": refusal.num_free_blocks,
+        "granted": False,
+        "refusal": refusal.check.value,
+        "block_ids": [],
+    }
 
 
-def _admission_row(
-    step: int, seq: int, call: AdmissionCall, request_index: Mapping[str, int]
-) -> tuple[Any, ...]:
+def _admission_call_columns(call: AdmissionCall) -> dict[str, Any]:
     refusal = call.refusal
     needed = (
         refusal.num_blocks_needed
         if refusal is not None
         else call.num_free_blocks_before - call.num_free_blocks_after
     )
-    return (step, seq, request_index[call.request_id], "waiting", call.num_new_tokens,
-            call.num_new_computed_tokens, 0, call.full_sequence_check, needed,
-            call.watermark_blocks, call.num_free_blocks_before, call.num_free_blocks_after,
-            refusal is None, None if refusal is None else refusal.check.value,
-            list(call.block_ids))  # fmt: skip
+    return {
+        "pass": "waiting",
+        "num_new_tokens": call.num_new_tokens,
+        "num_new_computed_tokens": call.num_new_computed_tokens,
+        "num_lookahead_tokens": 0,
+        "full_sequence_check": call.full_sequence_check,
+        "num_blocks_needed": needed,
+        "watermark_blocks": call.watermark_blocks,
+        "num_free_blocks_before": call.num_free_blocks_before,
+        "num_free_blocks_after": call.num_free_blocks_after,
+        "granted": refusal is None,
+        "refusal": None if refusal is None else refusal.check.value,
+        "block_ids": list(call.block_ids),
+    }

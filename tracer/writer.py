@@ -14,13 +14,12 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 from stepscope.schema.ddl import statements
+from stepscope.schema.sql_files import query
 from stepscope.schema.version import SCHEMA_VERSION
 
 QUEUE_DEPTH = 4
@@ -59,11 +58,6 @@ REQUEST_ABORTS = "request_aborts"
 _UPDATES = (REQUEST_ABORTS,)
 
 
-@cache
-def _update_sql(name: str) -> str:
-    return resources.files(__package__).joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
-
-
 class TraceWriter:
     """Owns the DuckDB connection of a trace being recorded."""
 
@@ -90,7 +84,7 @@ class TraceWriter:
         for statement in statements():
             con.execute(statement)
         rows = {"schema_version": str(SCHEMA_VERSION), "complete": "false", **meta}
-        con.executemany("INSERT INTO _meta VALUES (?, ?)", list(rows.items()))
+        con.executemany(query(__package__, "set_meta"), list(rows.items()))
         con.commit()
 
     def submit(self, batch: Batch) -> None:
@@ -147,10 +141,11 @@ class TraceWriter:
         con.begin()
         for table, rows in batch.items():
             if table not in _UPDATES:
+                # A table's name is an identifier: it is spliced in, not a parameter.
                 self._run_with_batch(f"INSERT INTO {table} BY NAME SELECT * FROM _batch", rows)
         for name in _UPDATES:
             if name in batch:
-                self._run_with_batch(_update_sql(name), batch[name])
+                self._run_with_batch(query(__package__, name), batch[name])
         con.commit()
         self.write_cpu_s += time.thread_time() - started
 
@@ -166,10 +161,10 @@ class TraceWriter:
         con = self._con
         con.begin()
         for key, value in update.meta.items():
-            con.execute("INSERT OR REPLACE INTO _meta VALUES (?, ?)", [key, value])
+            con.execute(query(__package__, "set_meta"), [key, value])
         con.commit()
         if update.checkpoint:
-            con.execute("CHECKPOINT")
+            con.checkpoint()
 
     def _drain(self) -> None:
         """After a failure, keep taking batches so the engine never blocks on a dead writer."""

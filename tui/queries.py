@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from functools import cache
-from importlib import resources
+from stepscope.schema import sql_files
 
 
-@cache
 def query(name: str) -> str:
-    """The text of `sql/<name>.sql`."""
-    return resources.files(__package__).joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
+    """The statement in `sql/<name>.sql`, read by the schema's one loader."""
+    return sql_files.query(__package__, name)

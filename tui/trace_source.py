@@ -65,10 +65,10 @@ class TraceSource:
     @cached_property
     def info(self) -> TraceInfo:
         with self._lock:
-            (num_steps,) = self.trace.sql("SELECT count(*) FROM _steps").fetchall()[0]
+            num_steps = self.trace.num_steps
             config = self.trace.config
         return TraceInfo(
-            self.path, int(num_steps), self.trace.complete, dict(self.trace.meta), dict(config)
+            self.path, num_steps, self.trace.complete, dict(self.trace.meta), dict(config)
         )
 
     @cached_property

@@ -1,4 +1,9 @@
--- Each request's inputs, to tell whether two traces ran the same workload.
+-- Each request's inputs, in workload order: what a replay feeds the engine, and what tells
+-- whether two traces ran the same workload. One row per request: request_id VARCHAR,
+-- arrival_step INTEGER, arrival_time DOUBLE, priority INTEGER, prompt_token_ids BIGINT[],
+-- then its sampling params (max_tokens, min_tokens, eos_token_id, stop_token_ids,
+-- temperature, top_k, top_p, seed) and its abort (abort_step, abort_before_update), as
+-- `_requests` types them. No parameters.
 SELECT request_id, arrival_step, arrival_time, priority, prompt_token_ids, max_tokens,
        min_tokens, eos_token_id, stop_token_ids, abort_step,
        abort_before_update, temperature, top_k, top_p, seed

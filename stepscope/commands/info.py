@@ -32,7 +32,7 @@ def info(
 ) -> None:
     """Show a trace's config, steps, requests, preemptions, outcomes, and whether it is complete."""
     with open_trace(trace) as opened:
-        summary_relation = opened.sql("SELECT * FROM summary")
+        summary_relation = opened.view("summary")
         summary = dict(zip(summary_relation.columns, summary_relation.fetchall()[0], strict=True))
         report = {
             "path": str(trace),

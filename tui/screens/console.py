@@ -22,6 +22,7 @@ from ..models import QueryResult
 from ..widgets.auto_width_table import AutoWidthTable
 
 _FIRST_QUERY = "SELECT * FROM summary"
+"""The editor's first text: the user's to edit and run, like the text a picked view puts there."""
 
 
 def _cell(value: Any) -> Text | str:

@@ -1,0 +1,263 @@
+"""Every `.sql` file loads through the schema's one loader, says what it is, and runs on a trace."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import tomllib
+from collections.abc import Iterator
+from fnmatch import fnmatch
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+from conftest import REPO
+from stepscope.schema import Trace, sql_files
+from traces import case, record
+
+PACKAGES = {
+    "engine": "stepscope.engine",
+    "tracer": "stepscope.tracer",
+    "schema": "stepscope.schema",
+    "replay": "stepscope.replay",
+    "tui": "stepscope.tui",
+    "stepscope": "stepscope",
+}
+"""Each part's folder and the package it installs as."""
+
+PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
+    "tui/sql/next_interesting.sql": [0],
+    "tui/sql/previous_interesting.sql": [5],
+    "tui/sql/plot_buckets.sql": [4],
+    "tui/sql/request_facts.sql": ["r0"],
+    "tui/sql/request_life.sql": ["r0"],
+    "tui/sql/request_waiting.sql": ["r0"],
+    "tui/sql/step_decisions.sql": [0, 9],
+    "tui/sql/step_detail.sql": [3],
+    "tui/sql/step_page.sql": [0, 9],
+    "tui/sql/step_preemptions.sql": [3],
+    "replay/sql/latency_seconds.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
+    "tracer/sql/set_meta.sql": ["note", "written by a test"],
+}
+"""Values for the files that take parameters (a new file with parameters adds its own)."""
+
+_PARAMETER = re.compile(r"\$(\w+)")
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+
+
+def sql_paths() -> Iterator[tuple[str, str]]:
+    """(package, path inside it) of every `.sql` file under the parts' folders."""
+    for folder, package in PACKAGES.items():
+        for path in sorted((REPO / folder).rglob("*.sql")):
+            yield package, path.relative_to(REPO / folder).as_posix()
+
+
+ALL_FILES = [f"{package}:{path}" for package, path in sql_paths()]
+
+
+def _split(file: str) -> tuple[str, str]:
+    package, path = file.split(":")
+    return package, path
+
+
+def _key(file: str) -> str:
+    package, path = _split(file)
+    folder = next(f for f, p in PACKAGES.items() if p == package)
+    return f"{folder}/{path}"
+
+
+@pytest.fixture(scope="module")
+def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small real trace with preemptions and aborts (requests r0, r1, ...)."""
+    path = tmp_path_factory.mktemp("sql") / "t.duckdb"
+    record(case("22"), path)
+    return path
+
+
+def test_the_parts_hold_sql_files() -> None:
+    assert len(ALL_FILES) > 30
+    assert "stepscope.schema:tables.sql" in ALL_FILES
+
+
+@pytest.mark.parametrize("file", ALL_FILES)
+def test_each_file_has_a_header_naming_its_parameters(file: str) -> None:
+    package, path = _split(file)
+    text = sql_files.source(package, path)
+    header = sql_files.header(text)
+    assert header and header[0], f"{file}: starts with a `--` line saying what it returns"
+    statement = sql_files.strip_comments(text)
+    assert statement and "--" not in _QUOTED.sub("", statement)
+    named = " ".join(header)
+    missing = {p for p in _PARAMETER.findall(_QUOTED.sub("", statement)) if f"${p}" not in named}
+    assert not missing, f"{file}: parameters not named in its header: {sorted(missing)}"
+    assert "?" not in _QUOTED.sub("", statement), f"{file}: name parameters ($1, $name), not ?"
+
+
+@pytest.mark.parametrize("file", ALL_FILES)
+def test_each_file_is_shipped_with_its_package(file: str) -> None:
+    package, path = _split(file)
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"].get(package, [])
+    assert any(fnmatch(path, pattern) for pattern in patterns), f"{file}: not in package-data"
+
+
+_QUERIES = [f for f in ALL_FILES if "/views/" not in f"/{_split(f)[1]}" and "tracer" not in f]
+
+
+@pytest.mark.parametrize("file", [f for f in _QUERIES if not f.endswith(":tables.sql")])
+def test_each_query_runs_on_a_trace(file: str, trace_path: Path) -> None:
+    package, path = _split(file)
+    folder, name = PurePosixPath(path).parent, PurePosixPath(path).stem
+    statement = sql_files.query(package, name, str(folder))
+    with Trace(trace_path) as trace:
+        relation = trace.sql(statement, PARAMETERS.get(_key(file)))
+        assert relation.columns
+        relation.fetchall()
+
+
+def test_every_view_runs_on_a_trace(trace_path: Path) -> None:
+    with Trace(trace_path) as trace:
+        for info in trace.views():
+            assert trace.view(info.name).columns, info.name
+            trace.view(info.name).fetchall()
+
+
+def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(trace_path, copy)
+    aborts = pa.table(
+        {
+            "request_index": pa.array([0], pa.int32()),
+            "abort_step": pa.array([7], pa.int32()),
+            "abort_before_update": pa.array([True]),
+        }
+    )
+    with duckdb.connect(str(copy)) as con:
+        con.execute(sql_files.query("stepscope.tracer", "set_meta"), ["note", "a"])
+        con.execute(sql_files.query("stepscope.tracer", "set_meta"), ["note", "b"])
+        con.register("_batch", aborts)
+        con.execute(sql_files.query("stepscope.tracer", "request_aborts"))
+        assert con.table("_meta").filter("key = 'note'").fetchall() == [("note", "b")]
+        row = con.table("_requests").filter("request_index = 0")
+        assert row.select("abort_step", "abort_before_update").fetchall() == [(7, True)]
+    assert sorted(_split(f)[1] for f in ALL_FILES if "tracer" in f) == [
+        "sql/request_aborts.sql",
+        "sql/set_meta.sql",
+    ]
+
+
+def test_parameters_are_given_for_each_file_that_takes_them() -> None:
+    keys = {_key(f) for f in ALL_FILES}
+    assert set(PARAMETERS) <= keys, (
+        f"PARAMETERS names files that are gone: {set(PARAMETERS) - keys}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("-- head\nSELECT 1 -- tail\nFROM t", "SELECT 1 \nFROM t"),
+        (
+            "SELECT '--not a comment', \"a--b\" FROM t -- gone",
+            "SELECT '--not a comment', \"a--b\" FROM t",
+        ),
+        ("SELECT 'it''s -- kept' AS x", "SELECT 'it''s -- kept' AS x"),
+        (
+            "CREATE TABLE t (\n    a INTEGER,  -- a; with a semicolon\n    b INTEGER  -- b\n);",
+            "CREATE TABLE t (\n    a INTEGER,  \n    b INTEGER  \n);",
+        ),
+    ],
+)
+def test_one_comment_rule(text: str, expected: str) -> None:
+    assert sql_files.strip_comments(text) == expected
+
+
+_STATEMENT = re.compile(
+    r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|WITH|COMMENT ON|CHECKPOINT|PRAGMA|COPY)\b"
+)
+
+_NOT_MOVED = "static SQL in a file another change rewrites: to move to a .sql file"
+
+ALLOWED = {
+    ("tracer/writer.py", "INSERT INTO {table} BY NAME"): "the table's name spliced in",
+    ("schema/trace.py", "CREATE TEMP VIEW {info.name} AS"): "the view's name spliced in",
+    ("schema/ddl.py", "COMMENT ON TABLE {table.name}"): "a table's name spliced in",
+    ("schema/ddl.py", "COMMENT ON COLUMN {table.name}.{column}"): "a column's name spliced in",
+    ("schema/ddl.py", "CREATE TABLE (\\w+)"): "a pattern that parses tables.sql",
+    ("schema/ddl.py", "CREATE TYPE (\\w+) AS ENUM"): "a pattern that parses tables.sql",
+    ("tui/screens/console.py", "SELECT * FROM summary"): "the console's first text to edit",
+    ("tui/screens/console.py", "SELECT * FROM {event.option.id}"): "text to edit: a view picked",
+    ("tui/replay_session.py", "SELECT coalesce(({self.condition})"): "the user's condition",
+    ("tui/replay_session.py", "SELECT ?::INTEGER AS step"): _NOT_MOVED,
+    ("replay/diff.py", "SELECT request_id, kind, num_tokens"): _NOT_MOVED,
+    ("replay/diff.py", "SELECT request_id, needed_by"): _NOT_MOVED,
+    ("replay/diff.py", "SELECT request_id, pass, num_new_tokens"): _NOT_MOVED,
+    ("replay/diff.py", "SELECT * FROM steps WHERE step = ?"): _NOT_MOVED,
+    ("replay/decisions.py", "SELECT step, idle"): _NOT_MOVED,
+    ("replay/decisions.py", "SELECT step, request_index, num_tokens"): _NOT_MOVED,
+    ("replay/decisions.py", "SELECT step, request_index, block_id"): _NOT_MOVED,
+    ("replay/decisions.py", "SELECT step, request_index FROM"): _NOT_MOVED,
+}
+"""SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
+
+Every other statement lives in a `.sql` file; an entry whose string is gone must go too.
+"""
+
+
+def _strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Each string in the code (f-strings with their fields as `{...}`), docstrings left out."""
+    nodes = list(ast.walk(tree))
+    skipped = {id(n.value) for n in nodes if isinstance(n, ast.Expr)}
+    skipped |= {id(part) for n in nodes if isinstance(n, ast.JoinedStr) for part in n.values}
+    for node in nodes:
+        if isinstance(node, ast.JoinedStr):
+            yield node.lineno, "".join(_f_string_part(part) for part in node.values)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in skipped
+        ):
+            yield node.lineno, node.value
+
+
+def _f_string_part(part: ast.expr) -> str:
+    if isinstance(part, ast.Constant):
+        return str(part.value)
+    assert isinstance(part, ast.FormattedValue)
+    return "{" + ast.unparse(part.value) + "}"
+
+
+def _sql_strings() -> Iterator[tuple[str, int, str]]:
+    for folder in PACKAGES:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for line, text in _strings(tree):
+                if _STATEMENT.match(text):
+                    yield path.relative_to(REPO).as_posix(), line, text.strip()
+
+
+def test_no_python_file_holds_a_sql_statement() -> None:
+    found = list(_sql_strings())
+    allowed = [
+        (path, line, text)
+        for path, line, text in found
+        if any(path == where and text.startswith(start) for where, start in ALLOWED)
+    ]
+    stray = [
+        f"{path}:{line}: {text[:60]!r}"
+        for path, line, text in found
+        if (path, line, text) not in allowed
+    ]
+    assert not stray, "SQL belongs in a .sql file:\n" + "\n".join(stray)
+    used = {
+        (where, start)
+        for where, start in ALLOWED
+        for path, _, text in allowed
+        if path == where and text.startswith(start)
+    }
+    assert not ALLOWED.keys() - used, (
+        f"allowed but gone (drop them): {sorted(ALLOWED.keys() - used)}"
+    )
