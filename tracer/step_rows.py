@@ -16,9 +16,16 @@ from itertools import compress, islice
 from typing import Any
 
 from stepscope.engine import EngineStep
+from stepscope.engine.probe import (
+    AdmissionCall,
+    Decision,
+    Preemption,
+    RefusedRunningCall,
+    RunningGrant,
+    WaitingSkip,
+)
 
 from .columns import Column, OptionalIntColumn, SeqColumn, TableBuffer
-from .probe import AdmissionCall, Decision, Preemption, RefusedRunningCall, WaitingSkip
 from .redact import Redactor
 
 
@@ -97,8 +104,12 @@ def _number_walked(engine_step: EngineStep, decisions: list[Decision], seq: Seq)
             preemptions.append((number, decision))
         elif type(decision) is WaitingSkip:
             skips.append((number, decision))
-        elif type(decision) is str and decision in kept and decision not in refunded:
-            grant_seq[decision] = number
+        elif (
+            type(decision) is RunningGrant
+            and decision.request_id in kept
+            and decision.request_id not in refunded
+        ):
+            grant_seq[decision.request_id] = number
         else:
             explicit.append((number, decision))
             if type(decision) is AdmissionCall and decision.refusal is None:
@@ -259,9 +270,9 @@ def add_explicit_calls(
         elif type(call) is RefusedRunningCall:
             row = _refused_row(step, number, call, request_index)
         else:
-            assert type(call) is str, call
-            refund = refunds[call]
-            row = _refunded_grant_row(step, number, request_index[call], refund)
+            assert type(call) is RunningGrant, call
+            refund = refunds[call.request_id]
+            row = _refunded_grant_row(step, number, request_index[call.request_id], refund)
         for column, value in zip(buffer.columns.values(), row, strict=True):
             column.append(value)
 

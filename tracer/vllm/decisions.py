@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stepscope.engine.kv_cache_manager import AllocationRefusal, RefusalCheck, cdiv
-from stepscope.tracer.probe import (
+from stepscope.engine.probe import (
     AdmissionCall,
     Decision,
     Preemption,
     RefusedRunningCall,
+    RunningGrant,
     WaitingSkip,
 )
 
@@ -104,7 +105,7 @@ class AllocationTap:
             self._step_decisions.append(RefusedRunningCall(request_id, num_new_tokens, refusal))
             return None
         self._grants[request_id] = (num_new_tokens, new_blocks)
-        self._step_decisions.append(request_id)
+        self._step_decisions.append(RunningGrant(request_id))
         return new_blocks
 
     def _admission_call(
