@@ -9,14 +9,12 @@ from conftest import REPO
 from stepscope.engine import EngineLoop, TapeModelRunner, load_workload
 from stepscope.engine.probe import (
     AdmissionCall,
-    Decision,
     Preemption,
     RefusedRunningCall,
     RunningGrant,
-    ScheduleEnd,
-    ScheduleStart,
     WaitingSkip,
 )
+from stepscope.replay.exact import DecisionTap
 from stepscope.replay.report import describe_decision
 
 CASES = [
@@ -26,24 +24,11 @@ CASES = [
 RECORDS = (RunningGrant, RefusedRunningCall, AdmissionCall, Preemption, WaitingSkip)
 
 
-class StepDecisions:
-    """A probe that keeps the decisions of the last `schedule()` call."""
-
-    def __init__(self) -> None:
-        self.decisions: list[Decision] = []
-
-    def on_schedule_start(self, record: ScheduleStart) -> None:
-        self.decisions = []
-
-    def on_schedule_end(self, record: ScheduleEnd) -> None:
-        pass
-
-
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
 def test_running_grants_are_the_output_running_rows(case: Path) -> None:
     """Grants not undone by a preemption are the output's running rows, in order."""
     workload = load_workload(case)
-    probe = StepDecisions()
+    probe = DecisionTap()
     tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
     loop = EngineLoop(workload, TapeModelRunner(tapes), probe=probe)
     num_preempted_steps = 0
