@@ -1,23 +1,27 @@
 # One command runs every check: `make check` (lint, types, tests).
 PYTHON ?= .venv/bin/python
-TYPECHECK := build/typecheck
+INSTALLED := build/installed
 PARTS := engine tracer schema replay tui
 
-.PHONY: check lint types test test-fast
+.PHONY: check lint types test test-fast installed
 
 check: lint types test
 
-lint:
+# The import layers are import-linter's contracts in pyproject.toml.
+lint: installed
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
+	cd $(INSTALLED) && $(dir $(abspath $(PYTHON)))lint-imports --no-logo --no-cache $(CURDIR)/pyproject.toml
 
-# mypy cannot follow setuptools' folder-to-package mapping, so check a copy laid out
-# the way the package is installed.
-types:
-	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/stepscope
-	cp -r stepscope/. $(TYPECHECK)/stepscope/
-	for part in $(PARTS); do cp -r $$part $(TYPECHECK)/stepscope/$$part; done
-	cd $(TYPECHECK) && $(abspath $(PYTHON)) -m mypy --config-file $(CURDIR)/pyproject.toml stepscope
+types: installed
+	cd $(INSTALLED) && $(abspath $(PYTHON)) -m mypy --config-file $(CURDIR)/pyproject.toml stepscope
+
+# mypy and import-linter cannot follow setuptools' folder-to-package mapping, so they
+# check a copy laid out the way the package is installed.
+installed:
+	rm -rf $(INSTALLED) && mkdir -p $(INSTALLED)/stepscope
+	cp -r stepscope/. $(INSTALLED)/stepscope/
+	for part in $(PARTS); do cp -r $$part $(INSTALLED)/stepscope/$$part; done
 
 test:
 	$(PYTHON) -m pytest -q

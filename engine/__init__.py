@@ -9,6 +9,7 @@ from .kv_cache_manager import AllocationRefusal, KVCacheManager
 from .model_runner import ModelRunner
 from .model_runners import create_model_runner
 from .outputs import EngineCoreOutput, ModelRunnerOutput
+from .probe import Probe
 from .request import FinishReason, Request, RequestStatus
 from .sampling_params import SamplingParams
 from .scheduler import AdmissionStop, RunningPassEnd, Scheduler
@@ -33,6 +34,7 @@ __all__ = [
     "ModelRunner",
     "ModelRunnerOutput",
     "NewRequestData",
+    "Probe",
     "Request",
     "RequestFinish",
     "RequestSpec",

@@ -24,7 +24,7 @@ from .scheduler import AdmissionStop, RunningPassEnd, Scheduler
 from .scheduler_output import SchedulerOutput
 
 if TYPE_CHECKING:
-    from stepscope.tracer.probe import Probe
+    from .probe import Probe
 
 
 BATCH_QUEUE_SIZE = 2

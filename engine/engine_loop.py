@@ -27,7 +27,7 @@ from .scheduler import Scheduler
 from .workload import RequestSpec, Workload
 
 if TYPE_CHECKING:
-    from stepscope.tracer.probe import Probe
+    from .probe import Probe
 
 REJECTED = "rejected"
 

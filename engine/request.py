@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
+from .probe import RunningGrant
 from .sampling_params import SamplingParams
 
 
@@ -83,6 +84,7 @@ class Request:
         "priority",
         "prompt_token_ids",
         "request_id",
+        "running_grant",
         "sampling_params",
         "status",
         "stop_reason",
@@ -98,6 +100,8 @@ class Request:
         block_hasher: BlockHasher | None = None,
     ) -> None:
         self.request_id = request_id
+        self.running_grant = RunningGrant(request_id)
+        """What a probe is handed when this request's running call is granted: made once."""
         self.prompt_token_ids = tuple(prompt_token_ids)
         self.num_prompt_tokens = len(prompt_token_ids)
         self.all_token_ids: list[int] = list(prompt_token_ids)

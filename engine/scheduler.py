@@ -17,7 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stepscope.tracer.probe import (
+from .block_hash import make_block_hasher
+from .block_pool import KVCacheBlock
+from .config import EngineConfig, SchedulingPolicy
+from .kv_cache_manager import AllocationRefusal, KVCacheManager, RefusalCheck
+from .outputs import EngineCoreOutput, ModelRunnerOutput
+from .probe import (
     AdmissionCall,
     Preemption,
     RefusedRunningCall,
@@ -25,19 +30,13 @@ from stepscope.tracer.probe import (
     ScheduleStart,
     WaitingSkip,
 )
-
-from .block_hash import make_block_hasher
-from .block_pool import KVCacheBlock
-from .config import EngineConfig, SchedulingPolicy
-from .kv_cache_manager import AllocationRefusal, KVCacheManager, RefusalCheck
-from .outputs import EngineCoreOutput, ModelRunnerOutput
 from .request import Request, RequestStatus
 from .request_queue import create_request_queue
 from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
 from .stop import check_stop
 
 if TYPE_CHECKING:
-    from stepscope.tracer.probe import Probe
+    from .probe import Probe
 
 
 class RunningPassEnd(enum.StrEnum):
@@ -305,7 +304,7 @@ class Scheduler:
             )
             if not isinstance(result, AllocationRefusal):
                 if probe is not None:
-                    probe.decisions.append(request.request_id)
+                    probe.decisions.append(request.running_grant)
                 return result, req_index
             if probe is not None:
                 probe.decisions.append(

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.engine import EngineLoop, Scheduler, StepRecord, TapeModelRunner, Workload
+from stepscope.engine.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.schema import Trace, open_trace
-from stepscope.tracer.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.tracer.record import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 

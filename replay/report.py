@@ -9,7 +9,13 @@ from xml.etree import ElementTree
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
-from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, RefusedRunningCall
+from stepscope.engine.probe import (
+    AdmissionCall,
+    Decision,
+    Preemption,
+    RefusedRunningCall,
+    RunningGrant,
+)
 
 from .decisions import StepDecision
 from .diff import StepSide, TraceDiff
@@ -267,8 +273,8 @@ def _decision_field(decision: StepDecision | None, name: str) -> str:
 
 def describe_decision(decision: Decision) -> str:
     """One line for an allocation call or preemption the scheduler made."""
-    if isinstance(decision, str):
-        return f"{decision}: running, granted"
+    if isinstance(decision, RunningGrant):
+        return f"{decision.request_id}: running, granted"
     if isinstance(decision, RefusedRunningCall):
         refusal = decision.refusal
         return (

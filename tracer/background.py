@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from stepscope.engine import StepRecord
+from stepscope.engine.probe import Decision, QueueState, ScheduleEnd, ScheduleStart
 from stepscope.engine.workload import RequestSpec
 
-from .probe import Decision, QueueState, ScheduleEnd, ScheduleStart
 from .recorder import TraceRecorder
 
 logger = logging.getLogger("stepscope.tracer")

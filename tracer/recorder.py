@@ -16,11 +16,18 @@ from pathlib import Path
 
 import pyarrow as pa
 from stepscope.engine import EngineConfig, EngineStep, StepRecord, Workload
+from stepscope.engine.probe import (
+    Decision,
+    Preemption,
+    QueueState,
+    ScheduleCall,
+    ScheduleEnd,
+    ScheduleStart,
+)
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema.ddl import enum_types, table_specs
 
 from .columns import TableBuffer, buffer_for
-from .probe import Decision, Preemption, QueueState, ScheduleCall, ScheduleEnd, ScheduleStart
 from .redact import Redactor
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .writer import REQUEST_ABORTS, TraceWriter

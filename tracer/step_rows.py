@@ -16,9 +16,16 @@ from itertools import compress, islice
 from typing import Any
 
 from stepscope.engine import EngineStep
+from stepscope.engine.probe import (
+    AdmissionCall,
+    Decision,
+    Preemption,
+    RefusedRunningCall,
+    RunningGrant,
+    WaitingSkip,
+)
 
 from .columns import Column, OptionalIntColumn, SeqColumn, TableBuffer
-from .probe import AdmissionCall, Decision, Preemption, RefusedRunningCall, WaitingSkip
 from .redact import Redactor
 
 
@@ -97,8 +104,12 @@ def _number_walked(engine_step: EngineStep, decisions: list[Decision], seq: Seq)
             preemptions.append((number, decision))
         elif type(decision) is WaitingSkip:
             skips.append((number, decision))
-        elif type(decision) is str and decision in kept and decision not in refunded:
-            grant_seq[decision] = number
+        elif (
+            type(decision) is RunningGrant
+            and decision.request_id in kept
+            and decision.request_id not in refunded
+        ):
+            grant_seq[decision.request_id] = number
         else:
             explicit.append((number, decision))
             if type(decision) is AdmissionCall and decision.refusal is None:
@@ -259,8 +270,9 @@ def add_explicit_calls(
         elif type(call) is RefusedRunningCall:
             index, row = request_index[call.request_id], _refused_call_columns(call)
         else:
-            assert type(call) is str, call
-            index, row = request_index[call], _refunded_grant_columns(refunds[call])
+            assert type(call) is RunningGrant, call
+            index = request_index[call.request_id]
+            row = _refunded_grant_columns(refunds[call.request_id])
         buffer.append_row({"step": step, "seq": number, "request_index": index, **row})
 
 

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from stepscope.engine.kv_cache_manager import AllocationRefusal, RefusalCheck, cdiv
-from stepscope.tracer.probe import (
+from stepscope.engine.probe import (
     AdmissionCall,
     Decision,
     Preemption,
     RefusedRunningCall,
+    RunningGrant,
     WaitingSkip,
 )
 
@@ -42,6 +43,9 @@ class AllocationTap:
         self._step_decisions: list[Decision] = []
         self._grants: dict[str, tuple[int, Any]] = {}
         """This step's running-pass grants: tokens and new blocks (a refund needs them)."""
+        self._running_grants: dict[str, RunningGrant] = {}
+        self._last_running_grants: dict[str, RunningGrant] = {}
+        """Grant records by request, this step's and the last: a steady batch makes none anew."""
         self._needed_by: str | None = None
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
@@ -68,6 +72,7 @@ class AllocationTap:
     def start_step(self) -> None:
         self._step_decisions = self._decisions()
         self._grants.clear()
+        self._last_running_grants, self._running_grants = self._running_grants, {}
         self._needed_by = None
         self.prefix_cache = (0, 0)
         self._in_schedule = not self._detached
@@ -104,7 +109,9 @@ class AllocationTap:
             self._step_decisions.append(RefusedRunningCall(request_id, num_new_tokens, refusal))
             return None
         self._grants[request_id] = (num_new_tokens, new_blocks)
-        self._step_decisions.append(request_id)
+        grant = self._last_running_grants.get(request_id) or RunningGrant(request_id)
+        self._running_grants[request_id] = grant
+        self._step_decisions.append(grant)
         return new_blocks
 
     def _admission_call(

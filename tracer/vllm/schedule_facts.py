@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from stepscope.engine.probe import AdmissionCall, Decision, Preemption, ScheduleEnd, ScheduleStart
 from stepscope.engine.scheduler import AdmissionStop, RunningPassEnd
 from stepscope.engine.scheduler_output import SchedulerOutput
-from stepscope.tracer.probe import AdmissionCall, Decision, Preemption, ScheduleEnd, ScheduleStart
 
 from .versions import installed_rules
 

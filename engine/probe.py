@@ -5,9 +5,10 @@ decision point. Records are snapshots taken at decision time (ids, counts,
 tuples), never references to engine objects that change later.
 
 The common decision, a running request granted its slots, is recorded as just
-its request id: its tokens and new blocks are in the step's SchedulerOutput and
-the free-block count follows from them, so the recorder rebuilds the full
-allocation row from there. Everything rarer gets a full record.
+its request id (a `RunningGrant` made once per request): its tokens and new
+blocks are in the step's SchedulerOutput and the free-block count follows from
+them, so the recorder rebuilds the full allocation row from there. Everything
+rarer gets a full record.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from stepscope.engine.kv_cache_manager import AllocationRefusal
-    from stepscope.engine.scheduler import AdmissionStop, RunningPassEnd
+    from .kv_cache_manager import AllocationRefusal
+    from .scheduler import AdmissionStop, RunningPassEnd
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,13 @@ class ScheduleStart:
     num_running: int
     num_waiting: int
     num_free_blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunningGrant:
+    """A running request's `allocate_slots` call that was granted."""
+
+    request_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +108,8 @@ class ScheduleEnd:
     prefix_cache_hits: int
 
 
-Decision: TypeAlias = "str | RefusedRunningCall | AdmissionCall | Preemption | WaitingSkip"
-"""A running grant (the request id), or a full record of a rarer decision."""
+Decision: TypeAlias = "RunningGrant | RefusedRunningCall | AdmissionCall | Preemption | WaitingSkip"
+"""One allocation call, preemption or waiting-queue skip, in call order."""
 
 
 @dataclass(frozen=True, slots=True)
