@@ -10,6 +10,9 @@ engine has nothing left, or at `max_steps`.
 Under async scheduling a step's output is processed one step later (the batch
 queue), so its record comes out then; records still come out in step order, and
 a step's finishes belong to the step whose output caused them.
+
+`StepLoop` steps any `EngineCore`; `EngineLoop` is it around the engine's own
+scheduler, and `stepscope.tracer.vllm.scripted_core` around vLLM's.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Generic
 
+from .arrivals import WorkloadArrivals
 from .core import EngineCore, EngineStep, SchedulerT, make_engine_core
 from .model_runner import ModelRunner
 from .request import FinishReason, Request
@@ -84,13 +88,7 @@ class StepLoop(Generic[SchedulerT]):
         self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
         self.num_steps = 0
         """Steps taken so far, idle ones included."""
-        self._pending = sorted(
-            range(len(workload.requests)),
-            key=lambda index: (workload.requests[index].arrival_step, index),
-        )
-        self._next_arrival = 0
-        self._aborts = workload.aborts_by_step(before_update=False)
-        self._aborts_before_update = workload.aborts_by_step(before_update=True)
+        self.arrivals = WorkloadArrivals(workload)
 
     @property
     def complete(self) -> bool:
@@ -98,7 +96,7 @@ class StepLoop(Generic[SchedulerT]):
         return self.all_arrived() and not self.core.has_work()
 
     def all_arrived(self) -> bool:
-        return self._next_arrival >= len(self._pending)
+        return self.arrivals.all_arrived()
 
     def run(self) -> Iterator[StepRecord]:
         if self.workload.config.async_scheduling:
@@ -108,7 +106,7 @@ class StepLoop(Generic[SchedulerT]):
     def _run(self) -> Iterator[StepRecord]:
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
-            aborted = self._apply_aborts(step, self._aborts)
+            aborted = self._apply_aborts(step, self.arrivals.aborts)
             if not self.core.scheduler.has_requests():
                 if self.all_arrived():
                     return
@@ -130,7 +128,7 @@ class StepLoop(Generic[SchedulerT]):
         waiting_records: deque[_PendingRecord] = deque()
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
-            aborted = self._apply_aborts(step, self._aborts)
+            aborted = self._apply_aborts(step, self.arrivals.aborts)
             pending = _PendingRecord(step, arrived, rejected, aborted)
             waiting_records.append(pending)
             if not self.core.has_work():
@@ -162,12 +160,7 @@ class StepLoop(Generic[SchedulerT]):
     def _add_arrivals(self, step: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         arrived: list[str] = []
         rejected: list[str] = []
-        requests = self.workload.requests
-        while not self.all_arrived():
-            spec = requests[self._pending[self._next_arrival]]
-            if spec.arrival_step > step:
-                break
-            self._next_arrival += 1
+        for spec in self.arrivals.due(step):
             if self._reject(spec):
                 rejected.append(spec.request_id)
                 continue
@@ -187,7 +180,7 @@ class StepLoop(Generic[SchedulerT]):
 
     def _abort_late(self, step: int, aborted: list[str]) -> None:
         """The aborts that land while the model runs, before the update."""
-        aborted.extend(self._apply_aborts(step, self._aborts_before_update))
+        aborted.extend(self._apply_aborts(step, self.arrivals.aborts_before_update))
 
     def _apply_aborts(self, step: int, aborts: dict[int, list[str]]) -> tuple[str, ...]:
         aborted: list[str] = []

@@ -196,6 +196,7 @@ class Scheduler:
     # ----- schedule() ---------------------------------------------------------
 
     def schedule(self) -> SchedulerOutput:
+        """vLLM's call: this step's output (`schedule_and_explain` also says why it stopped)."""
         return self.schedule_and_explain()[0]
 
     def schedule_and_explain(self) -> tuple[SchedulerOutput, ScheduleEnd]:
