@@ -13,72 +13,53 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .async_scheduler import AsyncScheduler
 from .config import EngineConfig
 from .model_runner import ModelRunner
 from .outputs import EngineCoreOutput, ModelRunnerOutput
-from .request import Request, RequestStatus
-from .scheduler import AdmissionStop, RunningPassEnd, Scheduler
+from .request import BlockHasher, Request, RequestStatus
+from .scheduler import Scheduler
+from .scheduler_interface import SchedulerInterface
 from .scheduler_output import SchedulerOutput
+from .workload import RequestSpec
 
 if TYPE_CHECKING:
-    from .probe import Probe
+    from .probe import Probe, ScheduleEnd
 
 
 BATCH_QUEUE_SIZE = 2
 """vLLM's `max_concurrent_batches` under async scheduling without pipeline parallelism."""
 
+SchedulerT = TypeVar("SchedulerT", bound=SchedulerInterface)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class EngineStep:
-    """Everything one non-idle step decided and produced."""
+    """Everything one non-idle step decided and produced.
+
+    Scheduled and run, it is a batch in the queue; `outputs` and `update_ns` are
+    filled in when its output is processed (one step later under async scheduling).
+    """
 
     scheduler_output: SchedulerOutput
     model_runner_output: ModelRunnerOutput
-    outputs: tuple[EngineCoreOutput, ...]
     num_free_blocks_after_schedule: int
-    running_pass_end: RunningPassEnd
-    admission_stop: AdmissionStop
+    schedule_end: ScheduleEnd | None
+    """Why the scheduler's passes stopped; None where it does not say (vLLM's)."""
     schedule_ns: int
     """Wall time of `schedule()` (timings are observed, never used in a decision)."""
     model_ns: int
-    update_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduledBatch:
-    """A scheduled step whose model has run and whose output is not processed yet."""
-
-    scheduler_output: SchedulerOutput
-    model_runner_output: ModelRunnerOutput
-    num_free_blocks_after_schedule: int
-    running_pass_end: RunningPassEnd
-    admission_stop: AdmissionStop
-    schedule_ns: int
-    model_ns: int
-
-    def processed(self, outputs: list[EngineCoreOutput], update_ns: int) -> EngineStep:
-        return EngineStep(
-            scheduler_output=self.scheduler_output,
-            model_runner_output=self.model_runner_output,
-            outputs=tuple(outputs),
-            num_free_blocks_after_schedule=self.num_free_blocks_after_schedule,
-            running_pass_end=self.running_pass_end,
-            admission_stop=self.admission_stop,
-            schedule_ns=self.schedule_ns,
-            model_ns=self.model_ns,
-            update_ns=update_ns,
-        )
+    outputs: tuple[EngineCoreOutput, ...] = ()
+    update_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class BatchQueueStep:
     """One call of `step_with_batch_queue`: what it scheduled and what it processed."""
 
-    scheduled: ScheduledBatch | None
-    processed_batch: ScheduledBatch | None
+    scheduled: EngineStep | None
     processed: EngineStep | None
 
 
@@ -87,20 +68,23 @@ def default_scheduler_cls(config: EngineConfig) -> type[Scheduler]:
     return AsyncScheduler if config.async_scheduling else Scheduler
 
 
-class EngineCore:
+class EngineCore(Generic[SchedulerT]):
     """A scheduler and a model runner, stepped together."""
 
     def __init__(
         self,
-        config: EngineConfig,
+        scheduler: SchedulerT,
         model_runner: ModelRunner,
-        probe: Probe | None = None,
-        scheduler_cls: type[Scheduler] | None = None,
+        request_block_hasher: BlockHasher | None,
     ) -> None:
-        self.config = config
-        self.scheduler = (scheduler_cls or default_scheduler_cls(config))(config, probe)
+        self.scheduler = scheduler
         self.model_runner = model_runner
-        self.batch_queue: deque[ScheduledBatch] = deque()
+        self.request_block_hasher = request_block_hasher
+        self.batch_queue: deque[EngineStep] = deque()
+
+    def preprocess_add_request(self, spec: RequestSpec) -> Request:
+        """The scheduler's request for a workload request, its blocks hashed as they fill."""
+        return spec.make_request(self.request_block_hasher)
 
     def add_request(self, request: Request) -> None:
         self.scheduler.add_request(request)
@@ -122,7 +106,8 @@ class EngineCore:
         if not self.scheduler.has_requests():
             return None
         batch = self._schedule()
-        return self._update(batch, before_update)
+        self._update(batch, before_update)
+        return batch
 
     def step_with_batch_queue(
         self, before_update: Callable[[], object] | None = None
@@ -142,41 +127,50 @@ class EngineCore:
             if len(self.batch_queue) < BATCH_QUEUE_SIZE and (
                 executed or self.scheduler.has_requests()
             ):
-                return BatchQueueStep(scheduled, None, None)
+                return BatchQueueStep(scheduled, None)
         elif not self.batch_queue:
-            return BatchQueueStep(None, None, None)
+            return BatchQueueStep(None, None)
         oldest = self.batch_queue.pop()
-        return BatchQueueStep(scheduled, oldest, self._update(oldest, before_update))
+        self._update(oldest, before_update)
+        return BatchQueueStep(scheduled, oldest)
 
-    def _schedule(self) -> ScheduledBatch:
+    def _schedule(self) -> EngineStep:
         """`schedule()`, then the model run for it."""
         scheduler = self.scheduler
         clock = time.perf_counter_ns
         started = clock()
-        scheduler_output = scheduler.schedule()
+        scheduler_output, schedule_end = scheduler.schedule_and_explain()
         scheduled = clock()
-        num_free_blocks = scheduler.kv_cache_manager.get_num_free_blocks()
-        plan = scheduler.last_plan
-        assert plan is not None
+        num_free_blocks = scheduler.get_num_free_blocks()
         model_runner_output = self.model_runner.execute_model(scheduler_output)
         executed = clock()
-        return ScheduledBatch(
-            scheduler_output=scheduler_output,
-            model_runner_output=model_runner_output,
-            num_free_blocks_after_schedule=num_free_blocks,
-            running_pass_end=plan.running_pass_end,
-            admission_stop=plan.admission_stop,
-            schedule_ns=scheduled - started,
-            model_ns=executed - scheduled,
+        return EngineStep(
+            scheduler_output,
+            model_runner_output,
+            num_free_blocks,
+            schedule_end,
+            scheduled - started,
+            executed - scheduled,
         )
 
-    def _update(
-        self, batch: ScheduledBatch, before_update: Callable[[], object] | None
-    ) -> EngineStep:
+    def _update(self, batch: EngineStep, before_update: Callable[[], object] | None) -> None:
+        """Process the batch's output; its step gets the outputs and the update's time."""
         if before_update is not None:
             before_update()
         started = time.perf_counter_ns()
         outputs = self.scheduler.update_from_output(
             batch.scheduler_output, batch.model_runner_output
         )
-        return batch.processed(outputs, time.perf_counter_ns() - started)
+        batch.update_ns = time.perf_counter_ns() - started
+        batch.outputs = tuple(outputs)
+
+
+def make_engine_core(
+    config: EngineConfig,
+    model_runner: ModelRunner,
+    probe: Probe | None = None,
+    scheduler_cls: type[Scheduler] | None = None,
+) -> EngineCore[Scheduler]:
+    """The engine's scheduler for `config` (or `scheduler_cls`), stepped with `model_runner`."""
+    scheduler = (scheduler_cls or default_scheduler_cls(config))(config, probe)
+    return EngineCore(scheduler, model_runner, scheduler.block_hasher)

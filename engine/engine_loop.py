@@ -10,6 +10,9 @@ engine has nothing left, or at `max_steps`.
 Under async scheduling a step's output is processed one step later (the batch
 queue), so its record comes out then; records still come out in step order, and
 a step's finishes belong to the step whose output caused them.
+
+`StepLoop` steps any `EngineCore`; `EngineLoop` is it around the engine's own
+scheduler, and `stepscope.tracer.vllm.scripted_core` around vLLM's.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic
 
-from .core import EngineCore, EngineStep, ScheduledBatch
+from .arrivals import WorkloadArrivals
+from .core import EngineCore, EngineStep, SchedulerT, make_engine_core
 from .model_runner import ModelRunner
 from .request import FinishReason, Request
 from .scheduler import Scheduler
@@ -73,31 +77,26 @@ def check_prompt_len(num_prompt_tokens: int, max_model_len: int) -> str | None:
     )
 
 
-class EngineLoop:
+class StepLoop(Generic[SchedulerT]):
     """Drives an `EngineCore` through a workload, one `StepRecord` per step."""
 
-    def __init__(
-        self,
-        workload: Workload,
-        model_runner: ModelRunner,
-        probe: Probe | None = None,
-        scheduler_cls: type[Scheduler] | None = None,
-    ) -> None:
+    def __init__(self, workload: Workload, core: EngineCore[SchedulerT]) -> None:
         self.workload = workload
-        self.core = EngineCore(workload.config, model_runner, probe, scheduler_cls)
+        self.core = core
         self.arrived: dict[str, Request] = {}
         self.finishes: dict[str, RequestFinish] = {}
         self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
-        self._pending = sorted(
-            range(len(workload.requests)),
-            key=lambda index: (workload.requests[index].arrival_step, index),
-        )
-        self._next_arrival = 0
-        self._aborts = workload.aborts_by_step(before_update=False)
-        self._aborts_before_update = workload.aborts_by_step(before_update=True)
+        self.num_steps = 0
+        """Steps taken so far, idle ones included."""
+        self.arrivals = WorkloadArrivals(workload)
+
+    @property
+    def complete(self) -> bool:
+        """Every request has arrived and the engine has nothing left."""
+        return self.all_arrived() and not self.core.has_work()
 
     def all_arrived(self) -> bool:
-        return self._next_arrival >= len(self._pending)
+        return self.arrivals.all_arrived()
 
     def run(self) -> Iterator[StepRecord]:
         if self.workload.config.async_scheduling:
@@ -107,15 +106,17 @@ class EngineLoop:
     def _run(self) -> Iterator[StepRecord]:
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
-            aborted = self._apply_aborts(step, self._aborts)
+            aborted = self._apply_aborts(step, self.arrivals.aborts)
             if not self.core.scheduler.has_requests():
                 if self.all_arrived():
                     return
+                self._idle_step(step)
                 yield StepRecord(step, arrived, rejected, aborted, None)
                 continue
             aborted_late: list[str] = []
             engine_step = self.core.step(partial(self._abort_late, step, aborted_late))
             assert engine_step is not None
+            self.num_steps = step + 1
             self._record_finishes(step, engine_step)
             yield StepRecord(
                 step, arrived, rejected, aborted, engine_step, step, tuple(aborted_late)
@@ -127,55 +128,50 @@ class EngineLoop:
         waiting_records: deque[_PendingRecord] = deque()
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
-            aborted = self._apply_aborts(step, self._aborts)
+            aborted = self._apply_aborts(step, self.arrivals.aborts)
             pending = _PendingRecord(step, arrived, rejected, aborted)
             waiting_records.append(pending)
             if not self.core.has_work():
                 if self.all_arrived():
                     return
+                self._idle_step(step)
                 yield from _complete_records(waiting_records)
                 continue
             result = self.core.step_with_batch_queue(
                 partial(self._abort_late, step, pending.aborted_before_update)
             )
+            self.num_steps = step + 1
             pending.batch = result.scheduled
             if result.processed is not None:
-                self._processed(waiting_records, result.processed_batch, result.processed, step)
+                self._processed(waiting_records, result.processed, step)
             yield from _complete_records(waiting_records)
             if self.all_arrived() and not self.core.has_work():
                 return
 
-    def _processed(
-        self,
-        records: deque[_PendingRecord],
-        batch: ScheduledBatch | None,
-        engine_step: EngineStep,
-        step: int,
-    ) -> None:
+    def _processed(self, records: deque[_PendingRecord], batch: EngineStep, step: int) -> None:
         pending = next(record for record in records if record.batch is batch)
-        pending.engine_step = engine_step
         pending.update_step = step
-        self._record_finishes(pending.step, engine_step)
+        self._record_finishes(pending.step, batch)
+
+    def _idle_step(self, step: int) -> None:
+        """A step with nothing to schedule or ship while arrivals are still to come."""
+        self.num_steps = step + 1
 
     def _add_arrivals(self, step: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         arrived: list[str] = []
         rejected: list[str] = []
-        requests = self.workload.requests
-        while not self.all_arrived():
-            spec = requests[self._pending[self._next_arrival]]
-            if spec.arrival_step > step:
-                break
-            self._next_arrival += 1
+        for spec in self.arrivals.due(step):
             if self._reject(spec):
                 rejected.append(spec.request_id)
                 continue
-            request = spec.make_request(self.core.scheduler.block_hasher)
+            request = self.core.preprocess_add_request(spec)
             self.core.add_request(request)
             self.arrived[spec.request_id] = request
             arrived.append(spec.request_id)
         return tuple(arrived), tuple(rejected)
 
     def _reject(self, spec: RequestSpec) -> bool:
+        """Whether the input processor turns `spec` away (then it is finished as rejected)."""
         error = check_prompt_len(len(spec.prompt_token_ids), self.workload.config.max_model_len)
         if error is None:
             return False
@@ -184,7 +180,7 @@ class EngineLoop:
 
     def _abort_late(self, step: int, aborted: list[str]) -> None:
         """The aborts that land while the model runs, before the update."""
-        aborted.extend(self._apply_aborts(step, self._aborts_before_update))
+        aborted.extend(self._apply_aborts(step, self.arrivals.aborts_before_update))
 
     def _apply_aborts(self, step: int, aborts: dict[int, list[str]]) -> tuple[str, ...]:
         aborted: list[str] = []
@@ -227,13 +223,13 @@ class _PendingRecord:
     rejected: tuple[str, ...]
     aborted: tuple[str, ...]
     aborted_before_update: list[str] = field(default_factory=list)
-    batch: ScheduledBatch | None = None
-    engine_step: EngineStep | None = None
+    batch: EngineStep | None = None
     update_step: int | None = None
+    """Set once the batch's output has been processed."""
 
     @property
     def complete(self) -> bool:
-        return self.batch is None or self.engine_step is not None
+        return self.batch is None or self.update_step is not None
 
     def record(self) -> StepRecord:
         return StepRecord(
@@ -241,7 +237,7 @@ class _PendingRecord:
             self.arrived,
             self.rejected,
             self.aborted,
-            self.engine_step,
+            self.batch,
             self.update_step,
             tuple(self.aborted_before_update),
         )
@@ -261,3 +257,18 @@ def _finish_of(request: Request, step: int | None, reason: FinishReason | None) 
         num_preemptions=request.num_preemptions,
         stop_reason=request.stop_reason,
     )
+
+
+class EngineLoop(StepLoop[Scheduler]):
+    """The engine's own scheduler (or `scheduler_cls`) stepped through a workload."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        model_runner: ModelRunner,
+        probe: Probe | None = None,
+        scheduler_cls: type[Scheduler] | None = None,
+    ) -> None:
+        super().__init__(
+            workload, make_engine_core(workload.config, model_runner, probe, scheduler_cls)
+        )

@@ -134,7 +134,6 @@ class Scheduler:
         self.preempted_req_ids: set[str] = set()
         self.prev_step_scheduled_req_ids: set[str] = set()
         self.num_lookahead_tokens = 0
-        self.last_plan: StepPlan | None = None
 
     # ----- requests in and out ------------------------------------------------
 
@@ -196,6 +195,11 @@ class Scheduler:
     # ----- schedule() ---------------------------------------------------------
 
     def schedule(self) -> SchedulerOutput:
+        """vLLM's call: this step's output (`schedule_and_explain` also says why it stopped)."""
+        return self.schedule_and_explain()[0]
+
+    def schedule_and_explain(self) -> tuple[SchedulerOutput, ScheduleEnd]:
+        """`schedule()`, and why its passes stopped (the probe gets the same record)."""
         plan = StepPlan(
             token_budget=self.config.token_budget,
             input_budget=self.config.max_num_batched_tokens,
@@ -210,18 +214,16 @@ class Scheduler:
             plan.admission_stop = AdmissionStop.PREEMPTED_THIS_STEP
         output = self._make_output(plan)
         self._update_after_schedule(output)
-        self.last_plan = plan
+        end = ScheduleEnd(
+            plan.running_pass_end,
+            plan.admission_stop,
+            plan.blocked_request_id,
+            plan.prefix_cache_queries,
+            plan.prefix_cache_hits,
+        )
         if self.probe is not None:
-            self.probe.on_schedule_end(
-                ScheduleEnd(
-                    plan.running_pass_end,
-                    plan.admission_stop,
-                    plan.blocked_request_id,
-                    plan.prefix_cache_queries,
-                    plan.prefix_cache_hits,
-                )
-            )
-        return output
+            self.probe.on_schedule_end(end)
+        return output, end
 
     def _schedule_start(self, plan: StepPlan) -> ScheduleStart:
         return ScheduleStart(

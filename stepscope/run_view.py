@@ -86,7 +86,7 @@ def add_step_row(table: Table, record: StepRecord, loop: EngineLoop, token_budge
         finished,
         str(engine_step.num_free_blocks_after_schedule),
         f"{running}/{waiting}",
-        str(engine_step.admission_stop),
+        "" if engine_step.schedule_end is None else str(engine_step.schedule_end.admission_stop),
     )
 
 

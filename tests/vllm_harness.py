@@ -27,12 +27,8 @@ from typing import Any
 from stepscope.engine import Workload
 from stepscope.engine.workload import load_workload
 from stepscope.tracer.vllm.attach import attach_recording
-from stepscope.tracer.vllm.driver import (
-    VllmDriver,
-    build_scheduler,
-    prepare_environment,
-    record_with_vllm,
-)
+from stepscope.tracer.vllm.driver import build_scheduler, prepare_environment, record_with_vllm
+from stepscope.tracer.vllm.scripted_core import run_scripted
 
 WRAPPED = ("add_request", "finish_requests", "schedule", "update_from_output", "_preempt_request")
 
@@ -70,7 +66,7 @@ def settings(argv: list[str]) -> None:
     wrapped = sorted(n for n in WRAPPED if n in vars(scheduler))
     if "allocate_slots" in vars(scheduler.kv_cache_manager):
         wrapped.append("allocate_slots")
-    run = VllmDriver(workload, scheduler, block_hasher).run()
+    run = run_scripted(workload, scheduler, block_hasher)
     scheduler.shutdown()
     print(
         json.dumps(
@@ -102,7 +98,7 @@ def failing(argv: list[str]) -> None:
         record_step(*args)
 
     recording.recorder.record_step = record_then_fail  # type: ignore[method-assign]
-    run = VllmDriver(workload, scheduler, block_hasher).run(recording)
+    run = run_scripted(workload, scheduler, block_hasher, recording)
     recording.close()
     finished = sum(1 for r in scheduler.requests.values() if r.is_finished())
     outcome = {

@@ -108,9 +108,11 @@ class StepSpans:
             "stepscope.num_running": num_running,
             "stepscope.num_waiting": num_waiting,
             "stepscope.num_free_blocks": engine_step.num_free_blocks_after_schedule,
-            "stepscope.running_pass_end": str(engine_step.running_pass_end),
-            "stepscope.admission_stop": str(engine_step.admission_stop),
         }
+        schedule_end = engine_step.schedule_end
+        if schedule_end is not None:
+            attributes["stepscope.running_pass_end"] = str(schedule_end.running_pass_end)
+            attributes["stepscope.admission_stop"] = str(schedule_end.admission_stop)
         end = started + engine_step.schedule_ns + engine_step.model_ns + engine_step.update_ns
         span = self.tracer.start_span("engine_step", start_time=started, attributes=attributes)
         parent = _context_of(span)

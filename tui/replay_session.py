@@ -120,7 +120,7 @@ def predicate_columns(record: StepRecord) -> dict[str, Any]:
     engine_step = record.engine_step
     if engine_step is None:
         return columns
-    output = engine_step.scheduler_output
+    output, end = engine_step.scheduler_output, engine_step.schedule_end
     finished = [o.request_id for o in engine_step.outputs if o.finish_reason is not None]
     columns.update(
         idle=False,
@@ -129,8 +129,8 @@ def predicate_columns(record: StepRecord) -> dict[str, Any]:
         num_preemptions=len(output.preempted_req_ids),
         num_finished=len(finished),
         num_free_blocks_after_schedule=engine_step.num_free_blocks_after_schedule,
-        running_pass_end=str(engine_step.running_pass_end.value),
-        admission_stop=str(engine_step.admission_stop.value),
+        running_pass_end=None if end is None else str(end.running_pass_end),
+        admission_stop=None if end is None else str(end.admission_stop),
         scheduled_ids=list(output.num_scheduled_tokens),
         preempted_ids=sorted(output.preempted_req_ids),
         finished_ids=finished,

@@ -1,10 +1,8 @@
 """vLLM's real scheduler stepped through a workload, recorded: no model, no GPU.
 
-The loop is vLLM's `EngineCore.step` (synchronous) or `step_with_batch_queue`
-(async scheduling, a batch queue of depth 2) with a scripted model: a scheduled
-request that is not a prefill chunk samples the next token of its tape. The
-scheduler is built as vLLM's engine builds it, around a tiny model config that
-only supplies `max_model_len`.
+The scheduler is built as vLLM's engine builds it, around a tiny model config
+that only supplies `max_model_len`, and stepped by the engine's own step loop
+with a scripted model (`scripted_core`).
 """
 
 from __future__ import annotations
@@ -12,19 +10,17 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope.engine import EngineConfig, Workload
-from stepscope.engine.engine_loop import check_prompt_len
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
 from . import versions
-from .session import VllmRecording
+
+if TYPE_CHECKING:
+    from .scripted_core import DriverRun
 
 VLLM_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -58,22 +54,10 @@ _TINY_MODEL = {
 }
 """A model config for `ModelConfig` to read; no weights or tokenizer are loaded."""
 
-BATCH_QUEUE_SIZE = 2
-"""vLLM's `max_concurrent_batches` with async scheduling and no pipeline parallelism."""
-
-PAD_TOKEN_ID = 0
-
 
 def prepare_environment() -> None:
     for key, value in VLLM_ENVIRONMENT.items():
         os.environ.setdefault(key, value)
-
-
-@dataclass(frozen=True)
-class DriverRun:
-    num_steps: int
-    complete: bool
-    num_padded_tokens: int
 
 
 def build_scheduler(
@@ -224,117 +208,6 @@ def make_request(spec: RequestSpec, block_hasher: Any) -> Any:
     )
 
 
-class VllmDriver:
-    """Steps a vLLM scheduler through a workload the way `EngineCore` steps it."""
-
-    def __init__(self, workload: Workload, scheduler: Any, block_hasher: Any) -> None:
-        self.workload = workload
-        self.scheduler = scheduler
-        self.block_hasher = block_hasher
-        self.async_scheduling = workload.config.async_scheduling
-        self.tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
-        self.batch_queue: deque[tuple[Any, Any]] = deque()
-        self.num_padded_tokens = 0
-        self._pending = sorted(
-            workload.requests, key=lambda spec: spec.arrival_step
-        )  # stable: list order within a step
-        self._next = 0
-        self._finished: set[str] = set()
-        self._aborts = {
-            before_update: workload.aborts_by_step(before_update) for before_update in (False, True)
-        }
-
-    def run(self, recording: VllmRecording | None = None) -> DriverRun:
-        steps = 0
-        for step in range(self.workload.max_steps):
-            steps = step + 1
-            self._add_arrivals(step, recording)
-            self._abort(step, before_update=False)
-            busy = self.scheduler.has_requests() or self.batch_queue
-            if not busy:
-                if self._next >= len(self._pending):
-                    return DriverRun(step, True, self.num_padded_tokens)
-                if recording is not None:
-                    recording.idle_step()
-                continue
-            if self.async_scheduling:
-                self._step_with_batch_queue(step)
-            else:
-                self._step(step)
-            if self._next >= len(self._pending) and not (
-                self.scheduler.has_requests() or self.batch_queue
-            ):
-                return DriverRun(steps, True, self.num_padded_tokens)
-        return DriverRun(steps, False, self.num_padded_tokens)
-
-    def _add_arrivals(self, step: int, recording: VllmRecording | None) -> None:
-        max_model_len = self.workload.config.max_model_len
-        while self._next < len(self._pending) and self._pending[self._next].arrival_step <= step:
-            spec = self._pending[self._next]
-            self._next += 1
-            if check_prompt_len(len(spec.prompt_token_ids), max_model_len) is not None:
-                self._finished.add(spec.request_id)
-                if recording is not None:
-                    recording.reject(spec)
-                continue
-            self.scheduler.add_request(make_request(spec, self.block_hasher))
-
-    def _abort(self, step: int, before_update: bool) -> None:
-        """One `finish_requests` call per id, in list order (a set's order would vary)."""
-        from vllm.v1.request import RequestStatus
-
-        for request_id in self._aborts[before_update].get(step, ()):
-            self.scheduler.finish_requests(request_id, RequestStatus.FINISHED_ABORTED)
-
-    def _step(self, step: int) -> None:
-        """`EngineCore.step`: schedule, run the model, apply late aborts, update."""
-        if not self.scheduler.has_requests():
-            return
-        output = self.scheduler.schedule()
-        runner_output = self._execute(output)
-        self._abort(step, before_update=True)
-        self.scheduler.update_from_output(output, runner_output)
-
-    def _step_with_batch_queue(self, step: int) -> None:
-        """`EngineCore.step_with_batch_queue`: keep the queue full before taking an output."""
-        scheduler = self.scheduler
-        if scheduler.has_requests():
-            output = scheduler.schedule()
-            executed = output.total_num_scheduled_tokens > 0
-            self.batch_queue.appendleft((output, self._execute(output)))
-            if len(self.batch_queue) < BATCH_QUEUE_SIZE and (executed or scheduler.has_requests()):
-                return
-        elif not self.batch_queue:
-            return
-        output, runner_output = self.batch_queue.pop()
-        self._abort(step, before_update=True)
-        scheduler.update_from_output(output, runner_output)
-
-    def _execute(self, output: Any) -> Any:
-        """The scripted model: a request past its prefill samples its next tape token."""
-        from vllm.v1.outputs import ModelRunnerOutput
-
-        req_ids = list(output.num_scheduled_tokens)
-        sampled: list[list[int]] = []
-        for req_id in req_ids:
-            request = self.scheduler.requests[req_id]
-            if request.is_prefill_chunk:
-                sampled.append([])
-                continue
-            index = request.num_computed_tokens - request.num_prompt_tokens
-            tape: Sequence[int] = self.tapes.get(req_id, ())
-            if index < len(tape):
-                sampled.append([tape[index]])
-            else:
-                self.num_padded_tokens += 1
-                sampled.append([PAD_TOKEN_ID])
-        return ModelRunnerOutput(
-            req_ids=req_ids,
-            req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
-            sampled_token_ids=sampled,
-        )
-
-
 def record_with_vllm(
     workload: Workload,
     path: Path,
@@ -344,6 +217,7 @@ def record_with_vllm(
 ) -> DriverRun:
     """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`."""
     from .attach import attach_recording
+    from .scripted_core import run_scripted
 
     scheduler, block_hasher = build_scheduler(workload, scheduler_cls)
     recording = attach_recording(
@@ -360,10 +234,9 @@ def record_with_vllm(
         },
         redactor=redactor,
     )
-    driver = VllmDriver(workload, scheduler, block_hasher)
     finished = False
     try:
-        run = driver.run(recording)
+        run = run_scripted(workload, scheduler, block_hasher, recording)
         finished = True
     finally:
         recording.close(finished)

@@ -11,6 +11,11 @@ makes, one step later when the step returned right after scheduling). When the
 scheduler has nothing to do but arrivals are still to come, the iteration is
 recorded idle, as the scripted driver records it. The model samples: tokens, and
 so every later decision, are the engine's own.
+
+This is not the engine's `StepLoop`: `LLMEngine` owns the step, each `step()` is
+one whole `EngineCore.step()` (schedule, forward pass, aborts queue, update) that
+cannot be entered between its parts and that returns the client's outputs, not
+the scheduler's. Arrivals and aborts come from the same `WorkloadArrivals`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.engine import Workload
+from stepscope.engine.arrivals import WorkloadArrivals
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
@@ -53,19 +59,16 @@ class LiveDriver:
         self.recording = recording
         self.keep_seeds = keep_seeds
         self.num_rejected = 0
-        self._pending = sorted(workload.requests, key=lambda spec: spec.arrival_step)
-        self._next = 0
-        self._aborts = {
-            before_update: workload.aborts_by_step(before_update) for before_update in (False, True)
-        }
+        self.arrivals = WorkloadArrivals(workload)
 
     def run(self) -> tuple[int, bool]:
         """Step until every request is done (steps taken, finished) or `max_steps` runs out."""
         for step in range(self.workload.max_steps):
-            self._add_arrivals(step)
+            for spec in self.arrivals.due(step):
+                self._add(spec)
             self._abort(step)
             if not self._busy():
-                if self._next >= len(self._pending):
+                if self.arrivals.all_arrived():
                     return step, True
                 self.recording.idle_step()
                 continue
@@ -78,12 +81,6 @@ class LiveDriver:
         """What `EngineCore` checks before a step: requests, or batches in flight (async)."""
         batch_queue = self.engine.engine_core.engine_core.batch_queue
         return bool(self.scheduler.has_requests() or batch_queue)
-
-    def _add_arrivals(self, step: int) -> None:
-        while self._next < len(self._pending) and self._pending[self._next].arrival_step <= step:
-            spec = self._pending[self._next]
-            self._next += 1
-            self._add(spec)
 
     def _add(self, spec: RequestSpec) -> None:
         params = live_engine.vllm_sampling_params(spec.sampling_params, self.keep_seeds)
@@ -102,12 +99,12 @@ class LiveDriver:
 
     def _abort(self, step: int) -> None:
         """Aborts between iterations: `LLMEngine.abort_request` reaches the scheduler at once."""
-        for request_id in self._aborts[False].get(step, ()):
+        for request_id in self.arrivals.aborts.get(step, ()):
             self.engine.abort_request([request_id])
 
     def _abort_before_update(self, step: int) -> None:
         """Aborts that land after this iteration's `schedule()` and before its update."""
-        request_ids = self._aborts[True].get(step, [])
+        request_ids = self.arrivals.aborts_before_update.get(step, [])
         if request_ids:
             self.engine.output_processor.abort_requests(request_ids, internal=False)
             self.engine.engine_core.engine_core.aborts_queue.put_nowait(list(request_ids))

@@ -332,16 +332,14 @@ class VllmRecording:
         iteration = self._in_flight.pop(id(scheduler_output))
         batch = iteration.batch
         assert batch is not None and batch.scheduler_output is scheduler_output
-        end = batch.end
         batch.engine_step = EngineStep(
             scheduler_output=batch.output,
             model_runner_output=convert.model_runner_output(runner_output),
-            outputs=convert.finished_outputs(outputs),
             num_free_blocks_after_schedule=batch.num_free_blocks_after_schedule,
-            running_pass_end=end.running_pass_end,
-            admission_stop=end.admission_stop,
+            schedule_end=batch.end,
             schedule_ns=batch.schedule_ns,
             model_ns=started - batch.scheduled_at,
+            outputs=convert.finished_outputs(outputs),
             update_ns=updated - started,
         )
         batch.update_step = current.step

@@ -1,0 +1,155 @@
+"""vLLM's real scheduler and a scripted model in the engine's own step loop.
+
+`StepLoop` and `EngineCore` are the code that steps the engine (arrivals,
+rejections, aborts before the schedule and before the update, the batch queue
+under async scheduling, idle steps, finishes); here they step vLLM's scheduler.
+The adapters present vLLM's objects through the interface the loop uses, and
+translate only where vLLM differs, each saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stepscope.engine import EngineCoreOutput, RequestStatus, Workload
+from stepscope.engine.core import EngineCore
+from stepscope.engine.engine_loop import StepLoop
+from stepscope.engine.workload import RequestSpec
+
+from . import convert
+from .driver import make_request
+from .session import VllmRecording
+
+PAD_TOKEN_ID = 0
+"""Sampled once a request's tape runs out, as the engine's tape model does."""
+
+
+@dataclass(frozen=True)
+class DriverRun:
+    num_steps: int
+    complete: bool
+    num_padded_tokens: int
+
+
+class VllmScheduler:
+    """vLLM's scheduler as `EngineCore` calls it (`SchedulerInterface`).
+
+    Every call goes through the scheduler instance, so a recording attached to
+    it (which wraps the instance's methods) sees each one.
+    """
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def add_request(self, request: Any) -> None:
+        self.scheduler.add_request(request)
+
+    def finish_requests(self, request_ids: str, finished_status: RequestStatus) -> list[Any]:
+        """vLLM's call with vLLM's own status enum (the same names)."""
+        from vllm.v1.request import RequestStatus as VllmRequestStatus
+
+        finished: list[Any] = self.scheduler.finish_requests(
+            request_ids, VllmRequestStatus[finished_status.name]
+        )
+        return finished
+
+    def has_requests(self) -> bool:
+        return bool(self.scheduler.has_requests())
+
+    def schedule_and_explain(self) -> tuple[Any, None]:
+        """vLLM's `schedule()` does not say why its passes stopped (a recording infers it)."""
+        return self.scheduler.schedule(), None
+
+    def update_from_output(
+        self, scheduler_output: Any, model_runner_output: Any
+    ) -> tuple[EngineCoreOutput, ...]:
+        """vLLM returns its outputs per client; the loop reads the finishes among them."""
+        outputs = self.scheduler.update_from_output(scheduler_output, model_runner_output)
+        return convert.finished_outputs(outputs)
+
+    def get_num_free_blocks(self) -> int:
+        return int(self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks())
+
+
+class VllmTapeRunner:
+    """The scripted model: a request past its prefill samples its next tape token.
+
+    The position is read from vLLM's request at run time, so a request
+    recomputed after preemption continues its tape where it left off.
+    """
+
+    def __init__(self, scheduler: Any, tapes: Mapping[str, Sequence[int]]) -> None:
+        self.scheduler = scheduler
+        self.tapes = tapes
+        self.num_padded_tokens = 0
+
+    def execute_model(self, scheduler_output: Any) -> Any:
+        from vllm.v1.outputs import ModelRunnerOutput
+
+        req_ids = list(scheduler_output.num_scheduled_tokens)
+        sampled = [self._sample(req_id) for req_id in req_ids]
+        return ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
+            sampled_token_ids=sampled,
+        )
+
+    def _sample(self, req_id: str) -> list[int]:
+        request = self.scheduler.requests[req_id]
+        if request.is_prefill_chunk:
+            return []
+        index = request.num_computed_tokens - request.num_prompt_tokens
+        tape: Sequence[int] = self.tapes.get(req_id, ())
+        if index < len(tape):
+            return [tape[index]]
+        self.num_padded_tokens += 1
+        return [PAD_TOKEN_ID]
+
+
+class VllmEngineCore(EngineCore[VllmScheduler]):
+    """`EngineCore` around vLLM's scheduler."""
+
+    def preprocess_add_request(self, spec: RequestSpec) -> Any:
+        """vLLM's `Request`, as its input processor and `preprocess_add_request` make it."""
+        return make_request(spec, self.request_block_hasher)
+
+
+class VllmLoop(StepLoop[VllmScheduler]):
+    """The step loop around vLLM's scheduler, telling a recording what the scheduler never sees."""
+
+    def __init__(
+        self, workload: Workload, core: VllmEngineCore, recording: VllmRecording | None
+    ) -> None:
+        super().__init__(workload, core)
+        self.recording = recording
+
+    def _reject(self, spec: RequestSpec) -> bool:
+        """vLLM's input processor turns the request away before the scheduler sees it."""
+        rejected = super()._reject(spec)
+        if rejected and self.recording is not None:
+            self.recording.reject(spec)
+        return rejected
+
+    def _idle_step(self, step: int) -> None:
+        """An idle step makes no scheduler call, so the recording is told of it."""
+        super()._idle_step(step)
+        if self.recording is not None:
+            self.recording.idle_step()
+
+
+def run_scripted(
+    workload: Workload,
+    scheduler: Any,
+    block_hasher: Any,
+    recording: VllmRecording | None = None,
+) -> DriverRun:
+    """Step vLLM's `scheduler` through the workload with its scripted outputs."""
+    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    runner = VllmTapeRunner(scheduler, tapes)
+    core = VllmEngineCore(VllmScheduler(scheduler), runner, block_hasher)
+    loop = VllmLoop(workload, core, recording)
+    for _ in loop.run():
+        pass
+    return DriverRun(loop.num_steps, loop.complete, runner.num_padded_tokens)
