@@ -15,7 +15,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .block_hash import make_block_hasher
 from .block_pool import KVCacheBlock
@@ -110,6 +110,16 @@ class Scheduler:
     Where vLLM versions differ, `config.vllm_version` picks the rules (`VllmRules`).
     """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A subclass that overrides vLLM's `schedule()` is stepped through that override.
+
+        The engine calls `schedule_and_explain()`; without this, a what-if scheduler
+        written against vLLM's interface would silently never run its `schedule()`.
+        """
+        super().__init_subclass__(**kwargs)
+        if "schedule" in cls.__dict__ and "schedule_and_explain" not in cls.__dict__:
+            cls.schedule_and_explain = _schedule_unexplained  # type: ignore[method-assign,assignment]
+
     def __init__(self, config: EngineConfig, probe: Probe | None = None) -> None:
         self.config = config
         self.probe = probe
@@ -196,10 +206,13 @@ class Scheduler:
 
     def schedule(self) -> SchedulerOutput:
         """vLLM's call: this step's output (`schedule_and_explain` also says why it stopped)."""
-        return self.schedule_and_explain()[0]
+        return self._schedule()[0]
 
-    def schedule_and_explain(self) -> tuple[SchedulerOutput, ScheduleEnd]:
+    def schedule_and_explain(self) -> tuple[SchedulerOutput, ScheduleEnd | None]:
         """`schedule()`, and why its passes stopped (the probe gets the same record)."""
+        return self._schedule()
+
+    def _schedule(self) -> tuple[SchedulerOutput, ScheduleEnd]:
         plan = StepPlan(
             token_budget=self.config.token_budget,
             input_budget=self.config.max_num_batched_tokens,
@@ -619,6 +632,11 @@ class Scheduler:
     def _remove_stopped(self, stopped: list[Request]) -> None:
         stopped_set = set(stopped)
         self.running = [r for r in self.running if r not in stopped_set]
+
+
+def _schedule_unexplained(scheduler: Scheduler) -> tuple[SchedulerOutput, ScheduleEnd | None]:
+    """An overridden `schedule()`'s output; why its passes stopped is unknown, as for vLLM's."""
+    return scheduler.schedule(), None
 
 
 def _max_tokens_in_flight(request: Request) -> bool:

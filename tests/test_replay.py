@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import REPO, TESTS
-from stepscope.engine import Scheduler, load_workload
+from stepscope.engine import Scheduler, SchedulerOutput, load_workload
 from stepscope.engine.scheduler import StepPlan
 from stepscope.replay.diff import Classification, diff_traces
 from stepscope.replay.exact import replay_exact
@@ -149,3 +149,23 @@ def test_the_ci_example_scheduler_loads() -> None:
         else None
     )
     assert cls is not None and issubclass(cls, Scheduler)
+
+
+class CountingScheduler(Scheduler):
+    """Overrides vLLM's `schedule()` itself, as a what-if scheduler written for vLLM would."""
+
+    calls = 0
+
+    def schedule(self) -> SchedulerOutput:
+        type(self).calls += 1
+        return super().schedule()
+
+
+def test_a_scheduler_overriding_schedule_is_stepped_through_it(tmp_path: Path) -> None:
+    trace = tmp_path / "t.duckdb"
+    record(case("40"), trace)
+    whatif = replay_whatif(trace, tmp_path / "w.duckdb", scheduler_cls=CountingScheduler)
+    assert whatif.diff.identical
+    with stepscope.open(whatif.output) as replayed:
+        (num_scheduled,) = replayed.sql("SELECT count(*) FROM steps WHERE NOT idle").fetchall()[0]
+    assert CountingScheduler.calls == num_scheduled > 0
