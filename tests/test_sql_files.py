@@ -35,10 +35,32 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "tui/sql/request_facts.sql": ["r0"],
     "tui/sql/request_life.sql": ["r0"],
     "tui/sql/request_waiting.sql": ["r0"],
-    "tui/sql/step_decisions.sql": [0, 9],
     "tui/sql/step_detail.sql": [3],
+    "tui/sql/break_step_row.sql": {
+        "step": 3,
+        "idle": False,
+        "num_scheduled_tokens": 40,
+        "num_scheduled_reqs": 2,
+        "num_preemptions": 0,
+        "num_finished": 1,
+        "num_free_blocks_after_schedule": 7,
+        "running_pass_end": "all_scheduled",
+        "admission_stop": "queue_empty",
+        "scheduled_ids": ["r0", "r1"],
+        "preempted_ids": [],
+        "finished_ids": ["r0"],
+        "arrived_ids": [],
+    },
     "tui/sql/step_page.sql": [0, 9],
     "tui/sql/step_preemptions.sql": [3],
+    "replay/sql/decision_block_ids.sql": [0, 9],
+    "replay/sql/decision_preemptions.sql": [0, 9],
+    "replay/sql/decision_scheduled.sql": [0, 9],
+    "replay/sql/decision_steps.sql": [0, 9],
+    "replay/sql/step_side_allocations.sql": [3],
+    "replay/sql/step_side_preemptions.sql": [3],
+    "replay/sql/step_side_scheduled.sql": [3],
+    "replay/sql/step_side_step.sql": [3],
     "replay/sql/latency_seconds.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "tracer/sql/set_meta.sql": ["note", "written by a test"],
 }
@@ -179,7 +201,6 @@ _STATEMENT = re.compile(
     r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|WITH|COMMENT ON|CHECKPOINT|PRAGMA|COPY)\b"
 )
 
-_NOT_MOVED = "static SQL in a file another change rewrites: to move to a .sql file"
 
 ALLOWED = {
     ("tracer/writer.py", "INSERT INTO {table} BY NAME"): "the table's name spliced in",
@@ -191,15 +212,6 @@ ALLOWED = {
     ("tui/screens/console.py", "SELECT * FROM summary"): "the console's first text to edit",
     ("tui/screens/console.py", "SELECT * FROM {event.option.id}"): "text to edit: a view picked",
     ("tui/replay_session.py", "SELECT coalesce(({self.condition})"): "the user's condition",
-    ("tui/replay_session.py", "SELECT ?::INTEGER AS step"): _NOT_MOVED,
-    ("replay/diff.py", "SELECT request_id, kind, num_tokens"): _NOT_MOVED,
-    ("replay/diff.py", "SELECT request_id, needed_by"): _NOT_MOVED,
-    ("replay/diff.py", "SELECT request_id, pass, num_new_tokens"): _NOT_MOVED,
-    ("replay/diff.py", "SELECT * FROM steps WHERE step = ?"): _NOT_MOVED,
-    ("replay/decisions.py", "SELECT step, idle"): _NOT_MOVED,
-    ("replay/decisions.py", "SELECT step, request_index, num_tokens"): _NOT_MOVED,
-    ("replay/decisions.py", "SELECT step, request_index, block_id"): _NOT_MOVED,
-    ("replay/decisions.py", "SELECT step, request_index FROM"): _NOT_MOVED,
 }
 """SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
 

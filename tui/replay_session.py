@@ -22,6 +22,7 @@ from stepscope.replay.decisions import StepDecision, differences, live_decision
 from stepscope.schema import TraceError
 
 from .diffing import step_decisions
+from .queries import query
 from .trace_source import TraceSource
 
 _CHUNK = 512
@@ -76,7 +77,7 @@ class BreakPredicate:
         self.holds(_EMPTY_COLUMNS)  # fail now on a bad condition
 
     def holds(self, columns: dict[str, Any]) -> bool:
-        row = self._con.sql(_ROW_SQL, params=list(columns.values()))
+        row = self._con.sql(query("break_step_row"), params=columns)
         try:
             self._con.register("step_row", row.to_arrow_table())
             result = self._con.sql(self._sql).fetchall()
@@ -87,15 +88,6 @@ class BreakPredicate:
     def close(self) -> None:
         self._con.close()
 
-
-_ROW_SQL = (
-    "SELECT ?::INTEGER AS step, ?::BOOLEAN AS idle, ?::INTEGER AS num_scheduled_tokens, "
-    "?::INTEGER AS num_scheduled_reqs, ?::INTEGER AS num_preemptions, "
-    "?::INTEGER AS num_finished, ?::INTEGER AS num_free_blocks_after_schedule, "
-    "?::VARCHAR AS running_pass_end, ?::VARCHAR AS admission_stop, "
-    "?::VARCHAR[] AS scheduled_ids, ?::VARCHAR[] AS preempted_ids, "
-    "?::VARCHAR[] AS finished_ids, ?::VARCHAR[] AS arrived_ids"
-)
 
 _EMPTY_COLUMNS: dict[str, Any] = {
     "step": 0,
