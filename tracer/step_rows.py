@@ -12,7 +12,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, islice
+from itertools import compress
 from typing import Any
 
 from stepscope.engine import EngineStep
@@ -24,6 +24,7 @@ from stepscope.engine.probe import (
     RunningGrant,
     WaitingSkip,
 )
+from stepscope.engine.scheduled_requests import scheduled_requests
 
 from .columns import Column, OptionalIntColumn, SeqColumn, TableBuffer
 from .redact import Redactor
@@ -128,10 +129,10 @@ class IndexCache:
     """The request indices of the last step's rows: a steady batch repeats them step after step."""
 
     def __init__(self) -> None:
-        self._request_ids: list[str] = []
+        self._request_ids: Sequence[str] = ()
         self._indices: array[int] = array("i")
 
-    def indices(self, request_ids: list[str], request_index: Mapping[str, int]) -> array[int]:
+    def indices(self, request_ids: Sequence[str], request_index: Mapping[str, int]) -> array[int]:
         if request_ids != self._request_ids:
             self._request_ids = request_ids
             self._indices = array("i", list(map(request_index.__getitem__, request_ids)))
@@ -150,57 +151,25 @@ def add_scheduled(
     index_cache: IndexCache,
 ) -> Sequence[int]:
     """The output's rows in `num_scheduled_tokens` order; returns their request indices."""
-    output = engine_step.scheduler_output
-    cached = output.scheduled_cached_reqs
-    request_ids = list(output.num_scheduled_tokens)
+    requests = scheduled_requests(engine_step.scheduler_output)
+    request_ids, num_running = requests.req_ids, requests.num_running
     indices = index_cache.indices(request_ids, request_index)
     num_rows = len(request_ids)
-    num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
-    kinds, computed, tables = _admission_columns(engine_step, num_running)
     columns = scheduled.columns
     columns["step"].extend_repeated(step, num_rows)
     seqs.add_to(columns["seq"])
     columns["request_index"].extend(indices)
     columns["kind"].extend_repeated("running", num_running)
-    columns["kind"].extend(kinds)
-    columns["num_tokens"].extend(output.num_scheduled_tokens.values())
-    columns["computed_before"].extend(cached.num_computed_tokens[:num_running])
-    columns["computed_before"].extend(computed)
+    columns["kind"].extend(requests.kinds[num_running:])
+    columns["num_tokens"].extend(requests.num_scheduled_tokens)
+    columns["computed_before"].extend(requests.num_computed_tokens)
     _add_sampled(columns["sampled_token_id"], engine_step, request_ids, redactor)
-    all_tables = [*cached.new_block_ids[:num_running], *tables]
-    _add_block_ids(block_ids, step, indices, all_tables, num_running, table_lengths)
+    _add_block_ids(block_ids, step, indices, requests.new_block_ids, num_running, table_lengths)
     return indices
 
 
-def _admission_columns(
-    engine_step: EngineStep, num_running: int
-) -> tuple[list[str], list[int], list[Sequence[int] | None]]:
-    """kind, computed_before and block table of each admission, in order."""
-    output = engine_step.scheduler_output
-    cached = output.scheduled_cached_reqs
-    new = {data.req_id: data for data in output.scheduled_new_reqs}
-    resumed_index = {
-        req_id: num_running + i for i, req_id in enumerate(cached.req_ids[num_running:])
-    }
-    kinds: list[str] = []
-    computed: list[int] = []
-    tables: list[Sequence[int] | None] = []
-    for req_id in islice(output.num_scheduled_tokens, num_running, None):
-        data = new.get(req_id)
-        if data is not None:
-            kinds.append("new")
-            computed.append(data.num_computed_tokens)
-            tables.append(data.block_ids)
-        else:
-            index = resumed_index[req_id]
-            kinds.append("resumed")
-            computed.append(cached.num_computed_tokens[index])
-            tables.append(cached.new_block_ids[index])
-    return kinds, computed, tables
-
-
 def _add_sampled(
-    column: Any, engine_step: EngineStep, request_ids: list[str], redactor: Redactor | None
+    column: Any, engine_step: EngineStep, request_ids: Sequence[str], redactor: Redactor | None
 ) -> None:
     """One sampled token per row (sync scheduling without drafts samples at most one)."""
     runner_output = engine_step.model_runner_output
@@ -228,7 +197,7 @@ def _add_block_ids(
     buffer: TableBuffer,
     step: int,
     indices: Sequence[int],
-    tables: list[Sequence[int] | None],
+    tables: Sequence[Sequence[int] | None],
     num_running: int,
     table_lengths: dict[int, int],
 ) -> None:
