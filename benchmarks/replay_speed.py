@@ -24,7 +24,7 @@ from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.workload import parse_workload
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact
-from stepscope.tracer.record import record_workload
+from stepscope.tracer.record_workload import record_workload
 
 GOAL_REPLAY_RATIO = 0.9
 GOAL_DIFF_SECONDS = 1.0

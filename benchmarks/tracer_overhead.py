@@ -26,7 +26,7 @@ from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.engine.workload import parse_workload
 from stepscope.schema import open_trace
-from stepscope.tracer.record import record_workload, trace_meta
+from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from workloads import decode_case
 

@@ -7,7 +7,7 @@ from .engine_loop import EngineLoop, RequestFinish, StepRecord
 from .errors import ConfigError, InputError, WorkloadError
 from .kv_cache_manager import AllocationRefusal, KVCacheManager
 from .model_runner import ModelRunner
-from .model_runners import create_model_runner
+from .model_runner_choice import create_model_runner
 from .outputs import EngineCoreOutput, ModelRunnerOutput
 from .probe import Probe
 from .request import FinishReason, Request, RequestStatus

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.schema import Trace, open_trace
 
-from .decisions import DECISION_FIELDS, MISSING_STEP
 from .sql import query
+from .step_decision import DECISION_FIELDS, MISSING_STEP
 
 
 class Classification(enum.StrEnum):

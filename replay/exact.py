@@ -15,10 +15,11 @@ from pathlib import Path
 from stepscope.engine import EngineLoop, Scheduler, StepRecord, TapeModelRunner, Workload
 from stepscope.engine.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.schema import Trace, open_trace
-from stepscope.tracer.record import trace_meta
+from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
-from .decisions import (
+from .inputs import workload_from_trace
+from .step_decision import (
     MISSING_STEP,
     RecordedDecisions,
     StepDecision,
@@ -26,7 +27,6 @@ from .decisions import (
     input_differences,
     live_decision,
 )
-from .inputs import workload_from_trace
 
 
 @dataclass(frozen=True)

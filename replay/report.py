@@ -17,10 +17,10 @@ from stepscope.engine.probe import (
     RunningGrant,
 )
 
-from .decisions import StepDecision
 from .diff import StepSide, TraceDiff
 from .exact import ExactReplay
 from .headline import headline_text
+from .step_decision import StepDecision
 from .verdict import Verdict
 from .vllm_replay import VllmReplay
 from .whatif import WhatIfReplay

@@ -16,7 +16,7 @@ from typing import Any
 
 from stepscope.engine import Scheduler, TapeModelRunner, default_scheduler_cls
 from stepscope.schema import open_trace
-from stepscope.tracer.record import record_workload
+from stepscope.tracer.record_workload import record_workload
 
 from .cost_model import CostModel, fit_cost_model, latency_seconds
 from .diff import TraceDiff, diff_traces

@@ -15,7 +15,7 @@ from stepscope.engine import TapeModelRunner, Workload, parse_workload
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.schema import open_trace
-from stepscope.tracer.record import record_workload
+from stepscope.tracer.record_workload import record_workload
 
 WORKLOAD = {
     "config": {

@@ -14,7 +14,7 @@ from conftest import REPO
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload
 from stepscope.schema import open_trace
 from stepscope.tracer.background import BackgroundRecorder
-from stepscope.tracer.record import record_workload, trace_meta
+from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from vllm_env import table_differences
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import TESTS, read_jsonl
-from decisions import first_difference
+from oracle_compare import first_difference
 
 CASE = TESTS / "conformance" / "03_s03_fcfs_tail_victim_recompute.json"
 

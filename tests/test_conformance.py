@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED_CONFORMANCE, TESTS, read_jsonl
-from decisions import first_difference, run_lines
+from oracle_compare import first_difference, run_lines
 
 
 def _cases() -> list[pytest.param]:

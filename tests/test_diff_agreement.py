@@ -18,9 +18,9 @@ import duckdb
 import pytest
 from stepscope.engine import Scheduler, StepRecord, Workload, load_workload
 from stepscope.engine.scheduler import StepPlan
-from stepscope.replay.decisions import StepDecision, differences
 from stepscope.replay.diff import Classification, StepComparison, diff_traces
 from stepscope.replay.exact import replay_exact
+from stepscope.replay.step_decision import StepDecision, differences
 from stepscope.tui import diffing
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.trace_source import TraceSource

@@ -16,7 +16,7 @@ import pytest
 from conftest import TESTS
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload, parse_workload
 from stepscope.replay.exact import replay_exact
-from stepscope.tracer.record import record_workload, trace_meta
+from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
 WORKLOAD = TESTS / "conformance_async" / "04_async_aborts_before_update.json"

@@ -13,7 +13,7 @@ from model_checks import (  # noqa: E402
     toml_workload,
 )
 from stepscope.engine import EngineLoop  # noqa: E402
-from stepscope.engine.model_runners import create_model_runner  # noqa: E402
+from stepscope.engine.model_runner_choice import create_model_runner  # noqa: E402
 from test_model_paged_vs_dense import PRESSURE, assert_exercised  # noqa: E402
 from test_model_schedule_invariance import CONFIGS, SAMPLED, WORKLOAD  # noqa: E402
 

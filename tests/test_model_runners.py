@@ -19,7 +19,7 @@ from stepscope.engine.model.dense_attention import reference_logits  # noqa: E40
 from stepscope.engine.model.hf_config import read_model_config  # noqa: E402
 from stepscope.engine.model.rotary import inverse_frequencies  # noqa: E402
 from stepscope.engine.model.weights import seeded_model  # noqa: E402
-from stepscope.engine.model_runners import create_model_runner  # noqa: E402
+from stepscope.engine.model_runner_choice import create_model_runner  # noqa: E402
 from stepscope.engine.torch_runner import TorchModelRunner  # noqa: E402
 
 HF_CONFIG: dict[str, Any] = {

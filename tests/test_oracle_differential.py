@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, oracle_python, read_jsonl
-from decisions import first_difference, run_lines
+from oracle_compare import first_difference, run_lines
 from random_workloads import random_workload
 from vllm_env import LIVE_VENV
 

@@ -85,7 +85,7 @@ _DECISION_LOG_SCRIPT = """
 import json, random, sys
 sys.path.insert(0, {tests!r})
 from random_workloads import random_workload
-from decisions import run_lines
+from oracle_compare import run_lines
 from stepscope.engine.workload import parse_workload
 for seed in range(12):
     workload = parse_workload(json.dumps(random_workload(random.Random(seed), 24)))

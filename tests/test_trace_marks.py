@@ -22,7 +22,7 @@ SCRIPT = """
 import os, sys
 from pathlib import Path
 from stepscope.engine import EngineLoop, TapeModelRunner, parse_workload
-from stepscope.tracer.record import trace_meta
+from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
 workload = parse_workload(Path(sys.argv[1]).read_text())

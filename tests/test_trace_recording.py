@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import TESTS
-from decisions import run_lines
+from oracle_compare import run_lines
 from stepscope.engine import InputError, StepRecord, load_workload
 from stepscope.schema.ddl import table_specs
 from stepscope.tracer.recorder import _new_buffers

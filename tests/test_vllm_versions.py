@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import TESTS, read_jsonl
-from decisions import first_difference, run_lines
+from oracle_compare import first_difference, run_lines
 from stepscope.engine import Workload, load_workload
 from stepscope.replay.exact import replay_exact
 from stepscope.schema import open_trace

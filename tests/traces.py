@@ -9,7 +9,7 @@ from typing import Any
 from conftest import TESTS
 from stepscope.engine import TapeModelRunner, Workload, load_workload
 from stepscope.engine.workload import parse_workload
-from stepscope.tracer.record import RecordSummary, record_workload
+from stepscope.tracer.record_workload import RecordSummary, record_workload
 from stepscope.tracer.redact import Redactor
 
 CONFORMANCE = TESTS / "conformance"

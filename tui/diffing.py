@@ -2,7 +2,7 @@
 
 Which steps diverge, why the first does, and whether the configs differ come from
 `stepscope.replay.diff.compare_steps`, and a step's decision and what differs in
-it from `stepscope.replay.decisions`, so the TUI and `stepscope diff` always agree;
+it from `stepscope.replay.step_decision`, so the TUI and `stepscope diff` always agree;
 the decisions are what the side-by-side and replay views show.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import weakref
 
-from stepscope.replay.decisions import RecordedDecisions, StepDecision, differences
 from stepscope.replay.diff import StepComparison, compare_steps
+from stepscope.replay.step_decision import RecordedDecisions, StepDecision, differences
 
 from .trace_source import TraceSource
 

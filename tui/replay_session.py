@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload
 from stepscope.replay import inputs
-from stepscope.replay.decisions import StepDecision, differences, live_decision
+from stepscope.replay.step_decision import StepDecision, differences, live_decision
 from stepscope.schema import TraceError
 
 from .diffing import step_decisions

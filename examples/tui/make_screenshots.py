@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.engine import TapeModelRunner, parse_workload
-from stepscope.tracer.record import record_workload
+from stepscope.tracer.record_workload import record_workload
 from stepscope.tui.app import StepscopeApp
 from textual.pilot import Pilot
 from textual.widgets import Static, TextArea

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from stepscope.engine import ModelRunner, TapeModelRunner, Workload, load_workload
 from stepscope.inputs import tapes
-from stepscope.tracer.record import record_workload
+from stepscope.tracer.record_workload import record_workload
 
 DEMO_WORKLOAD = "preemption_storm.json"
 """24 chats that outgrow a 40-block KV pool: storms of preemptions to step through."""

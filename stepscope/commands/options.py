@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from stepscope.engine.model.config import PRESETS
-from stepscope.engine.model_runners import DEVICES, DTYPES, TAPE
+from stepscope.engine.model_runner_choice import DEVICES, DTYPES, TAPE
 
 KnobsOption = Annotated[
     list[str] | None,

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from stepscope.engine import InputError, ModelRunner, Scheduler, StepRecord, Workload
-from stepscope.engine.model_runners import DTYPES, TAPE, create_model_runner
+from stepscope.engine.model_runner_choice import DTYPES, TAPE, create_model_runner
 from stepscope.inputs import apply_knobs, load_vllm_scheduler_class, load_workload_arg
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
@@ -21,7 +21,7 @@ from stepscope.tracer.otel import (
     make_span_exporter,
     make_tracer_provider,
 )
-from stepscope.tracer.record import RecordSummary, StepSink, record_workload
+from stepscope.tracer.record_workload import RecordSummary, StepSink, record_workload
 from stepscope.tracer.redact import Redactor
 
 from .options import (

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from stepscope.engine import InputError, Workload
-from stepscope.engine.model_runners import TAPE
+from stepscope.engine.model_runner_choice import TAPE
 from stepscope.schema import open_trace
 from stepscope.tracer.redact import Redactor
 

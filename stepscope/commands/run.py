@@ -12,8 +12,8 @@ from rich.console import Console
 
 from stepscope import run_view
 from stepscope.engine import EngineLoop, Workload
-from stepscope.engine.decision_log import decision_lines
-from stepscope.engine.model_runners import TAPE, create_model_runner
+from stepscope.engine.model_runner_choice import TAPE, create_model_runner
+from stepscope.engine.oracle_lines import decision_lines
 from stepscope.inputs import apply_knobs, load_workload_arg
 
 from .options import DeviceOption, DtypeOption, KnobsOption, ModelOption

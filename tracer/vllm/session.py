@@ -41,7 +41,7 @@ from stepscope.tracer.redact import Redactor
 from stepscope.tracer.writer import TraceWriteError
 
 from . import convert
-from .decisions import AllocationTap
+from .allocation_tap import AllocationTap
 from .schedule_facts import schedule_end, schedule_start
 from .subset import outside_subset, request_outside_subset
 

@@ -10,7 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from stepscope.engine import InputError
-from stepscope.replay.decisions import StepDecision
+from stepscope.replay.step_decision import StepDecision
 from stepscope.schema import TraceError
 from textual import work
 from textual.app import ComposeResult

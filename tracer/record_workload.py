@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from stepscope.engine import EngineLoop, InputError, ModelRunner, Scheduler, StepRecord, Workload
-from stepscope.engine.decision_log import ENGINE_NAME
+from stepscope.engine.oracle_lines import ENGINE_NAME
 
 from stepscope import __version__
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload
-from stepscope.engine.decision_log import decision_lines
+from stepscope.engine.oracle_lines import decision_lines
 
 FINAL_FIELDS = (
     "finish_step",
