@@ -12,8 +12,9 @@ from .outputs import EngineCoreOutput, ModelRunnerOutput
 from .probe import Probe
 from .request import FinishReason, Request, RequestStatus
 from .sampling_params import SamplingParams
-from .scheduler import AdmissionStop, RunningPassEnd, Scheduler
+from .scheduler import Scheduler
 from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from .step_plan import AdmissionStop, RunningPassEnd, StepPlan
 from .tape_runner import TapeModelRunner
 from .workload import RequestSpec, Workload, load_workload, parse_workload
 
@@ -44,6 +45,7 @@ __all__ = [
     "Scheduler",
     "SchedulerOutput",
     "SchedulingPolicy",
+    "StepPlan",
     "StepRecord",
     "TapeModelRunner",
     "Workload",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from .kv_cache_manager import AllocationRefusal
-    from .scheduler import AdmissionStop, RunningPassEnd
+    from .step_plan import AdmissionStop, RunningPassEnd
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,17 +10,15 @@ admitted from the head of the queue until one does not fit.
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .block_hash import make_block_hasher
 from .block_pool import KVCacheBlock
 from .config import EngineConfig, SchedulingPolicy
-from .kv_cache_manager import AllocationRefusal, KVCacheManager, RefusalCheck
+from .kv_cache_manager import AllocationRefusal, KVCacheManager
 from .outputs import EngineCoreOutput, ModelRunnerOutput
 from .probe import (
     AdmissionCall,
@@ -33,75 +31,11 @@ from .probe import (
 from .request import Request, RequestStatus
 from .request_queue import create_request_queue
 from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from .step_plan import REFUSAL_STOP, AdmissionStop, RunningPassEnd, StepPlan
 from .stop import check_stop
 
 if TYPE_CHECKING:
     from .probe import Probe
-
-
-class RunningPassEnd(enum.StrEnum):
-    """Why the running pass stopped walking the running list."""
-
-    ALL_VISITED = "all_visited"
-    BUDGET = "budget"
-    SELF_PREEMPTED = "self_preempted"
-    """The request could not get blocks even after preempting everyone behind it."""
-
-
-class AdmissionStop(enum.StrEnum):
-    """Why the waiting pass admitted no more requests."""
-
-    NO_WAITING = "no_waiting"
-    BUDGET = "budget"
-    MAX_NUM_SEQS = "max_num_seqs"
-    KV_FULL = "kv_full"
-    """The head's tokens for this step do not fit in the free blocks."""
-    KV_FULL_SEQUENCE = "kv_full_sequence"
-    """The head's whole current sequence does not fit (`scheduler_reserve_full_isl`)."""
-    PREEMPTED_THIS_STEP = "preempted_this_step"
-    CHUNKING_OFF = "chunking_off"
-    """Chunked prefill is off and the head's prompt exceeds the budget left."""
-
-
-_REFUSAL_STOP = {
-    RefusalCheck.FULL_SEQUENCE: AdmissionStop.KV_FULL_SEQUENCE,
-    RefusalCheck.SLOTS: AdmissionStop.KV_FULL,
-}
-
-
-@dataclass(slots=True)
-class StepPlan:
-    """What the current `schedule()` call has decided so far."""
-
-    token_budget: int
-    input_budget: int
-    long_prefill_token_threshold: int
-    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
-    scheduled_running: list[Request] = field(default_factory=list)
-    scheduled_new: list[Request] = field(default_factory=list)
-    scheduled_resumed: list[Request] = field(default_factory=list)
-    preempted: list[Request] = field(default_factory=list)
-    new_blocks: dict[str, list[KVCacheBlock]] = field(default_factory=dict)
-    running_pass_end: RunningPassEnd = RunningPassEnd.ALL_VISITED
-    admission_stop: AdmissionStop = AdmissionStop.NO_WAITING
-    blocked_request_id: str | None = None
-    prefix_cache_queries: int = 0
-    prefix_cache_hits: int = 0
-
-    def take(self, request: Request, num_new_tokens: int, blocks: list[KVCacheBlock]) -> None:
-        request_id = request.request_id
-        self.new_blocks[request_id] = blocks
-        self.num_scheduled_tokens[request_id] = num_new_tokens
-        self.token_budget -= num_new_tokens
-        self.input_budget -= num_new_tokens
-
-    def refund(self, request: Request) -> tuple[int, list[KVCacheBlock]]:
-        """Undo this step's scheduling of a preempted request; returns its tokens and blocks."""
-        self.scheduled_running.remove(request)
-        num_tokens = self.num_scheduled_tokens.pop(request.request_id)
-        self.token_budget += num_tokens
-        self.input_budget += num_tokens
-        return num_tokens, self.new_blocks.pop(request.request_id)
 
 
 class Scheduler:
@@ -445,7 +379,7 @@ class Scheduler:
         result = self._allocate_for_admission(request, num_new_tokens, hit_blocks)
         if isinstance(result, AllocationRefusal):
             plan.blocked_request_id = request.request_id
-            return _REFUSAL_STOP[result.check]
+            return REFUSAL_STOP[result.check]
         if self.probe is not None:
             plan.prefix_cache_queries += (
                 request.num_tokens if self.config.enable_prefix_caching else 0

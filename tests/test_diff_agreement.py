@@ -17,7 +17,7 @@ from typing import Any
 import duckdb
 import pytest
 from stepscope.engine import Scheduler, StepRecord, Workload, load_workload
-from stepscope.engine.scheduler import StepPlan
+from stepscope.engine.step_plan import StepPlan
 from stepscope.replay.diff import Classification, StepComparison, diff_traces
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.step_decision import StepDecision, differences

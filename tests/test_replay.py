@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from conftest import REPO, TESTS
 from stepscope.engine import Scheduler, SchedulerOutput, load_workload
-from stepscope.engine.scheduler import StepPlan
+from stepscope.engine.step_plan import StepPlan
 from stepscope.replay.diff import Classification, diff_traces
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import workload_from_trace

@@ -8,7 +8,7 @@ decides differently, and what it does to preemptions and time to first token.
 from __future__ import annotations
 
 from stepscope.engine import Scheduler
-from stepscope.engine.scheduler import StepPlan
+from stepscope.engine.step_plan import StepPlan
 
 
 class AdmitAfterPreemption(Scheduler):

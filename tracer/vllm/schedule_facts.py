@@ -13,15 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from stepscope.engine.probe import AdmissionCall, Decision, Preemption, ScheduleEnd, ScheduleStart
-from stepscope.engine.scheduler import AdmissionStop, RunningPassEnd
 from stepscope.engine.scheduler_output import SchedulerOutput
+from stepscope.engine.step_plan import REFUSAL_STOP, AdmissionStop, RunningPassEnd
 
 from .versions import installed_rules
-
-_REFUSAL_STOP = {
-    "full_sequence": AdmissionStop.KV_FULL_SEQUENCE,
-    "slots": AdmissionStop.KV_FULL,
-}
 
 
 def schedule_start(scheduler: Any) -> ScheduleStart:
@@ -108,7 +103,7 @@ def _admission_stop(
     admissions = [d for d in decisions if type(d) is AdmissionCall]
     refusal = admissions[-1].refusal if admissions else None
     if refusal is not None:
-        return _REFUSAL_STOP[refusal.check.value], admissions[-1].request_id
+        return REFUSAL_STOP[refusal.check], admissions[-1].request_id
     total = output.total_num_scheduled_tokens
     if start.token_budget - total <= 0:
         return AdmissionStop.BUDGET, None

@@ -1,0 +1,80 @@
+"""What one `schedule()` call has decided so far, and why each of its passes stopped.
+
+vLLM keeps these as locals of `schedule()`; here they are one object that the
+named phases share, and that a what-if scheduler can read or change.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .block_pool import KVCacheBlock
+from .kv_cache_manager import RefusalCheck
+from .request import Request
+
+
+class RunningPassEnd(enum.StrEnum):
+    """Why the running pass stopped walking the running list."""
+
+    ALL_VISITED = "all_visited"
+    BUDGET = "budget"
+    SELF_PREEMPTED = "self_preempted"
+    """The request could not get blocks even after preempting everyone behind it."""
+
+
+class AdmissionStop(enum.StrEnum):
+    """Why the waiting pass admitted no more requests."""
+
+    NO_WAITING = "no_waiting"
+    BUDGET = "budget"
+    MAX_NUM_SEQS = "max_num_seqs"
+    KV_FULL = "kv_full"
+    """The head's tokens for this step do not fit in the free blocks."""
+    KV_FULL_SEQUENCE = "kv_full_sequence"
+    """The head's whole current sequence does not fit (`scheduler_reserve_full_isl`)."""
+    PREEMPTED_THIS_STEP = "preempted_this_step"
+    CHUNKING_OFF = "chunking_off"
+    """Chunked prefill is off and the head's prompt exceeds the budget left."""
+
+
+REFUSAL_STOP = {
+    RefusalCheck.FULL_SEQUENCE: AdmissionStop.KV_FULL_SEQUENCE,
+    RefusalCheck.SLOTS: AdmissionStop.KV_FULL,
+}
+"""The admission stop an `allocate_slots` refusal of the waiting head means."""
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """What the current `schedule()` call has decided so far."""
+
+    token_budget: int
+    input_budget: int
+    long_prefill_token_threshold: int
+    num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
+    scheduled_running: list[Request] = field(default_factory=list)
+    scheduled_new: list[Request] = field(default_factory=list)
+    scheduled_resumed: list[Request] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+    new_blocks: dict[str, list[KVCacheBlock]] = field(default_factory=dict)
+    running_pass_end: RunningPassEnd = RunningPassEnd.ALL_VISITED
+    admission_stop: AdmissionStop = AdmissionStop.NO_WAITING
+    blocked_request_id: str | None = None
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
+
+    def take(self, request: Request, num_new_tokens: int, blocks: list[KVCacheBlock]) -> None:
+        request_id = request.request_id
+        self.new_blocks[request_id] = blocks
+        self.num_scheduled_tokens[request_id] = num_new_tokens
+        self.token_budget -= num_new_tokens
+        self.input_budget -= num_new_tokens
+
+    def refund(self, request: Request) -> tuple[int, list[KVCacheBlock]]:
+        """Undo this step's scheduling of a preempted request; returns its tokens and blocks."""
+        self.scheduled_running.remove(request)
+        num_tokens = self.num_scheduled_tokens.pop(request.request_id)
+        self.token_budget += num_tokens
+        self.input_budget += num_tokens
+        return num_tokens, self.new_blocks.pop(request.request_id)
