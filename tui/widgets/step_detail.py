@@ -119,50 +119,9 @@ needed room and what it cost.
         # A new layout only when the summary's height changes: most steps keep it.
         summary.update(text, layout=lines != self._summary_lines)
         self._summary_lines = lines
-        self._fill(
-            ".detail-scheduled",
-            [
-                (
-                    r["request_id"],
-                    r["kind"],
-                    str(r["num_tokens"]),
-                    f"{r['computed_before']}→{r['computed_after']}",
-                    _value(r["sampled_token_id"]),
-                    _blocks(r["new_block_ids"]),
-                )
-                for r in detail.scheduled.dicts()
-            ],
-        )
-        self._fill(
-            ".detail-allocations",
-            [
-                (
-                    a["request_id"],
-                    a["pass"],
-                    str(a["num_new_tokens"]),
-                    str(a["num_new_computed_tokens"] or ""),
-                    str(a["num_blocks_needed"]),
-                    f"{_value(a['num_free_blocks_before'])}→{_value(a['num_free_blocks_after'])}",
-                    Text("✓ " + _blocks(a["block_ids"]), style="green")
-                    if a["granted"]
-                    else Text(f"✗ {a['refusal']}", style="bold red"),
-                )
-                for a in detail.allocations.dicts()
-            ],
-        )
-        self._fill(
-            ".detail-preemptions",
-            [
-                (
-                    Text(p["request_id"], style="bold red"),
-                    p["needed_by"],
-                    str(p["num_computed_tokens_discarded"]),
-                    str(p["num_blocks_freed"]),
-                    str(p["num_tokens_refunded"] or ""),
-                )
-                for p in detail.preemptions.dicts()
-            ],
-        )
+        self._fill(".detail-scheduled", scheduled_rows(detail))
+        self._fill(".detail-allocations", allocation_rows(detail))
+        self._fill(".detail-preemptions", preemption_rows(detail))
         whys = [f"{p['request_id']}: {p['why']}" for p in detail.preemptions.dicts()]
         self.query_one(".detail-why", Static).update("\n".join(whys))
 
@@ -176,3 +135,50 @@ needed room and what it cost.
         table = self.query_one(".detail-scheduled", RowsView)
         index = min(max(table.cursor_row, 0), len(self.detail.scheduled) - 1)
         return str(self.detail.scheduled.rows[index][0])
+
+
+def scheduled_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
+    """The SchedulerOutput's rows: request, kind, tokens, computed before→after, sampled, blocks."""
+    return [
+        (
+            r["request_id"],
+            r["kind"],
+            str(r["num_tokens"]),
+            f"{r['computed_before']}→{r['computed_after']}",
+            _value(r["sampled_token_id"]),
+            _blocks(r["new_block_ids"]),
+        )
+        for r in detail.scheduled.dicts()
+    ]
+
+
+def allocation_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
+    """Every `allocate_slots` call: its tokens, blocks needed, free blocks, grant or refusal."""
+    return [
+        (
+            a["request_id"],
+            a["pass"],
+            str(a["num_new_tokens"]),
+            str(a["num_new_computed_tokens"] or ""),
+            str(a["num_blocks_needed"]),
+            f"{_value(a['num_free_blocks_before'])}→{_value(a['num_free_blocks_after'])}",
+            Text("✓ " + _blocks(a["block_ids"]), style="green")
+            if a["granted"]
+            else Text(f"✗ {a['refusal']}", style="bold red"),
+        )
+        for a in detail.allocations.dicts()
+    ]
+
+
+def preemption_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
+    """Every preemption: victim, who needed the room, tokens discarded, blocks freed, refund."""
+    return [
+        (
+            Text(p["request_id"], style="bold red"),
+            p["needed_by"],
+            str(p["num_computed_tokens_discarded"]),
+            str(p["num_blocks_freed"]),
+            str(p["num_tokens_refunded"] or ""),
+        )
+        for p in detail.preemptions.dicts()
+    ]
