@@ -69,3 +69,13 @@ def test_the_recorder_keeps_nothing_for_finished_requests(tmp_path: Path) -> Non
         largest = max(largest, live)
     recorder.close(complete=True)
     assert largest < len(workload.requests) // 2
+
+
+def test_a_synthetic_workload_shares_one_int_per_token_id() -> None:
+    tokens = [
+        token
+        for spec in _workload().requests
+        for token in (*spec.prompt_token_ids, *spec.output_token_ids)
+    ]
+    assert len(tokens) > 1000
+    assert len({id(token) for token in tokens}) == len(set(tokens))
