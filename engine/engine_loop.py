@@ -83,7 +83,9 @@ class StepLoop(Generic[SchedulerT]):
     def __init__(self, workload: Workload, core: EngineCore[SchedulerT]) -> None:
         self.workload = workload
         self.core = core
-        self.arrived: dict[str, Request] = {}
+        self.unfinished: dict[str, Request] = {}
+        """Arrived requests that have not finished; a finished one's ending is in `finishes`
+        (only that is kept, so a long run holds no finished request's tokens or blocks)."""
         self.finishes: dict[str, RequestFinish] = {}
         self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
         self.num_steps = 0
@@ -166,7 +168,7 @@ class StepLoop(Generic[SchedulerT]):
                 continue
             request = self.core.preprocess_add_request(spec)
             self.core.add_request(request)
-            self.arrived[spec.request_id] = request
+            self.unfinished[spec.request_id] = request
             arrived.append(spec.request_id)
         return tuple(arrived), tuple(rejected)
 
@@ -185,17 +187,18 @@ class StepLoop(Generic[SchedulerT]):
     def _apply_aborts(self, step: int, aborts: dict[int, list[str]]) -> tuple[str, ...]:
         aborted: list[str] = []
         for request_id in aborts.get(step, ()):
-            if request_id not in self.arrived or request_id in self.finishes:
+            if request_id not in self.unfinished:
                 continue
             for request in self.core.abort_request(request_id):
                 aborted.append(request.request_id)
+                del self.unfinished[request.request_id]
                 self.finishes[request.request_id] = _finish_of(request, step, FinishReason.ABORT)
         return tuple(aborted)
 
     def _record_finishes(self, step: int, engine_step: EngineStep) -> None:
         for output in engine_step.outputs:
             if output.finish_reason is not None:
-                request = self.arrived[output.request_id]
+                request = self.unfinished.pop(output.request_id)
                 self.finishes[output.request_id] = _finish_of(request, step, output.finish_reason)
 
     def final(self) -> dict[str, RequestFinish]:
@@ -204,7 +207,7 @@ class StepLoop(Generic[SchedulerT]):
         for spec in self.workload.requests:
             finish = self.finishes.get(spec.request_id)
             if finish is None:
-                request = self.arrived.get(spec.request_id)
+                request = self.unfinished.get(spec.request_id)
                 finish = (
                     _finish_of(request, None, None)
                     if request is not None

@@ -6,12 +6,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from stepscope.engine import EngineLoop, StepRecord
+from stepscope.engine import EngineLoop, StepRecord, Workload
 from stepscope.engine.engine_loop import REJECTED
 from stepscope.engine.scheduled_requests import RequestKind, scheduled_requests
+from stepscope.engine.step_plan import AdmissionStop
+
+from .step_table import Column, Piece, StepTable, plain
 
 
 @dataclass
@@ -35,23 +36,30 @@ class RunSummary:
         )
 
 
-def new_step_table() -> Table:
-    table = Table(
-        header_style="bold",
-        caption="scheduled: request:tokens, +new admission, ^resumed after preemption; "
-        "free: KV blocks free after schedule()",
-        caption_justify="left",
-        pad_edge=False,
+CAPTION = (
+    "scheduled: request:tokens, +new admission, ^resumed after preemption; "
+    "free: KV blocks free after schedule()"
+)
+ADMISSION_WIDTH = max(len(reason) for reason in AdmissionStop)
+
+
+def new_step_table(console: Console, workload: Workload) -> StepTable:
+    """The columns of `stepscope run`, wide enough for any value `workload` can produce."""
+    config = workload.config
+    budget = config.token_budget
+    return StepTable(
+        console,
+        [
+            Column("step", len(str(workload.max_steps)), right=True, style="cyan"),
+            Column("scheduled", 0, share=3),
+            Column("tokens", len(f"{budget}/{budget}"), right=True),
+            Column("preempted", 0, share=1, style="red"),
+            Column("finished", 0, share=1, style="green"),
+            Column("free", len(str(config.num_blocks)), right=True),
+            Column("run/wait", len(f"{config.max_num_seqs}/{len(workload.requests)}"), right=True),
+            Column("admission", ADMISSION_WIDTH, style="dim"),
+        ],
     )
-    table.add_column("step", justify="right", style="cyan", no_wrap=True)
-    table.add_column("scheduled", overflow="fold", ratio=3)
-    table.add_column("tokens", justify="right", no_wrap=True)
-    table.add_column("preempted", style="red", overflow="fold", ratio=1)
-    table.add_column("finished", style="green", overflow="fold", ratio=1)
-    table.add_column("free", justify="right", no_wrap=True)
-    table.add_column("run/wait", justify="right", no_wrap=True)
-    table.add_column("admission", style="dim", no_wrap=True)
-    return table
 
 
 _KIND_MARKS = {
@@ -61,33 +69,37 @@ _KIND_MARKS = {
 }
 
 
-def add_step_row(table: Table, record: StepRecord, loop: EngineLoop, token_budget: int) -> None:
+def step_cells(record: StepRecord, loop: EngineLoop, token_budget: int) -> list[list[Piece]]:
+    """The row of one step; request ids are printed with unprintable characters escaped."""
     engine_step = record.engine_step
     if engine_step is None:
-        table.add_row(str(record.step), Text("idle", style="dim"), *[""] * 6)
-        return
+        return [[(str(record.step), "")], [("idle", "dim")], *[[] for _ in range(6)]]
     output = engine_step.scheduler_output
     requests = scheduled_requests(output)
-    scheduled = Text()
-    for req_id, num_tokens, kind in zip(
-        requests.req_ids, requests.num_scheduled_tokens, requests.kinds, strict=True
-    ):
-        marker, style = _KIND_MARKS[kind]
-        scheduled.append(f"{marker}{req_id}:{num_tokens} ", style=style)
-    finished = " ".join(
-        f"{o.request_id} {o.finish_reason}" for o in engine_step.outputs if o.finish_reason
-    )
+    scheduled = [
+        (f"{_KIND_MARKS[kind][0]}{plain(req_id)}:{num_tokens}", _KIND_MARKS[kind][1])
+        for req_id, num_tokens, kind in zip(
+            requests.req_ids, requests.num_scheduled_tokens, requests.kinds, strict=True
+        )
+    ]
+    preempted = sorted(output.preempted_req_ids, key=loop.request_index.__getitem__)
+    finished = [
+        (f"{plain(o.request_id)} {o.finish_reason}", "")
+        for o in engine_step.outputs
+        if o.finish_reason
+    ]
     running, waiting = loop.core.scheduler.get_request_counts()
-    table.add_row(
-        str(record.step),
+    end = engine_step.schedule_end
+    return [
+        [(str(record.step), "")],
         scheduled,
-        f"{output.total_num_scheduled_tokens}/{token_budget}",
-        " ".join(sorted(output.preempted_req_ids, key=loop.request_index.__getitem__)),
+        [(f"{output.total_num_scheduled_tokens}/{token_budget}", "")],
+        [(plain(req_id), "") for req_id in preempted],
         finished,
-        str(engine_step.num_free_blocks_after_schedule),
-        f"{running}/{waiting}",
-        "" if engine_step.schedule_end is None else str(engine_step.schedule_end.admission_stop),
-    )
+        [(str(engine_step.num_free_blocks_after_schedule), "")],
+        [(f"{running}/{waiting}", "")],
+        [] if end is None else [(str(end.admission_stop), "")],
+    ]
 
 
 def print_summary(console: Console, summary: RunSummary, loop: EngineLoop) -> None:

@@ -48,7 +48,7 @@ def _check_queues(loop: EngineLoop) -> None:
     waiting = [r.request_id for r in scheduler.waiting]
     assert len(set(running) | set(waiting)) == len(running) + len(waiting)
     assert set(running) | set(waiting) == set(scheduler.requests)
-    for req_id, request in loop.arrived.items():
+    for req_id, request in loop.unfinished.items():
         in_scheduler = req_id in scheduler.requests
         assert in_scheduler != request.is_finished()
         # Under async scheduling the in-flight tokens are counted as computed already.

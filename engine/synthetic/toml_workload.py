@@ -56,12 +56,16 @@ def _toml_syntax_error(source: str, message: str) -> str:
 
 def generate_workload(spec: SyntheticSpec, source: str = "<synthetic>") -> Workload:
     streams = {name: random.Random(f"{spec.seed}:{name}") for name in _STREAMS}
+    # One int object per token id drawn, shared by every request: a long workload's
+    # tokens then cost a pointer each, not an object each.
+    vocabulary: dict[int, int] = {}
     arrival_steps = spec.arrivals.arrival_steps(streams["arrivals"], spec.num_requests)
     prefixes = [
-        _token_ids(streams["prefixes"], group.prefix_len, spec) for group in spec.prefix_groups
+        _token_ids(streams["prefixes"], group.prefix_len, vocabulary, spec)
+        for group in spec.prefix_groups
     ]
     requests = tuple(
-        _request(spec, index, arrival_step, streams, prefixes)
+        _request(spec, index, arrival_step, streams, prefixes, vocabulary)
         for index, arrival_step in enumerate(arrival_steps)
     )
     return Workload(spec.config, requests, spec.max_steps, spec.description, source)
@@ -73,6 +77,7 @@ def _request(
     arrival_step: int,
     streams: dict[str, random.Random],
     prefixes: list[tuple[int, ...]],
+    vocabulary: dict[int, int],
 ) -> RequestSpec:
     prefix = _pick_prefix(streams["groups"], spec, prefixes)
     own_len = spec.prompt_len.sample(streams["prompt_len"])
@@ -84,8 +89,10 @@ def _request(
         request_id=f"{spec.id_prefix}{index}",
         arrival_step=arrival_step,
         arrival_time=arrival_step + 1e-6 * index,
-        prompt_token_ids=prefix + _token_ids(streams["prompt_tokens"], own_len, spec),
-        output_token_ids=_token_ids(streams["output_tokens"], max_tokens, spec, stopping),
+        prompt_token_ids=prefix + _token_ids(streams["prompt_tokens"], own_len, vocabulary, spec),
+        output_token_ids=_token_ids(
+            streams["output_tokens"], max_tokens, vocabulary, spec, stopping
+        ),
         sampling_params=SamplingParams(
             max_tokens=max_tokens,
             eos_token_id=sampling.eos_token_id,
@@ -111,11 +118,15 @@ def _pick_prefix(
 
 
 def _token_ids(
-    rng: random.Random, count: int, spec: SyntheticSpec, excluded: Container[int | None] = ()
+    rng: random.Random,
+    count: int,
+    vocabulary: dict[int, int],
+    spec: SyntheticSpec,
+    excluded: Container[int | None] = (),
 ) -> tuple[int, ...]:
     token_ids: list[int] = []
     while len(token_ids) < count:
         token_id = rng.randrange(spec.first_token_id, spec.vocab_size)
         if token_id not in excluded:
-            token_ids.append(token_id)
+            token_ids.append(vocabulary.setdefault(token_id, token_id))
     return tuple(token_ids)

@@ -47,12 +47,14 @@ def run(
     console = Console()
     # One line however long the path: the terminal wraps it, a pipe keeps it whole.
     console.print(f"{loaded.source}  ({_config_line(loaded)}; model {model})", soft_wrap=True)
-    table = run_view.new_step_table()
+    table = run_view.new_step_table(console, loaded)
     summary = run_view.RunSummary()
+    table.print_header()
     for record in loop.run():
-        run_view.add_step_row(table, record, loop, loaded.config.token_budget)
+        table.print_row(run_view.step_cells(record, loop, loaded.config.token_budget))
         summary.add(record)
-    console.print(table)
+    table.print_footer()
+    console.print(run_view.CAPTION, style="dim", soft_wrap=True, highlight=False)
     run_view.print_summary(console, summary, loop)
 
 

@@ -1,0 +1,167 @@
+"""Time and memory of `stepscope run` (table), `run --jsonl` and `record` over one long run.
+
+    python benchmarks/long_run.py [--requests N] [--quick] [--results benchmarks/RESULTS.md]
+
+Workload: N requests (default 10,000; `--quick` 1,000) of 64 prompt tokens and 600
+output tokens, one arriving every 3 steps, max_num_seqs 256, prefix caching on, tape
+model: about 3 N + 600 steps with some 200 requests running. The three commands run
+one after another in this invocation, each as its own process with its output going to
+a file; a sampler reads the process's VmRSS every 0.1 s, and the figures at 10 %, 50 %
+and 100 % are the samples nearest to that fraction of the process's wall time (progress
+by elapsed time: the engine's steps cost about the same all run long). Max RSS is the
+kernel's peak for the process (wait4's ru_maxrss), not a sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from results import heading, write_section
+
+GOAL_TABLE_RATIO = 1.2
+GOAL_RSS_MB = 300
+SAMPLE_EVERY_S = 0.1
+FRACTIONS = (0.1, 0.5, 1.0)
+
+WORKLOAD = """
+description = "Long run: one 64-token request every 3 steps, 600 output tokens each."
+seed = 5
+num_requests = {num_requests}
+max_steps = {max_steps}
+
+[config]
+block_size = 16
+num_blocks = 12000
+max_num_batched_tokens = 8192
+max_num_seqs = 256
+max_model_len = 1024
+enable_prefix_caching = true
+
+[arrivals]
+process = "constant"
+interval = 3
+
+[prompt_len]
+distribution = "fixed"
+value = 64
+
+[output_len]
+distribution = "fixed"
+value = 600
+"""
+
+
+@dataclass
+class Measured:
+    name: str
+    wall_s: float
+    samples: list[tuple[float, float]]  # (elapsed s, RSS MB)
+    max_rss_mb: float
+    output_bytes: int
+
+    def at(self, fraction: float) -> tuple[float, float]:
+        """The sample nearest to `fraction` of the wall time."""
+        target = fraction * self.wall_s
+        return min(self.samples, key=lambda sample: abs(sample[0] - target))
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
+def measure(name: str, args: list[str], stdout: Path, output: Path) -> Measured:
+    """Run `stepscope ARGS`, sampling its RSS until it exits."""
+    command = [sys.executable, "-m", "stepscope", *args]
+    errors = stdout.with_suffix(".stderr")
+    with stdout.open("wb") as sink, errors.open("wb") as error_sink:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=sink, stderr=error_sink)
+        samples: list[tuple[float, float]] = []
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            elapsed = time.perf_counter() - started
+            if pid:
+                break
+            rss = rss_mb(process.pid)
+            if rss is not None:
+                samples.append((elapsed, rss))
+            time.sleep(SAMPLE_EVERY_S)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"{name} failed: {errors.read_text()}")
+    samples.append((elapsed, samples[-1][1] if samples else 0.0))
+    return Measured(name, elapsed, samples, usage.ru_maxrss / 1024, output.stat().st_size)
+
+
+def run_all(num_requests: int, folder: Path) -> list[Measured]:
+    workload = folder / "long_run.toml"
+    max_steps = 3 * num_requests + 2000
+    workload.write_text(WORKLOAD.format(num_requests=num_requests, max_steps=max_steps))
+    base = ["--model", "tape"]
+    table, jsonl, trace = folder / "table.txt", folder / "lines.jsonl", folder / "t.duckdb"
+    return [
+        measure("run (table)", ["run", str(workload), *base], table, table),
+        measure("run --jsonl", ["run", str(workload), *base, "--jsonl"], jsonl, jsonl),
+        measure("record", ["record", str(workload), *base, "-o", str(trace)], folder / "o", trace),
+    ]
+
+
+def report(num_requests: int, results: list[Measured]) -> str:
+    def mark(ok: bool) -> str:
+        return "ok" if ok else "over goal"
+
+    rows = [
+        "| command | 10 % | 50 % | 100 % | max RSS | output | goal |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    jsonl_s = next(r.wall_s for r in results if r.name == "run --jsonl")
+    for result in results:
+        cells = [f"{t:.1f} s, {rss:.0f} MB" for t, rss in map(result.at, FRACTIONS)]
+        goals = [f"RSS < {GOAL_RSS_MB} MB ({mark(result.max_rss_mb < GOAL_RSS_MB)})"]
+        if result.name == "run (table)":
+            ratio = result.wall_s / jsonl_s
+            ok = mark(ratio <= GOAL_TABLE_RATIO)
+            goals.append(f"time {ratio:.2f}x --jsonl's, ≤ {GOAL_TABLE_RATIO} ({ok})")
+        rows.append(
+            f"| `{result.name}` | {' | '.join(cells)} | {result.max_rss_mb:.0f} MB | "
+            f"{result.output_bytes / 1e6:.1f} MB | {'; '.join(goals)} |"
+        )
+    note = (
+        f"{num_requests:,} requests (64 + 600 tokens, one every 3 steps), tape model; each cell is "
+        f"elapsed time and RSS at that fraction of the process's wall time (RSS sampled every "
+        f"{SAMPLE_EVERY_S} s, progress by elapsed time); max RSS is the kernel's peak."
+    )
+    return "\n".join(rows) + "\n\n" + note
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000, help="requests (default 10,000)")
+    parser.add_argument("--quick", action="store_true", help="1,000 requests")
+    parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
+    args = parser.parse_args()
+    num_requests = 1_000 if args.quick else args.requests
+    with tempfile.TemporaryDirectory() as folder:
+        results = run_all(num_requests, Path(folder))
+    text = report(num_requests, results)
+    print(text)
+    if args.results:
+        write_section(args.results, "long_run", f"{heading('long_run.py')}\n\n{text}")
+
+
+if __name__ == "__main__":
+    main()
