@@ -80,9 +80,14 @@ def check_prompt_len(num_prompt_tokens: int, max_model_len: int) -> str | None:
 class StepLoop(Generic[SchedulerT]):
     """Drives an `EngineCore` through a workload, one `StepRecord` per step."""
 
-    def __init__(self, workload: Workload, core: EngineCore[SchedulerT]) -> None:
+    def __init__(
+        self, workload: Workload, core: EngineCore[SchedulerT], keep_output_tokens: bool = True
+    ) -> None:
         self.workload = workload
         self.core = core
+        self.keep_output_tokens = keep_output_tokens
+        """Whether `finishes` keeps each request's output tokens (the oracle's final line
+        needs them; a recording or a table does not, and a long run would hold them all)."""
         self.unfinished: dict[str, Request] = {}
         """Arrived requests that have not finished; a finished one's ending is in `finishes`
         (only that is kept, so a long run holds no finished request's tokens or blocks)."""
@@ -192,14 +197,29 @@ class StepLoop(Generic[SchedulerT]):
             for request in self.core.abort_request(request_id):
                 aborted.append(request.request_id)
                 del self.unfinished[request.request_id]
-                self.finishes[request.request_id] = _finish_of(request, step, FinishReason.ABORT)
+                self.finishes[request.request_id] = self._finish_of(
+                    request, step, FinishReason.ABORT
+                )
         return tuple(aborted)
+
+    def _finish_of(
+        self, request: Request, step: int | None, reason: FinishReason | None
+    ) -> RequestFinish:
+        return RequestFinish(
+            finish_step=step,
+            finish_reason=reason,
+            output_token_ids=tuple(request.output_token_ids) if self.keep_output_tokens else (),
+            num_preemptions=request.num_preemptions,
+            stop_reason=request.stop_reason,
+        )
 
     def _record_finishes(self, step: int, engine_step: EngineStep) -> None:
         for output in engine_step.outputs:
             if output.finish_reason is not None:
                 request = self.unfinished.pop(output.request_id)
-                self.finishes[output.request_id] = _finish_of(request, step, output.finish_reason)
+                self.finishes[output.request_id] = self._finish_of(
+                    request, step, output.finish_reason
+                )
 
     def final(self) -> dict[str, RequestFinish]:
         """Every workload request's ending, in workload order (unfinished: reason None)."""
@@ -209,7 +229,7 @@ class StepLoop(Generic[SchedulerT]):
             if finish is None:
                 request = self.unfinished.get(spec.request_id)
                 finish = (
-                    _finish_of(request, None, None)
+                    self._finish_of(request, None, None)
                     if request is not None
                     else RequestFinish(None, None, (), 0)
                 )
@@ -252,16 +272,6 @@ def _complete_records(records: deque[_PendingRecord]) -> Iterator[StepRecord]:
         yield records.popleft().record()
 
 
-def _finish_of(request: Request, step: int | None, reason: FinishReason | None) -> RequestFinish:
-    return RequestFinish(
-        finish_step=step,
-        finish_reason=reason,
-        output_token_ids=tuple(request.output_token_ids),
-        num_preemptions=request.num_preemptions,
-        stop_reason=request.stop_reason,
-    )
-
-
 class EngineLoop(StepLoop[Scheduler]):
     """The engine's own scheduler (or `scheduler_cls`) stepped through a workload."""
 
@@ -271,7 +281,7 @@ class EngineLoop(StepLoop[Scheduler]):
         model_runner: ModelRunner,
         probe: Probe | None = None,
         scheduler_cls: type[Scheduler] | None = None,
+        keep_output_tokens: bool = True,
     ) -> None:
-        super().__init__(
-            workload, make_engine_core(workload.config, model_runner, probe, scheduler_cls)
-        )
+        core = make_engine_core(workload.config, model_runner, probe, scheduler_cls)
+        super().__init__(workload, core, keep_output_tokens)

@@ -56,6 +56,27 @@ def test_finished_requests_are_let_go_as_the_run_goes_on() -> None:
     assert all(f.output_token_ids for f in loop.final().values())
 
 
+def test_a_loop_told_so_keeps_no_output_tokens_of_finished_requests() -> None:
+    """What a recording or `run`'s table keep of a finished request: its ending, not its tokens."""
+    workload = _workload()
+    kept = EngineLoop(workload, TapeModelRunner({}))
+    lean = EngineLoop(workload, TapeModelRunner({}), keep_output_tokens=False)
+    for _ in kept.run():
+        pass
+    for _ in lean.run():
+        pass
+    assert all(f.output_token_ids for f in kept.final().values())
+    assert not any(f.output_token_ids for f in lean.final().values())
+    without_tokens = {
+        req_id: (f.finish_step, f.finish_reason, f.num_preemptions, f.stop_reason)
+        for req_id, f in kept.final().items()
+    }
+    assert without_tokens == {
+        req_id: (f.finish_step, f.finish_reason, f.num_preemptions, f.stop_reason)
+        for req_id, f in lean.final().items()
+    }
+
+
 def test_the_recorder_keeps_nothing_for_finished_requests(tmp_path: Path) -> None:
     workload = _workload()
     recorder = TraceRecorder(tmp_path / "t.duckdb", workload, trace_meta(workload))

@@ -74,7 +74,13 @@ def record_workload(
         redactor=redactor,
         flush_every_steps=flush_every_steps,
     )
-    loop = EngineLoop(workload, model_runner, probe=recorder, scheduler_cls=scheduler_cls)
+    loop = EngineLoop(
+        workload,
+        model_runner,
+        probe=recorder,
+        scheduler_cls=scheduler_cls,
+        keep_output_tokens=False,
+    )
     complete = False
     try:
         scheduler = loop.core.scheduler

@@ -39,7 +39,8 @@ def run(
     """Run a workload through the engine and show each step's scheduling decisions."""
     loaded = apply_knobs(load_workload_arg(workload), knobs or [])
     runner = create_model_runner(model, loaded, device=device, dtype=dtype)
-    loop = EngineLoop(loaded, runner)
+    # Only the oracle's final line lists each request's output tokens.
+    loop = EngineLoop(loaded, runner, keep_output_tokens=jsonl)
     if jsonl:
         for line in decision_lines(loop):
             sys.stdout.write(json.dumps(line) + "\n")
