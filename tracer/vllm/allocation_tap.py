@@ -86,6 +86,8 @@ class AllocationTap:
             return
         stale = request.num_stale_output_tokens and not request.drop_stale_output
         reason = "stale_output" if stale else f"status {request.status.name}"
+        if request.status.name == "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR":
+            reason = "grammar_not_ready"
         self._step_decisions.append(WaitingSkip(request.request_id, reason))
 
     # ----- allocate_slots ------------------------------------------------------

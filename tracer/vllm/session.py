@@ -255,6 +255,9 @@ class VllmRecording:
                 abort_step=planned.abort_step,
                 abort_before_update=planned.abort_before_update,
             )
+        if planned is not None and planned.grammar_ready_step is not None:
+            # Grammars compile in the background; only a scripted workload knows when.
+            spec = dataclasses.replace(spec, grammar_ready_step=planned.grammar_ready_step)
         self.sampling[spec.request_id] = spec.sampling_params
         self.recorder.register_request(spec)
         self._arrived.append(spec.request_id)
