@@ -72,13 +72,14 @@ def test_the_adapter_is_part_of_every_block_hash() -> None:
 
 
 def schedules(lines: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """Every non-empty `schedule()` in order: tokens per request, admitted, resumed, preempted.
+    """Each step's non-empty `schedule()`: step, tokens per request, admitted, resumed, preempted.
 
     The decisions alone, so that a synchronous run and an async one (whose lines
     follow the batch queue) compare alike.
     """
     return [
         (
+            line["step"],
             list(line["num_scheduled_tokens"].items()),
             line["new_req_ids"],
             line["resumed_req_ids"],
@@ -133,9 +134,9 @@ def test_a_gated_request_is_a_skip_event_and_waits_at_the_gate(tmp_path: Path) -
         waiting = opened.sql(
             "SELECT step, reason, detail FROM why_waiting WHERE request_id = 'B' ORDER BY step"
         ).fetchall()
-        (admitted,) = opened.sql(
+        ((admitted,),) = opened.sql(
             "SELECT step FROM events WHERE kind = 'admit' AND request_id = 'B'"
-        ).fetchone() or (None,)
+        ).fetchall()
     assert skips and {(r, d) for _, r, d in skips} == {("B", "max_loras")}
     assert [step for step, _, _ in skips] == list(range(admitted))
     assert [(s, reason) for s, reason, _ in waiting] == [(s, "lora_gate") for s in range(admitted)]
