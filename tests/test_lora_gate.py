@@ -21,6 +21,8 @@ from stepscope.engine.block_hash import make_block_hasher
 from stepscope.engine.lora import LoRARequest
 from stepscope.engine.request import Request
 from stepscope.engine.sampling_params import SamplingParams
+from stepscope.tui.trace_source import TraceSource
+from stepscope.tui.widgets.step_detail import summary_text
 from test_oracle_differential import ORACLE_SCRIPT, _oracle_python
 from traces import record
 
@@ -141,6 +143,14 @@ def test_a_gated_request_is_a_skip_event_and_waits_at_the_gate(tmp_path: Path) -
     assert [step for step, _, _ in skips] == list(range(admitted))
     assert [(s, reason) for s, reason, _ in waiting] == [(s, "lora_gate") for s in range(admitted)]
     assert waiting[0][2] == "adapter lora2 would be one more than max_loras 1 running"
+
+
+def test_the_step_detail_names_the_request_the_gate_held_back(tmp_path: Path) -> None:
+    trace = record(LORA_CASES / "gate_max1.json", tmp_path / "t.duckdb").path
+    source = TraceSource(trace)
+    summary = summary_text(source.step_detail(0), (), "").plain
+    assert "\nskipped: B (max_loras gate)" in summary
+    assert "skipped" not in summary_text(source.step_detail(5), (), "").plain
 
 
 @pytest.mark.slow
