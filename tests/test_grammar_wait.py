@@ -17,6 +17,7 @@ import pytest
 from conftest import TESTS
 from oracle_compare import run_lines
 from stepscope.engine import load_workload
+from stepscope.replay.exact import replay_exact
 from test_vllm_recorder import VERSIONS, Recorded, _assert_same_as_engine, _copy
 from traces import record
 
@@ -87,6 +88,13 @@ def test_priority_keeps_a_waiting_grammar_at_the_top(tmp_path: Path) -> None:
     assert admitted["L"] < 4 <= admitted["H"]
     skipped = _rows(trace, "SELECT DISTINCT request_id FROM events WHERE kind = 'skip'")
     assert ("H",) in skipped
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=lambda p: p.stem)
+def test_a_trace_with_grammar_waits_replays_exactly(workload: Path, tmp_path: Path) -> None:
+    """The trace keeps each request's grammar step, so a replay waits as the run did."""
+    trace = record(workload, tmp_path / "t.duckdb").path
+    assert replay_exact(trace).divergence is None
 
 
 def test_a_grammar_key_loads_with_the_request() -> None:
