@@ -142,7 +142,7 @@ def test_a_gated_request_is_a_skip_event_and_waits_at_the_gate(tmp_path: Path) -
     assert skips and {(r, d) for _, r, d in skips} == {("B", "max_loras")}
     assert [step for step, _, _ in skips] == list(range(admitted))
     assert [(s, reason) for s, reason, _ in waiting] == [(s, "lora_gate") for s in range(admitted)]
-    assert waiting[0][2] == "adapter lora2 would be one more than max_loras 1 running"
+    assert waiting[0][2] == "max_loras 1 reached by running adapters; lora2 is not among them"
 
 
 def test_the_step_detail_names_the_request_the_gate_held_back(tmp_path: Path) -> None:

@@ -45,8 +45,8 @@ SELECT
         WHEN r.grammar_ready_step > s.step
             THEN format('grammar still compiling (ready at step {})', r.grammar_ready_step)
         WHEN l.request_index IS NOT NULL
-            THEN format('adapter lora{} would be one more than max_loras {} running', r.lora_id,
-                        (SELECT max_loras FROM _config))
+            THEN format('max_loras {} reached by running adapters; lora{} is not among them',
+                        (SELECT max_loras FROM _config), r.lora_id)
         ELSE CASE s.admission_stop
             WHEN 'chunking_off' THEN 'chunked prefill is off and the head''s prompt exceeds the budget left'
             WHEN 'budget' THEN format('token budget used up ({} of {})', s.num_scheduled_tokens, s.token_budget)
