@@ -171,7 +171,7 @@ def add_scheduled(
 def _add_sampled(
     column: Any, engine_step: EngineStep, request_ids: Sequence[str], redactor: Redactor | None
 ) -> None:
-    """One sampled token per row (sync scheduling without drafts samples at most one)."""
+    """The first token each row sampled (drafts accepted add more: `_spec_decode` has them)."""
     runner_output = engine_step.model_runner_output
     sampled = runner_output.sampled_token_ids
     if runner_output.req_ids != request_ids:
@@ -188,7 +188,6 @@ def _add_sampled(
                 column.extend(firsts)
                 return
     for tokens in sampled:
-        assert len(tokens) <= 1, f"{len(tokens)} tokens sampled in one step"
         token = tokens[0] if tokens else missing
         column.append(redactor.token(token) if redactor is not None and tokens else token)
 
