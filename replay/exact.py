@@ -93,7 +93,6 @@ class _Replay:
         trace: Trace,
     ) -> None:
         self.recorded = recorded
-        tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
         self.recorder = (
             TraceRecorder(output, workload, _replay_meta(workload, trace))
             if output is not None
@@ -101,7 +100,10 @@ class _Replay:
         )
         self.probe: TraceRecorder | DecisionTap = self.recorder or DecisionTap()
         self.loop = EngineLoop(
-            workload, TapeModelRunner(tapes), probe=self.probe, scheduler_cls=scheduler_cls
+            workload,
+            TapeModelRunner.for_workload(workload),
+            probe=self.probe,
+            scheduler_cls=scheduler_cls,
         )
 
     def run(self, stop_at_divergence: bool, trace_complete: bool) -> tuple[Divergence | None, int]:
