@@ -1,0 +1,59 @@
+"""The optional-feature scenarios from real vLLM 0.33.0: the engine decides the same, line by line.
+
+`../shared/conformance-features/` holds them (async scheduling, speculative decoding,
+LoRA; format in `../shared/oracle/README.md`, "Optional features"). A scenario that
+turns on a feature the engine does not model yet is expected to fail, strictly, so
+the mark must go once the feature lands.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SHARED_CONFORMANCE, read_jsonl
+from oracle_compare import first_difference, run_lines
+
+SHARED_FEATURES = SHARED_CONFORMANCE.parent / "conformance-features"
+
+UNMODELLED = {
+    "num_speculative_tokens": "speculative decoding",
+    "max_loras": "the LoRA admission gate",
+}
+"""Config keys of features the engine does not model yet, and the feature's name."""
+
+
+def _unmodelled(workload: Path) -> list[str]:
+    """The unmodelled features `workload`'s config turns on."""
+    config = json.loads(workload.read_text())["config"]
+    return [name for key, name in UNMODELLED.items() if config.get(key)]
+
+
+def _cases() -> list[pytest.param]:
+    cases = []
+    for workload in sorted(SHARED_FEATURES.glob("*.json")):
+        expected = workload.with_name(workload.stem + ".expected.jsonl")
+        features = _unmodelled(workload)
+        marks = (
+            [pytest.mark.xfail(strict=True, reason=f"not modelled yet: {', '.join(features)}")]
+            if features
+            else []
+        )
+        cases.append(pytest.param(workload, expected, id=workload.stem, marks=marks))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.skipif(not SHARED_FEATURES.is_dir(), reason="no ../shared/conformance-features")
+def test_the_feature_suite_is_present() -> None:
+    assert len(CASES) >= 30
+    assert sum(1 for case in CASES if "_async_" in str(case.id)) >= 12
+
+
+@pytest.mark.parametrize(("workload", "expected"), CASES)
+def test_matches_vllm_with_features(workload: Path, expected: Path) -> None:
+    difference = first_difference(run_lines(workload), read_jsonl(expected))
+    assert difference is None, f"{workload.name}: {difference}"
