@@ -103,12 +103,8 @@ def _schedule_fields(engine_step: EngineStep, order: dict[str, int]) -> dict[str
         "total_num_scheduled_tokens": output.total_num_scheduled_tokens,
         "computed_before": {row.req_id: row.num_computed_tokens for row in oracle_order},
         "new_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.NEW],
-        "resumed_req_ids": [
-            row.req_id for row in oracle_order if row.kind is RequestKind.RESUMED
-        ],
-        "cached_req_ids": [
-            row.req_id for row in oracle_order if row.kind is RequestKind.RUNNING
-        ],
+        "resumed_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.RESUMED],
+        "cached_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.RUNNING],
         "preempted_req_ids": sorted(output.preempted_req_ids, key=order.__getitem__),
         "finished_req_ids": sorted(output.finished_req_ids, key=order.__getitem__),
         "new_block_ids": {row.req_id: list(row.new_block_ids or ()) for row in oracle_order},
