@@ -9,6 +9,8 @@ the mark must go once the feature lands.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +59,17 @@ def test_the_feature_suite_is_present() -> None:
 def test_matches_vllm_with_features(workload: Path, expected: Path) -> None:
     difference = first_difference(run_lines(workload), read_jsonl(expected))
     assert difference is None, f"{workload.name}: {difference}"
+
+
+@pytest.mark.skipif(not SHARED_FEATURES.is_dir(), reason="no ../shared/conformance-features")
+def test_async_jsonl_steps_are_the_oracle_lines_byte_for_byte() -> None:
+    """`run --jsonl` writes the async lines in the oracle's key order (drain and idle steps)."""
+    case = SHARED_FEATURES / "51_async_idle_and_drain.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "run", str(case), "--jsonl"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = case.with_name(case.stem + ".expected.jsonl").read_text()
+    assert result.stdout.splitlines()[:-1] == expected.splitlines()[:-1]
