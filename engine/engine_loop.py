@@ -10,7 +10,10 @@ engine has nothing left, or at `max_steps`.
 
 Under async scheduling a step's output is processed one step later (the batch
 queue), so its record comes out then; records still come out in step order, and
-a step's finishes belong to the step whose output caused them.
+a step's finishes belong to the step whose output caused them. `batch_queue_calls`
+gives the same steps as vLLM's `step_with_batch_queue` calls instead (what this
+call scheduled, and which earlier batch it processed); a request's `finish_step`
+is the step of the update that finished it, as vLLM reports it.
 
 `StepLoop` steps any `EngineCore`; `EngineLoop` is it around the engine's own
 scheduler, and `stepscope.tracer.vllm.scripted_core` around vLLM's.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Generic
 
@@ -135,33 +138,48 @@ class StepLoop(Generic[SchedulerT]):
 
     def _run_with_batch_queue(self) -> Iterator[StepRecord]:
         waiting_records: deque[_PendingRecord] = deque()
+        for call in self.batch_queue_calls():
+            waiting_records.append(_PendingRecord(call))
+            if call.processed is not None:
+                pending = next(r for r in waiting_records if r.call.scheduled is call.processed)
+                pending.update_step = call.step
+            yield from _complete_records(waiting_records)
+
+    def batch_queue_calls(self) -> Iterator[BatchQueueCall]:
+        """The steps under async scheduling as vLLM takes them: one `step_with_batch_queue`
+        call each (or an idle step), yielded right after the call."""
+        batch_steps: deque[int] = deque()
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
             self._finish_grammars(step)
             aborted = self._apply_aborts(step, self.arrivals.aborts)
-            pending = _PendingRecord(step, arrived, rejected, aborted)
-            waiting_records.append(pending)
             if not self.core.has_work():
                 if self.all_arrived():
                     return
                 self._idle_step(step)
-                yield from _complete_records(waiting_records)
+                yield BatchQueueCall(step, arrived, rejected, aborted)
                 continue
-            result = self.core.step_with_batch_queue(
-                partial(self._abort_late, step, pending.aborted_before_update)
-            )
+            aborted_late: list[str] = []
+            result = self.core.step_with_batch_queue(partial(self._abort_late, step, aborted_late))
             self.num_steps = step + 1
-            pending.batch = result.scheduled
+            if result.scheduled is not None:
+                batch_steps.append(step)
+            update_step = None
             if result.processed is not None:
-                self._processed(waiting_records, result.processed, step)
-            yield from _complete_records(waiting_records)
+                update_step = batch_steps.popleft()
+                self._record_finishes(step, result.processed)
+            yield BatchQueueCall(
+                step,
+                arrived,
+                rejected,
+                aborted,
+                result.scheduled,
+                result.processed,
+                update_step,
+                tuple(aborted_late),
+            )
             if self.all_arrived() and not self.core.has_work():
                 return
-
-    def _processed(self, records: deque[_PendingRecord], batch: EngineStep, step: int) -> None:
-        pending = next(record for record in records if record.batch is batch)
-        pending.update_step = step
-        self._record_finishes(pending.step, batch)
 
     def _idle_step(self, step: int) -> None:
         """A step with nothing to schedule or ship while arrivals are still to come."""
@@ -247,32 +265,53 @@ class StepLoop(Generic[SchedulerT]):
         return final
 
 
-@dataclass
-class _PendingRecord:
-    """A step whose record waits for its batch's output (async scheduling)."""
+@dataclass(frozen=True, slots=True)
+class BatchQueueCall:
+    """One step under async scheduling: a `step_with_batch_queue` call, or an idle step.
+
+    `scheduled` is the batch this call's `schedule()` made (None: the scheduler had no
+    requests, so the call only drained the queue); `processed` the batch whose output
+    this call's update processed, scheduled at `update_step`. Both None: an idle step.
+    The engine's queues are in their after-update state while the call is handled.
+    """
 
     step: int
     arrived: tuple[str, ...]
     rejected: tuple[str, ...]
     aborted: tuple[str, ...]
-    aborted_before_update: list[str] = field(default_factory=list)
-    batch: EngineStep | None = None
+    scheduled: EngineStep | None = None
+    processed: EngineStep | None = None
+    update_step: int | None = None
+    aborted_before_update: tuple[str, ...] = ()
+    """Aborted after this call's `schedule()`, before its update."""
+
+    @property
+    def idle(self) -> bool:
+        return self.scheduled is None and self.processed is None
+
+
+@dataclass(slots=True)
+class _PendingRecord:
+    """A step whose record waits for its batch's output (async scheduling)."""
+
+    call: BatchQueueCall
     update_step: int | None = None
     """Set once the batch's output has been processed."""
 
     @property
     def complete(self) -> bool:
-        return self.batch is None or self.update_step is not None
+        return self.call.scheduled is None or self.update_step is not None
 
     def record(self) -> StepRecord:
+        call = self.call
         return StepRecord(
-            self.step,
-            self.arrived,
-            self.rejected,
-            self.aborted,
-            self.batch,
+            call.step,
+            call.arrived,
+            call.rejected,
+            call.aborted,
+            call.scheduled,
             self.update_step,
-            tuple(self.aborted_before_update),
+            call.aborted_before_update,
         )
 
 

@@ -1,7 +1,7 @@
 """Per-step decision lines in the oracle's JSON format, so a run diffs against real vLLM.
 
-Field meanings are those of `oracle/README.md`: one object per step, then a
-`{"final": ...}` line.
+Field meanings are those of `oracle/README.md`: one object per step (under async
+scheduling, per `step_with_batch_queue` call), then a `{"final": ...}` line.
 """
 
 from __future__ import annotations
@@ -9,72 +9,158 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from .engine_loop import EngineLoop, RequestFinish, StepRecord
+from .core import EngineStep
+from .engine_loop import BatchQueueCall, EngineLoop, RequestFinish, StepRecord
 from .scheduled_requests import RequestKind, ScheduledRequests, scheduled_requests
-from .spec_lines import spec_config_fields, sync_spec_fields
+from .spec_lines import (
+    draft_fields,
+    schedule_spec_fields,
+    spec_config_fields,
+    trimmed_sampled,
+    update_spec_fields,
+)
 
 ENGINE_NAME = "stepscope"
 
 
 def decision_lines(loop: EngineLoop) -> Iterable[dict[str, Any]]:
-    """Run the loop, yielding each step's line and then the final line."""
-    for record in loop.run():
-        yield step_line(record, loop)
+    """Run the loop, yielding each step's line and then the final line.
+
+    Under async scheduling a line is one `step_with_batch_queue` call (`call_line`).
+    """
+    if loop.workload.config.async_scheduling:
+        for call in loop.batch_queue_calls():
+            yield call_line(call, loop)
+    else:
+        for record in loop.run():
+            yield step_line(record, loop)
     yield final_line(loop)
 
 
 def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
     """The line for `record`; call it as the record is yielded (queues are read live)."""
-    line: dict[str, Any] = {"step": record.step}
     engine_step = record.engine_step
     if engine_step is None:
-        line.update(idle=True, arrived=list(record.arrived))
-        if record.aborted:
-            line["aborted"] = list(record.aborted)
-        if record.rejected:
-            line["rejected"] = list(record.rejected)
-        return line
-    order = loop.request_index
+        return _idle_line(record.step, record.arrived, record.aborted, record.rejected)
+    spec = bool(loop.workload.config.num_speculative_tokens)
+    line = _head(record.step, record.arrived, record.aborted)
+    line.update(_schedule_fields(engine_step, loop.request_index, spec))
+    line.update(_update_fields(engine_step, spec))
+    line.update(_state_fields(loop))
+    if spec:
+        line.update(update_spec_fields(engine_step))
+        line.update(draft_fields(engine_step, loop.core.scheduler))
+    return _tail(line, record.aborted_before_update, record.rejected)
+
+
+def call_line(call: BatchQueueCall, loop: EngineLoop) -> dict[str, Any]:
+    """The async line for `call`: what it scheduled, and the update of batch `update_step`.
+
+    Call it as the call is yielded (queues are read live).
+    """
+    if call.idle:
+        return _idle_line(call.step, call.arrived, call.aborted, call.rejected)
+    spec = bool(loop.workload.config.num_speculative_tokens)
+    line = _head(call.step, call.arrived, call.aborted)
+    line["scheduled"] = call.scheduled is not None
+    if call.scheduled is not None:
+        line.update(_schedule_fields(call.scheduled, loop.request_index, spec))
+    line["update_step"] = call.update_step
+    if call.processed is None:
+        line.update(sampled={}, finished_this_step=[])
+    else:
+        line.update(_update_fields(call.processed, spec))
+    line.update(_state_fields(loop))
+    requests = loop.core.scheduler.requests
+    line["num_output_placeholders"] = {
+        req_id: request.num_output_placeholders for req_id, request in requests.items()
+    }
+    if spec:
+        line.update(update_spec_fields(call.processed))
+    return _tail(line, call.aborted_before_update, call.rejected)
+
+
+def _idle_line(
+    step: int, arrived: Sequence[str], aborted: Sequence[str], rejected: Sequence[str]
+) -> dict[str, Any]:
+    line: dict[str, Any] = {"step": step, "idle": True, "arrived": list(arrived)}
+    if aborted:
+        line["aborted"] = list(aborted)
+    if rejected:
+        line["rejected"] = list(rejected)
+    return line
+
+
+def _head(step: int, arrived: Sequence[str], aborted: Sequence[str]) -> dict[str, Any]:
+    line: dict[str, Any] = {"step": step, "arrived": list(arrived)}
+    if aborted:
+        line["aborted"] = list(aborted)
+    return line
+
+
+def _tail(
+    line: dict[str, Any], aborted_before_update: Sequence[str], rejected: Sequence[str]
+) -> dict[str, Any]:
+    if aborted_before_update:
+        line["aborted_before_update"] = list(aborted_before_update)
+    if rejected:
+        line["rejected"] = list(rejected)
+    return line
+
+
+def _schedule_fields(engine_step: EngineStep, order: dict[str, int], spec: bool) -> dict[str, Any]:
+    """What `schedule()` decided for the step, as the oracle lists it."""
     output = engine_step.scheduler_output
     oracle_order = _oracle_order(scheduled_requests(output))
+    fields = {
+        "num_scheduled_tokens": dict(output.num_scheduled_tokens),
+        "total_num_scheduled_tokens": output.total_num_scheduled_tokens,
+        "computed_before": {row.req_id: row.num_computed_tokens for row in oracle_order},
+        "new_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.NEW],
+        "resumed_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.RESUMED],
+        "cached_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.RUNNING],
+        "preempted_req_ids": sorted(output.preempted_req_ids, key=order.__getitem__),
+        "finished_req_ids": sorted(output.finished_req_ids, key=order.__getitem__),
+        "new_block_ids": {row.req_id: list(row.new_block_ids or ()) for row in oracle_order},
+        "num_free_blocks": engine_step.num_free_blocks_after_schedule,
+    }
+    if spec:
+        fields.update(schedule_spec_fields(output))
+    return fields
+
+
+def _update_fields(engine_step: EngineStep, spec: bool) -> dict[str, Any]:
+    """What the model sampled for the batch, and which requests its update finished.
+
+    With speculative decoding a stop inside the drafts trims `sampled` as vLLM does.
+    """
     runner_output = engine_step.model_runner_output
+    sampled = {
+        req_id: list(tokens)
+        for req_id, tokens in zip(
+            runner_output.req_ids, runner_output.sampled_token_ids, strict=True
+        )
+        if tokens
+    }
+    if spec:
+        sampled.update(trimmed_sampled(sampled, engine_step).get("sampled", {}))
+    return {
+        "sampled": sampled,
+        "finished_this_step": [o.request_id for o in engine_step.outputs if o.finish_reason],
+    }
+
+
+def _state_fields(loop: EngineLoop) -> dict[str, Any]:
+    """The scheduler's queues and counts at the end of the step (after any update)."""
     scheduler = loop.core.scheduler
-    line["arrived"] = list(record.arrived)
-    if record.aborted:
-        line["aborted"] = list(record.aborted)
-    line.update(
-        num_scheduled_tokens=dict(output.num_scheduled_tokens),
-        total_num_scheduled_tokens=output.total_num_scheduled_tokens,
-        computed_before={row.req_id: row.num_computed_tokens for row in oracle_order},
-        new_req_ids=[row.req_id for row in oracle_order if row.kind is RequestKind.NEW],
-        resumed_req_ids=[row.req_id for row in oracle_order if row.kind is RequestKind.RESUMED],
-        cached_req_ids=[row.req_id for row in oracle_order if row.kind is RequestKind.RUNNING],
-        preempted_req_ids=sorted(output.preempted_req_ids, key=order.__getitem__),
-        finished_req_ids=sorted(output.finished_req_ids, key=order.__getitem__),
-        new_block_ids={row.req_id: list(row.new_block_ids or ()) for row in oracle_order},
-        num_free_blocks=engine_step.num_free_blocks_after_schedule,
-        sampled={
-            req_id: list(tokens)
-            for req_id, tokens in zip(
-                runner_output.req_ids, runner_output.sampled_token_ids, strict=True
-            )
-            if tokens
-        },
-        finished_this_step=[o.request_id for o in engine_step.outputs if o.finish_reason],
-        running=[r.request_id for r in scheduler.running],
-        waiting=[r.request_id for r in scheduler.waiting],
-        num_computed_tokens={
+    return {
+        "running": [r.request_id for r in scheduler.running],
+        "waiting": [r.request_id for r in scheduler.waiting],
+        "num_computed_tokens": {
             req_id: request.num_computed_tokens for req_id, request in scheduler.requests.items()
         },
-        num_free_blocks_after_update=scheduler.kv_cache_manager.get_num_free_blocks(),
-    )
-    if loop.workload.config.num_speculative_tokens:
-        line.update(sync_spec_fields(engine_step, scheduler, line["sampled"]))
-    if record.aborted_before_update:
-        line["aborted_before_update"] = list(record.aborted_before_update)
-    if record.rejected:
-        line["rejected"] = list(record.rejected)
-    return line
+        "num_free_blocks_after_update": scheduler.kv_cache_manager.get_num_free_blocks(),
+    }
 
 
 class _Row(NamedTuple):

@@ -67,18 +67,6 @@ def trimmed_sampled(sampled: dict[str, list[int]], processed: EngineStep) -> dic
     return {"sampled": {**sampled, **trimmed}} if trimmed else {}
 
 
-def sync_spec_fields(
-    engine_step: EngineStep, scheduler: Scheduler, sampled: dict[str, list[int]]
-) -> dict[str, Any]:
-    """Every spec field of a synchronous step's line, and its `sampled` as trimmed."""
-    return {
-        **trimmed_sampled(sampled, engine_step),
-        **schedule_spec_fields(engine_step.scheduler_output),
-        **update_spec_fields(engine_step),
-        **draft_fields(engine_step, scheduler),
-    }
-
-
 def spec_config_fields(config: EngineConfig) -> dict[str, Any]:
     """What the oracle's `effective_config` adds with spec decoding on."""
     if not config.num_speculative_tokens:

@@ -5,6 +5,7 @@ chunked prefill on and off, the long-prefill threshold (adaptive too), the
 full-sequence check, watermarks, `max_num_scheduled_tokens`, `max_num_active_seqs`,
 shared prefixes, EOS / stop ids / `min_tokens`, aborts, explicit arrival times,
 and empty or too-long prompts. Pools are small, so preemption is common.
+`with_spec_decoding` and `with_lora` add the oracle's optional feature keys.
 """
 
 from __future__ import annotations
@@ -112,3 +113,39 @@ def random_workload(
             if "abort_step" in request and rng.random() < 0.5:
                 request["abort_before_update"] = True
     return {"config": config, "requests": requests, "max_steps": 1500}
+
+
+def with_spec_decoding(rng: random.Random, workload: dict[str, Any]) -> dict[str, Any]:
+    """`workload` with speculative decoding on and each request's drafts scripted.
+
+    The method is ngram or draft_model, always draft_model under async scheduling
+    (vLLM's V1 runner refuses ngram there). A request's drafts are all right, wrong
+    every m-th position (`draft_mismatch_every`), or right for a scripted count per
+    verification (`draft_accept`).
+    """
+    config = workload["config"]
+    k = rng.randint(1, 4)
+    config["num_speculative_tokens"] = k
+    if config.get("async_scheduling") or rng.random() < 0.4:
+        config["speculative_method"] = "draft_model"
+    elif rng.random() < 0.5:
+        config["speculative_method"] = "ngram"
+    for request in workload["requests"]:
+        kind = rng.random()
+        if kind < 0.35:
+            request["draft_mismatch_every"] = rng.randint(1, k + 2)
+        elif kind < 0.7:
+            num_verifications = rng.randint(1, request["max_tokens"])
+            request["draft_accept"] = [rng.randint(0, k) for _ in range(num_verifications)]
+    return workload
+
+
+def with_lora(rng: random.Random, workload: dict[str, Any]) -> dict[str, Any]:
+    """`workload` with the LoRA gate on: `max_loras` slots, most requests on an adapter."""
+    max_loras = rng.randint(1, 3)
+    workload["config"]["max_loras"] = max_loras
+    num_adapters = rng.randint(1, max_loras + 2)
+    for request in workload["requests"]:
+        if rng.random() < 0.8:
+            request["lora_id"] = rng.randint(1, num_adapters)
+    return workload

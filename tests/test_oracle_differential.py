@@ -3,7 +3,8 @@
 Both supported versions: 0.33.0 where its venv exists (`.ci/vllm-venv`, which `.ci/run`
 builds, or the oracle's own from `../shared/oracle/build_venv.sh`), 0.32.0 in the
 live venv (`.ci/vllm-live-venv`), each where the oracle script is beside the checkout;
-skipped elsewhere. The engine follows the version each workload names.
+skipped elsewhere. The engine follows the version each workload names. Each kind of
+workload (plain, async scheduling, speculative decoding, LoRA) has its own seeds.
 """
 
 from __future__ import annotations
@@ -11,17 +12,49 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO, oracle_python, read_jsonl
 from oracle_compare import first_difference, run_lines
-from random_workloads import random_workload
+from random_workloads import random_workload, with_lora, with_spec_decoding
 from vllm_env import LIVE_VENV
 
 ORACLE_SCRIPT = REPO.parent / "shared" / "oracle" / "vllm_oracle.py"
 NUM_WORKLOADS = 60
-FIRST_SEED = 7_000
+MAX_REQUESTS = 24
+
+Generator = Callable[[random.Random], dict[str, Any]]
+
+
+def _plain(rng: random.Random) -> dict[str, Any]:
+    return random_workload(rng, MAX_REQUESTS)
+
+
+def _async(rng: random.Random) -> dict[str, Any]:
+    return random_workload(rng, MAX_REQUESTS, async_scheduling=True)
+
+
+def _spec(rng: random.Random) -> dict[str, Any]:
+    """Speculative decoding, a third of the time under async scheduling."""
+    return with_spec_decoding(
+        rng, random_workload(rng, MAX_REQUESTS, async_scheduling=rng.random() < 0.3)
+    )
+
+
+def _lora(rng: random.Random) -> dict[str, Any]:
+    return with_lora(rng, random_workload(rng, MAX_REQUESTS))
+
+
+KINDS = [
+    pytest.param(_plain, 7_000, id="plain"),
+    pytest.param(_async, 8_000, id="async"),
+    pytest.param(_spec, 9_000, id="spec"),
+    pytest.param(_lora, 10_000, id="lora"),
+]
+"""Each kind of workload: its generator and its first seed."""
 
 
 def _oracle_python(version: str) -> Path | None:
@@ -32,16 +65,19 @@ def _oracle_python(version: str) -> Path | None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("generate", "first_seed"), KINDS)
 @pytest.mark.parametrize("version", ["0.33.0", "0.32.0"])
-def test_random_workloads_match_the_oracle(tmp_path: Path, version: str) -> None:
+def test_random_workloads_match_the_oracle(
+    tmp_path: Path, version: str, generate: Generator, first_seed: int
+) -> None:
     """The engine, told the oracle's vLLM version, decides as that version does."""
     python = _oracle_python(version)
     if python is None or not ORACLE_SCRIPT.exists():
         pytest.skip(f"no vLLM {version} venv or no ../shared/oracle script here")
     paths = []
-    for seed in range(FIRST_SEED, FIRST_SEED + NUM_WORKLOADS):
+    for seed in range(first_seed, first_seed + NUM_WORKLOADS):
         path = tmp_path / f"w{seed}.json"
-        workload = random_workload(random.Random(seed), max_requests=24)
+        workload = generate(random.Random(seed))
         workload["config"]["vllm_version"] = version
         path.write_text(json.dumps(workload))
         paths.append(path)
