@@ -25,10 +25,16 @@ class VllmRules:
     """Priority policy: after the running request being scheduled preempts itself, the
     running pass goes on to the next running request (0.33's `continue`) instead of
     ending (0.32's `break`); the ones behind it have higher priority and may fit."""
+    caches_drafted_blocks_at_update: bool = True
+    """Speculative decoding: `update_from_output` registers the blocks the verified tokens
+    filled in the prefix cache, as it does for async output (0.33); 0.32 does it for
+    async output only, and leaves drafted blocks to the next `allocate_slots`."""
 
 
 VLLM_0_33 = VllmRules(version_line="0.33.0", self_preemption_continues=True)
-VLLM_0_32 = VllmRules(version_line="0.32.x", self_preemption_continues=False)
+VLLM_0_32 = VllmRules(
+    version_line="0.32.x", self_preemption_continues=False, caches_drafted_blocks_at_update=False
+)
 
 _VERSIONS: tuple[tuple[re.Pattern[str], VllmRules], ...] = (
     (re.compile(r"0\.33\.0"), VLLM_0_33),

@@ -143,3 +143,12 @@ def test_a_spec_trace_replays_exactly(case: Path, tmp_path: Path) -> None:
     """The tape a replay plays holds every token a step appended (accepted drafts too)."""
     trace = record(case, tmp_path / "t.duckdb").path
     assert replay_exact(trace).divergence is None
+
+
+def test_every_allocation_of_a_draft_model_run_asks_for_k_lookahead_slots(
+    tmp_path: Path,
+) -> None:
+    (case,) = [case for case in CASES if case.stem.startswith("58_")]
+    with open_trace(record(case, tmp_path / "t.duckdb").path) as trace:
+        lookahead = trace.sql("SELECT DISTINCT num_lookahead_tokens FROM allocations").fetchall()
+    assert lookahead == [(2,)]

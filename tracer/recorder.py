@@ -275,8 +275,9 @@ class TraceRecorder:
         )  # fmt: skip
         refunds = {p.request_id: p for _, p in numbered.preemptions if p.num_tokens_refunded}
         add_explicit_calls(
-            buffers["_allocations"], step, numbered.explicit_calls, refunds, self.request_index
-        )
+            buffers["_allocations"], step, numbered.explicit_calls, refunds, self.request_index,
+            self.workload.config.num_lookahead_tokens,
+        )  # fmt: skip
         for number, preemption in numbered.preemptions:
             self._record_preemption(step, number, preemption)
             self._event(step, seq, preemption.request_id, "preempt", preemption.needed_by)

@@ -230,8 +230,12 @@ def add_explicit_calls(
     calls: list[tuple[int, Decision]],
     refunds: Mapping[str, Preemption],
     request_index: Mapping[str, int],
+    num_lookahead_tokens: int = 0,
 ) -> None:
-    """Rows for refused running calls, admission calls and grants refunded later."""
+    """Rows for refused running calls, admission calls and grants refunded later.
+
+    Every call of the step asked for the same lookahead slots (the drafter's).
+    """
     for number, call in calls:
         if type(call) is AdmissionCall:
             index, row = request_index[call.request_id], _admission_call_columns(call)
@@ -241,6 +245,7 @@ def add_explicit_calls(
             assert type(call) is RunningGrant, call
             index = request_index[call.request_id]
             row = _refunded_grant_columns(refunds[call.request_id])
+        row["num_lookahead_tokens"] = num_lookahead_tokens
         buffer.append_row({"step": step, "seq": number, "request_index": index, **row})
 
 
