@@ -53,6 +53,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     },
     "tui/sql/step_page.sql": [0, 9],
     "tui/sql/step_preemptions.sql": [3],
+    "tui/sql/step_drafts.sql": [3],
     "replay/sql/decision_block_ids.sql": [0, 9],
     "replay/sql/decision_preemptions.sql": [0, 9],
     "replay/sql/decision_scheduled.sql": [0, 9],

@@ -89,6 +89,21 @@ def test_budget_spent_splits_decode_prefill_recompute(traces: dict[str, Path]) -
     assert result == [(0, 0, 14, 0, 18), (1, 2, 0, 0, 30), (9, 0, 3, 13, 16)]
 
 
+def test_spec_acceptance_per_request(tmp_path: Path) -> None:
+    """60: the oracle's lines verify A 4 times (12 drafts, all accepted), B 7 times (5 of 21).
+
+    tests/test_spec_views.py checks every cut of every spec scenario.
+    """
+    workload = Path(__file__).parent / "conformance_spec" / "60_spec_preempt_with_drafts.json"
+    path = record(workload, tmp_path / "60.duckdb").path
+    result = rows(
+        path,
+        "SELECT request_id, num_drafts, num_draft_tokens, num_accepted_tokens, acceptance_rate "
+        "FROM spec_acceptance WHERE per = 'request'",
+    )
+    assert result == [("A", 4, 12, 12, 1.0), ("B", 7, 21, 5, 0.2381)]
+
+
 def test_requests_summarise_each_life(traces: dict[str, Path]) -> None:
     result = rows(
         traces["03"],

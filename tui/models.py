@@ -55,6 +55,8 @@ class StepDetail:
     allocations: Rows
     preemptions: Rows
     events: Rows
+    drafts: Rows = field(default_factory=lambda: Rows((), ()))
+    """Speculative decoding's drafts per request (`step_drafts.sql`; none when it is off)."""
 
     def request_ids(self, kind: str) -> list[str]:
         """Ids of the requests with an event of `kind` (finish, arrive, ...) at this step."""

@@ -81,6 +81,11 @@ class TraceSource:
         first = page * PAGE_SIZE
         return self.arrow("step_page", [first, first + PAGE_SIZE - 1])
 
+    @property
+    def _drafts_on(self) -> bool:
+        """Whether the trace was recorded with speculative decoding on."""
+        return bool(self.info.config.get("num_speculative_tokens"))
+
     def step_detail(self, step: int) -> StepDetail:
         """Everything step `step` decided (kept for the last few steps asked for)."""
         with self._lock:
@@ -97,6 +102,7 @@ class TraceSource:
             allocations=_struct_rows(allocations),
             preemptions=self.rows("step_preemptions", [step]) if preempted else Rows((), ()),
             events=_struct_rows(events),
+            drafts=self.rows("step_drafts", [step]) if self._drafts_on else Rows((), ()),
         )
         with self._lock:
             self._details[step] = detail

@@ -9,7 +9,7 @@ step (decodes) attend together, padded to the longest context; each longer chunk
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -55,7 +55,7 @@ class InputBatch:
     decodes: DecodeQueries | None
     prefills: tuple[PrefillQueries, ...]
     logits_indices: Tensor
-    """`[num_sampling_reqs]` the last token of each chunk that samples, in chunk order."""
+    """The last `1 + drafts` tokens of each chunk that samples, in chunk order."""
 
 
 def check_block_table(chunk: ScheduledChunk, block_size: int) -> None:
@@ -75,21 +75,32 @@ def check_block_table(chunk: ScheduledChunk, block_size: int) -> None:
 
 
 def build_input_batch(
-    chunks: Sequence[ScheduledChunk], block_size: int, device: torch.device
+    chunks: Sequence[ScheduledChunk],
+    block_size: int,
+    device: torch.device,
+    draft_token_ids: Mapping[str, Sequence[int]] | None = None,
 ) -> InputBatch:
+    """The batch of `chunks`; a request's scheduled drafts follow its known tokens.
+
+    A -1 draft (padding) is read as token 0, as vLLM clamps it before the embedding.
+    """
     for chunk in chunks:
         check_block_table(chunk, block_size)
+    drafts = draft_token_ids or {}
     input_ids: list[int] = []
     positions: list[int] = []
     rows: list[int] = []
+    sampling: list[int] = []
     for row, chunk in enumerate(chunks):
-        input_ids += chunk.state.token_ids[chunk.start : chunk.end]
+        chunk_drafts = [max(t, 0) for t in drafts.get(chunk.state.req_id, ())]
+        input_ids += (chunk.state.token_ids + chunk_drafts)[chunk.start : chunk.end]
         positions += range(chunk.start, chunk.end)
         rows += [row] * chunk.num_tokens
+        if chunk.samples:
+            sampling += range(len(input_ids) - 1 - len(chunk_drafts), len(input_ids))
     token_starts = list(itertools.accumulate((c.num_tokens for c in chunks), initial=0))
     block_table = _block_table(chunks, device)
     position_tensor = torch.tensor(positions, device=device)
-    sampling = [token_starts[row + 1] - 1 for row, c in enumerate(chunks) if c.samples]
     return InputBatch(
         input_ids=torch.tensor(input_ids, dtype=torch.int64, device=device),
         positions=position_tensor,

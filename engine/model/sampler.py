@@ -42,17 +42,31 @@ class Sampler:
     def __init__(self, runner_seed: int = 0) -> None:
         self.runner_seed = runner_seed
 
-    def sample(self, logits: Tensor, states: Sequence[CachedRequestState]) -> list[int]:
-        logits = _mask_stop_tokens_before_min_tokens(logits, states)
+    def sample(
+        self,
+        logits: Tensor,
+        states: Sequence[CachedRequestState],
+        offsets: Sequence[int] | None = None,
+    ) -> list[int]:
+        """One token per row; row r samples output `num_output_tokens + offsets[r]` (0: next).
+
+        Offsets let one request sample several positions in a step (speculative decoding)
+        with the noise and `min_tokens` of the outputs they would be one at a time.
+        """
+        offsets = offsets if offsets is not None else [0] * len(states)
+        logits = _mask_stop_tokens_before_min_tokens(logits, states, offsets)
         token_ids = logits.argmax(dim=-1)
         random_rows = [row for row, s in enumerate(states) if not s.sampling_params.is_greedy]
         if random_rows:
             random_states = [states[row] for row in random_rows]
+            random_offsets = [offsets[row] for row in random_rows]
             index = torch.tensor(random_rows, device=logits.device)
-            token_ids[index] = self._sample_random(logits[index], random_states)
+            token_ids[index] = self._sample_random(logits[index], random_states, random_offsets)
         return [int(token_id) for token_id in token_ids.tolist()]
 
-    def _sample_random(self, logits: Tensor, states: Sequence[CachedRequestState]) -> Tensor:
+    def _sample_random(
+        self, logits: Tensor, states: Sequence[CachedRequestState], offsets: Sequence[int]
+    ) -> Tensor:
         params = [s.sampling_params for s in states]
         device = logits.device
         temperatures = torch.tensor([p.temperature for p in params], device=device)
@@ -67,10 +81,10 @@ class Sampler:
             [
                 exponential_noise(
                     request_seed(s.sampling_params, s.req_id, self.runner_seed),
-                    s.num_output_tokens,
+                    s.num_output_tokens + offset,
                     vocab_size,
                 )
-                for s in states
+                for s, offset in zip(states, offsets, strict=True)
             ]
         )
         return (probs / noise.to(device)).argmax(dim=-1)
@@ -90,14 +104,14 @@ def apply_top_k_top_p(logits: Tensor, top_k: Tensor, top_p: Tensor) -> Tensor:
 
 
 def _mask_stop_tokens_before_min_tokens(
-    logits: Tensor, states: Sequence[CachedRequestState]
+    logits: Tensor, states: Sequence[CachedRequestState], offsets: Sequence[int]
 ) -> Tensor:
     """EOS and stop ids cannot be sampled until a request has `min_tokens` outputs (vLLM)."""
     vocab_size = logits.shape[-1]
     masked = logits
-    for row, state in enumerate(states):
+    for row, (state, offset) in enumerate(zip(states, offsets, strict=True)):
         params = state.sampling_params
-        if state.num_output_tokens >= params.min_tokens:
+        if state.num_output_tokens + offset >= params.min_tokens:
             continue
         stop_ids = [t for t in params.all_stop_token_ids if t < vocab_size]
         if stop_ids:

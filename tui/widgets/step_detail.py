@@ -101,7 +101,9 @@ computed tokens before → after, new block ids and the sampled token.
 **allocations**: every `allocate_slots` call in order with the free blocks
 before → after and whether it was granted (✓, with the new blocks) or which
 check refused it (✗ `slots` or ✗ `full_sequence`). **preemptions**: the victim, who
-needed room and what it cost.
+needed room and what it cost. **drafts** (speculative decoding only): each
+request's scheduled drafts, ✓ accepted or ✗ rejected (`pad`: a -1 draft, padding
+or an async placeholder), the tokens the step appended and the drafts proposed after it.
 
 `r` opens the highlighted request's life.
 """
@@ -131,6 +133,14 @@ needed room and what it cost.
             classes="detail-preemptions",
         )
         yield Static("", classes="detail-why")
+        drafts_heading = Static("drafts", classes="detail-heading detail-drafts-heading")
+        drafts = RowsView(
+            ("request", "drafts", "accepted", "appended", "proposed"),
+            classes="detail-drafts",
+        )
+        drafts_heading.display = drafts.display = False
+        yield drafts_heading
+        yield drafts
 
     def show(self, detail: StepDetail, differences: tuple[str, ...] = ()) -> None:
         self.detail = detail
@@ -145,6 +155,10 @@ needed room and what it cost.
         self._fill(".detail-preemptions", preemption_rows(detail))
         whys = [f"{p['request_id']}: {p['why']}" for p in detail.preemptions.dicts()]
         self.query_one(".detail-why", Static).update("\n".join(whys))
+        self._fill(".detail-drafts", draft_rows(detail))
+        has_drafts = len(detail.drafts) > 0
+        self.query_one(".detail-drafts-heading", Static).display = has_drafts
+        self.query_one(".detail-drafts", RowsView).display = has_drafts
 
     def _fill(self, selector: str, rows: list[tuple[Cell, ...]]) -> None:
         self.query_one(selector, RowsView).set_rows(rows)
@@ -203,3 +217,41 @@ def preemption_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
         )
         for p in detail.preemptions.dicts()
     ]
+
+
+def draft_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
+    """Each request's drafts marked ✓ accepted / ✗ rejected, what it appended, what comes next."""
+    return [
+        (
+            d["request_id"],
+            marked_drafts(d["scheduled_draft_token_ids"] or [], d["num_accepted"]),
+            ""
+            if d["num_accepted"] is None
+            else f"{d['num_accepted']}/{len(d['scheduled_draft_token_ids'])}",
+            _tokens(d["sampled_token_ids"]),
+            _tokens(d["proposed_draft_token_ids"]),
+        )
+        for d in detail.drafts.dicts()
+    ]
+
+
+def marked_drafts(drafts: list[int], num_accepted: int | None) -> Text:
+    """`221✓ 743✓ 353✗`; -1 reads `pad`; unmarked when the step's output was never verified."""
+    text = Text()
+    for position, token_id in enumerate(drafts):
+        if position:
+            text.append(" ")
+        text.append(
+            "pad" if token_id == -1 else str(token_id), style="dim" if token_id == -1 else ""
+        )
+        if num_accepted is None:
+            continue
+        if position < num_accepted:
+            text.append("✓", style="green")
+        else:
+            text.append("✗", style="bold red")
+    return text
+
+
+def _tokens(token_ids: list[int] | None) -> str:
+    return "" if token_ids is None else " ".join(map(str, token_ids))
