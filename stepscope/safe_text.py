@@ -1,0 +1,29 @@
+"""Strings from a trace or a workload, made safe to print on a terminal.
+
+A request id is whatever the workload (or another tool's trace) said it is: an escape
+sequence in one would retitle the user's terminal or recolour the rest of the output.
+Every command prints such strings through `safe_text`; the TUI also elides long ones.
+"""
+
+from __future__ import annotations
+
+ELLIPSIS = "…"
+
+
+def safe_text(text: str) -> str:
+    """`text` with every unprintable character written as its escape, e.g. `\\x1b`."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def elided(text: str, max_chars: int) -> str:
+    """`safe_text(text)` cut to about `max_chars` characters, the middle replaced by `…`.
+
+    Only the kept ends are escaped, so a megabyte-long id costs no more than a short one.
+    """
+    if len(text) <= max_chars:
+        return safe_text(text)
+    keep = max(1, (max_chars - 1) // 2)
+    head, tail = safe_text(text[:keep]), safe_text(text[-keep:])
+    return f"{head[:keep]}{ELLIPSIS}{tail[-keep:]}"
