@@ -27,3 +27,12 @@ def elided(text: str, max_chars: int) -> str:
     keep = max(1, (max_chars - 1) // 2)
     head, tail = safe_text(text[:keep]), safe_text(text[-keep:])
     return f"{head[:keep]}{ELLIPSIS}{tail[-keep:]}"
+
+
+MAX_SHOWN_ID_CHARS = 64
+"""Widest request id the TUI draws whole; vLLM's ids are about 40 characters."""
+
+
+def shown_id(request_id: str) -> str:
+    """A request id as the TUI draws it: escaped, and elided past `MAX_SHOWN_ID_CHARS`."""
+    return elided(request_id, MAX_SHOWN_ID_CHARS)
