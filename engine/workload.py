@@ -30,7 +30,7 @@ from typing import Any
 
 from .config import EngineConfig
 from .errors import ConfigError, WorkloadError
-from .json_fields import MAX_SEED, MAX_TOKEN_ID, request_id_problem
+from .json_fields import MAX_SEED, MAX_TOKEN_ID, finite, request_id_problem
 from .json_fields import FieldError as _FieldError
 from .json_fields import int_field as _int_field
 from .json_fields import number_field as _number_field
@@ -230,8 +230,10 @@ def _request_fields(item: dict[str, Any], index: int, request_id: str) -> Reques
     arrival_time = item.get("arrival_time")
     if arrival_time is None:
         arrival_time = arrival_step + 1e-6 * index
-    else:
-        arrival_time = _number_field(item, "arrival_time", path, default=0.0)
+    elif isinstance(arrival_time, bool) or not isinstance(arrival_time, int | float):
+        raise _FieldError((*path, "arrival_time"), "expected a number")
+    elif not finite(arrival_time):
+        raise _FieldError((*path, "arrival_time"), f"expected a finite number, got {arrival_time}")
     abort_step = _optional_int(item, "abort_step", path, minimum=arrival_step)
     abort_before_update = item.get("abort_before_update", False)
     if not isinstance(abort_before_update, bool):
