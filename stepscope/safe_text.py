@@ -36,3 +36,12 @@ MAX_SHOWN_ID_CHARS = 64
 def shown_id(request_id: str) -> str:
     """A request id as the TUI draws it: escaped, and elided past `MAX_SHOWN_ID_CHARS`."""
     return elided(request_id, MAX_SHOWN_ID_CHARS)
+
+
+MAX_SHOWN_TEXT_CHARS = 400
+"""Widest sentence from a trace (a view's `why`, which quotes ids) the TUI draws whole."""
+
+
+def shown_text(text: str) -> str:
+    """A trace's sentence as the TUI draws it: escaped, and elided past `MAX_SHOWN_TEXT_CHARS`."""
+    return elided(text, MAX_SHOWN_TEXT_CHARS)

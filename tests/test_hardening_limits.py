@@ -282,3 +282,35 @@ def test_the_memory_limit_env_must_parse() -> None:
         env=env,
     )
     assert_refused(result, "STEPSCOPE_MEMORY_LIMIT='lots'")
+
+
+def test_tui_draws_long_and_hostile_ids_escaped_and_elided(hostile: Path) -> None:
+    from stepscope.tui.app import StepscopeApp
+    from stepscope.tui.widgets.rows_view import RowsView
+    from stepscope.tui.widgets.step_detail import StepDetailView
+    from textual.pilot import Pilot
+    from tui_support import cells, drive, loaded, press, screen_text
+
+    trace = hostile / "long_id.duckdb"
+    trace.write_bytes((hostile / "a.duckdb").read_bytes())
+    with duckdb.connect(str(trace)) as connection:
+        connection.execute(
+            "UPDATE _requests SET request_id = ? WHERE request_index = 1", ["y" * 5_000_000]
+        )
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await loaded(pilot)
+        screen = await press(pilot, "down", "down", "down", "down", "down", "down")
+        view = pilot.app.screen.query_one("#detail-a", StepDetailView)
+        drawn = [
+            cell
+            for which in ("scheduled", "allocations", "preemptions")
+            for row in cells(view.query_one(f".detail-{which}", RowsView))
+            for cell in row
+        ]
+        assert any(cell.startswith("yyy") and "…" in cell for cell in drawn)
+        assert any(cell.startswith("\\x1b]0;pwned\\x07") for cell in drawn)
+        assert max(map(len, drawn)) <= 64
+        assert "\x1b" not in screen + screen_text(pilot.app)
+
+    drive(StepscopeApp(trace), scenario)

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from stepscope.safe_text import shown_id
+from stepscope.safe_text import shown_id, shown_text
 
 from ..messages import QueryFailed, RequestLifeLoaded
 from ..models import RequestLife
@@ -106,7 +106,7 @@ blocks it held. Below: the steps it spent waiting, and why.
         try:
             life = self.source.request_life(self.request_id)
         except (TraceError, duckdb.Error) as error:
-            self.post_message(QueryFailed(str(error), f"request {self.request_id}"))
+            self.post_message(QueryFailed(str(error), f"request {shown_id(self.request_id)}"))
             return
         self.post_message(RequestLifeLoaded(life, self.request_id))
 
@@ -138,13 +138,15 @@ blocks it held. Below: the steps it spent waiting, and why.
                 computed,
                 _value(row.blocks_held),
                 row.sampled,
-                row.detail,
+                Text(shown_text(row.detail or "")),
             )
         waiting = self.query_one("#life-waiting", DataTable)
         waiting.clear()
         for first, last, reason, blocked, detail in life.waiting.rows:
             steps = f"{first:,}" if first == last else f"{first:,}–{last:,}"
-            waiting.add_row(steps, reason, blocked or "", detail or "")
+            waiting.add_row(
+                steps, reason, Text(shown_id(blocked or "")), Text(shown_text(detail or ""))
+            )
 
     def on_query_failed(self, message: QueryFailed) -> None:
         self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)

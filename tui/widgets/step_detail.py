@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from stepscope.safe_text import shown_id
+from stepscope.safe_text import shown_id, shown_text
 
 from ..models import StepDetail
 from .rows_view import Cell, RowsView
@@ -124,7 +124,10 @@ needed room and what it cost.
         self._fill(".detail-scheduled", scheduled_rows(detail))
         self._fill(".detail-allocations", allocation_rows(detail))
         self._fill(".detail-preemptions", preemption_rows(detail))
-        whys = [f"{shown_id(p['request_id'])}: {p['why']}" for p in detail.preemptions.dicts()]
+        whys = [
+            f"{shown_id(p['request_id'])}: {shown_text(p['why'])}"
+            for p in detail.preemptions.dicts()
+        ]
         self.query_one(".detail-why", Static).update(Text("\n".join(whys)))
 
     def _fill(self, selector: str, rows: list[tuple[Cell, ...]]) -> None:
