@@ -107,6 +107,11 @@ def test_synthetic_output_len_beyond_the_memory_limit_is_refused(tmp_path: Path)
     assert_refused(stepscope("run", str(path), memory_limit="1G"), "output_len", "tokens")
 
 
+def test_a_lognormal_minimum_counts_in_the_estimate(tmp_path: Path) -> None:
+    path = toml(tmp_path, 8, "mean = 8.0\nsigma = 0.5\nmin = 100000000")
+    assert_refused(stepscope("run", str(path), memory_limit="1G"), "output_len", "tokens")
+
+
 def test_a_workload_file_too_big_to_parse_is_refused_before_reading(tmp_path: Path) -> None:
     path = workload(tmp_path, lambda w: w.update(description="x" * 200_000))
     assert_refused(stepscope("run", str(path), memory_limit="1M"), str(path), "would need")

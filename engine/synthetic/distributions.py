@@ -49,7 +49,8 @@ class LognormalLength:
         return min(length, INT32_MAX if self.maximum is None else self.maximum)
 
     def mean_length(self) -> float:
-        return min(max(self.mean, self.minimum), self.maximum or self.mean)
+        length = max(self.mean, self.minimum)
+        return length if self.maximum is None else min(length, self.maximum)
 
 
 LengthDistribution = FixedLength | UniformLength | LognormalLength
