@@ -199,9 +199,7 @@ def _check(workload: Path, tmp_path: Path, command: str, baseline_kb: int) -> No
     output = tmp_path / "out.duckdb"
     output.unlink(missing_ok=True)
     args = [command, str(workload)] + (["-o", str(output)] if command == "record" else [])
-    print("START", workload.read_text()[:3000].replace("\n", " | "), file=sys.__stderr__, flush=True)
     code, _, stderr = _cli(args)
-    print("FUZZ", code, stderr[:150].replace("\n", " "), file=sys.__stderr__)
     assert code in (0, 1, 2), (code, stderr)
     if code == 2:
         assert len(stderr.strip().splitlines()) == 1, stderr
