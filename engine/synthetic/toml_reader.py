@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..json_fields import finite
+from ..json_fields import finite, short
 from ..memory_limit import INT32_MAX
 
 KeyPath = tuple[str | int, ...]
@@ -135,24 +135,18 @@ class TableReader:
 
 def _integer(path: KeyPath, value: Any, minimum: int | None, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(path, f"expected an integer, got {_short(value)}")
+        raise SpecError(path, f"expected an integer, got {short(value)}")
     low = -maximum - 1 if minimum is None else minimum
     if value < low:
-        raise SpecError(path, f"must be at least {low}, got {_short(value)}")
+        raise SpecError(path, f"must be at least {low}, got {short(value)}")
     if value > maximum:
-        raise SpecError(path, f"must be at most {maximum}, got {_short(value)}")
+        raise SpecError(path, f"must be at most {maximum}, got {short(value)}")
     return value
-
-
-def _short(value: Any) -> str:
-    """`repr(value)`, cut to a length an error line can carry."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:60]}…"
 
 
 def _number(path: KeyPath, value: Any, minimum: float | None, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not finite(value):
-        raise SpecError(path, f"expected a finite number, got {_short(value)}")
+        raise SpecError(path, f"expected a finite number, got {short(value)}")
     if positive and value <= 0:
         raise SpecError(path, f"must be greater than 0, got {value}")
     if minimum is not None and value < minimum:
