@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError
+from .json_fields import finite
+from .memory_limit import BYTES_PER_BLOCK, INT32_MAX, over_memory_limit
 from .vllm_versions import DEFAULT_VLLM_VERSION, VllmRules, vllm_rules
 
 
@@ -131,14 +133,17 @@ class EngineConfig:
         """vLLM's `SchedulerConfig` / `CacheConfig` checks, plus ranges the engine needs."""
         vllm_rules(self.vllm_version)
         for key in ("block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len"):
-            _at_least(key, getattr(self, key), 1)
-        _at_least("num_blocks", self.num_blocks, 2)
-        _at_least("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
-        _at_least("num_speculative_tokens", self.num_speculative_tokens, 0)
+            _in_range(key, getattr(self, key), 1)
+        _in_range("num_blocks", self.num_blocks, 2)
+        _in_range("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
+        _in_range("num_speculative_tokens", self.num_speculative_tokens, 0)
         for key in ("max_num_scheduled_tokens", "max_num_active_seqs", "max_loras"):
             value = getattr(self, key)
             if value is not None:
-                _at_least(key, value, 1)
+                _in_range(key, value, 1)
+        problem = over_memory_limit(self.num_blocks, BYTES_PER_BLOCK, "KV blocks")
+        if problem is not None:
+            raise ConfigError("num_blocks", problem)
         if not 0.0 <= self.watermark < 1.0:
             raise ConfigError("watermark", f"must be in [0, 1), got {self.watermark}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
@@ -237,14 +242,17 @@ def _coerce(key: str, value: Any) -> Any:
             raise ConfigError(key, f"expected true or false, got {value!r}")
         return value
     if kind is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(key, f"expected a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not finite(value):
+            raise ConfigError(key, f"expected a finite number, got {value!r}")
         return float(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(key, f"expected an integer, got {value!r}")
     return value
 
 
-def _at_least(key: str, value: int, minimum: int) -> None:
+def _in_range(key: str, value: int, minimum: int) -> None:
+    """At least `minimum`, and no more than a trace's INTEGER columns hold."""
     if value < minimum:
         raise ConfigError(key, f"must be at least {minimum}, got {value}")
+    if value > INT32_MAX:
+        raise ConfigError(key, f"must be at most {INT32_MAX} (a trace's INTEGER), got {value}")

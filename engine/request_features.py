@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from .config import EngineConfig
+from .memory_limit import INT32_MAX
 
 
 class _Arrives(Protocol):
@@ -80,8 +81,8 @@ def _optional_int(item: Mapping[str, Any], key: str, minimum: int) -> int | None
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise FeatureError(key, f"expected an integer, got {value!r}")
-    if value < minimum:
-        raise FeatureError(key, f"must be at least {minimum}, got {value}")
+    if not minimum <= value <= INT32_MAX:
+        raise FeatureError(key, f"must be in [{minimum}, {INT32_MAX}], got {value}")
     return value
 
 

@@ -24,22 +24,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import json.scanner
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .config import EngineConfig
 from .errors import ConfigError, WorkloadError
+from .json_fields import MAX_SEED, MAX_TOKEN_ID, finite, request_id_problem
+from .json_fields import FieldError as _FieldError
+from .json_fields import int_field as _int_field
+from .json_fields import number_field as _number_field
+from .json_fields import optional_int as _optional_int
+from .json_fields import reject_unknown as _reject_unknown
+from .json_fields import token_ids as _token_ids
 from .lora import LoRARequest
+from .memory_limit import BYTES_PER_JSON_CHAR, over_memory_limit
 from .request import BlockHasher, Request
 from .request_features import REQUEST_FEATURE_KEYS, FeatureError, with_features
 from .sampling_params import SamplingParams
 from .structured_output import StructuredOutputRequest
 
 DEFAULT_MAX_STEPS = 1000
-MAX_TOKEN_ID = 2**63 - 1
 
 _TOP_KEYS = {"config", "requests", "max_steps", "description"}
 _REQUEST_KEYS = {
@@ -130,6 +136,7 @@ class Workload:
 def load_workload(path: str | Path) -> Workload:
     """Read and validate a workload file: JSON, or a synthetic description if it ends in `.toml`."""
     path = Path(path)
+    _check_file_size(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
@@ -143,6 +150,17 @@ def load_workload(path: str | Path) -> Workload:
     return parse_workload(text, source=str(path))
 
 
+def _check_file_size(path: Path) -> None:
+    """A file too big to parse in the memory this run may use is refused before it is read."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return  # reading it reports the error
+    problem = over_memory_limit(size, BYTES_PER_JSON_CHAR, "bytes of workload text")
+    if problem is not None:
+        raise WorkloadError(f"{path}: {problem}")
+
+
 def parse_workload(text: str, source: str = "<workload>") -> Workload:
     try:
         raw = json.loads(text)
@@ -150,21 +168,15 @@ def parse_workload(text: str, source: str = "<workload>") -> Workload:
         raise WorkloadError(
             f"{source}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}"
         ) from None
+    except (ValueError, RecursionError) as error:  # an integer of 4,300+ digits; deep nesting
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise WorkloadError(f"{source}: invalid JSON: {reason}") from None
     try:
         return _workload_from_json(raw, source)
     except _FieldError as error:
         line = _line_of(text, error.path)
         where = f"{source}:{line}" if line else source
         raise WorkloadError(f"{where}: {_describe(raw, error.path)}: {error.message}") from None
-
-
-class _FieldError(ValueError):
-    """A validation failure at a JSON path such as ("requests", 3, "max_tokens")."""
-
-    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.message = message
 
 
 def _describe(raw: Any, path: tuple[str | int, ...]) -> str:
@@ -175,9 +187,16 @@ def _describe(raw: Any, path: tuple[str | int, ...]) -> str:
         label = f"requests[{path[1]}]"
         item = raw["requests"][path[1]]
         if isinstance(item, dict) and isinstance(item.get("id"), str | int):
-            label += f" (id {str(item['id'])!r})"
+            label += f" (id {_quoted_id(str(item['id']))})"
         return ": ".join([label, *map(str, path[2:])])
     return ".".join(map(str, path))
+
+
+def _quoted_id(request_id: str, max_chars: int = 40) -> str:
+    """The id as Python writes it (escapes shown), cut if long."""
+    if len(request_id) <= max_chars:
+        return repr(request_id)
+    return f"{request_id[:max_chars]!r}… ({len(request_id):,} characters)"
 
 
 def _workload_from_json(raw: Any, source: str) -> Workload:
@@ -212,7 +231,11 @@ def _request_from_json(item: Any, index: int) -> RequestSpec:
     request_id = item.get("id")
     if isinstance(request_id, bool) or not isinstance(request_id, str | int):
         raise _FieldError((*path, "id"), "required, a string")
-    return _request_fields(item, index, str(request_id))
+    request_id = str(request_id)
+    problem = request_id_problem(request_id)
+    if problem is not None:
+        raise _FieldError((*path, "id"), problem)
+    return _request_fields(item, index, request_id)
 
 
 def _request_fields(item: dict[str, Any], index: int, request_id: str) -> RequestSpec:
@@ -224,6 +247,8 @@ def _request_fields(item: dict[str, Any], index: int, request_id: str) -> Reques
         arrival_time = arrival_step + 1e-6 * index
     elif isinstance(arrival_time, bool) or not isinstance(arrival_time, int | float):
         raise _FieldError((*path, "arrival_time"), "expected a number")
+    elif not finite(arrival_time):
+        raise _FieldError((*path, "arrival_time"), f"expected a finite number, got {arrival_time}")
     abort_step = _optional_int(item, "abort_step", path, minimum=arrival_step)
     abort_before_update = item.get("abort_before_update", False)
     if not isinstance(abort_before_update, bool):
@@ -257,7 +282,7 @@ def _sampling_params(item: dict[str, Any], path: tuple[str | int, ...]) -> Sampl
     min_tokens = _int_field(item, "min_tokens", path, minimum=0, default=0)
     if min_tokens > max_tokens:
         raise _FieldError((*path, "min_tokens"), f"must be at most max_tokens ({max_tokens})")
-    eos_token_id = _optional_int(item, "eos_token_id", path, minimum=0)
+    eos_token_id = _optional_int(item, "eos_token_id", path, minimum=0, maximum=MAX_TOKEN_ID)
     stop_token_ids = _token_ids(item, "stop_token_ids", path, required=False)
     top_p = _number_field(item, "top_p", path, default=1.0)
     if not 0 < top_p <= 1:
@@ -270,14 +295,8 @@ def _sampling_params(item: dict[str, Any], path: tuple[str | int, ...]) -> Sampl
         temperature=_number_field(item, "temperature", path, default=0.0, minimum=0.0),
         top_k=_int_field(item, "top_k", path, minimum=0, default=0),
         top_p=top_p,
-        seed=_optional_int(item, "seed", path, minimum=0),
+        seed=_optional_int(item, "seed", path, minimum=0, maximum=MAX_SEED),
     )
-
-
-def _reject_unknown(obj: Mapping[str, Any], known: set[str], path: tuple[str | int, ...]) -> None:
-    unknown = sorted(set(obj) - known)
-    if unknown:
-        raise _FieldError((*path, unknown[0]), f"unknown field (known: {', '.join(sorted(known))})")
 
 
 def _reject_duplicate_ids(specs: tuple[RequestSpec, ...]) -> None:
@@ -288,63 +307,6 @@ def _reject_duplicate_ids(specs: tuple[RequestSpec, ...]) -> None:
                 ("requests", index, "id"), f"duplicate request id {spec.request_id!r}"
             )
         seen.add(spec.request_id)
-
-
-_MISSING = object()
-
-
-def _int_field(
-    obj: Mapping[str, Any],
-    key: str,
-    path: tuple[str | int, ...],
-    minimum: int | None = None,
-    default: Any = _MISSING,
-) -> int:
-    value = obj.get(key, default)
-    if value is _MISSING:
-        raise _FieldError((*path, key), "required, an integer")
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _FieldError((*path, key), f"expected an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise _FieldError((*path, key), f"must be at least {minimum}, got {value}")
-    return value
-
-
-def _number_field(
-    obj: Mapping[str, Any],
-    key: str,
-    path: tuple[str | int, ...],
-    default: float,
-    minimum: float | None = None,
-) -> float:
-    value = obj.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _FieldError((*path, key), f"expected a finite number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise _FieldError((*path, key), f"must be at least {minimum:g}, got {value}")
-    return float(value)
-
-
-def _optional_int(
-    obj: Mapping[str, Any], key: str, path: tuple[str | int, ...], minimum: int
-) -> int | None:
-    if obj.get(key) is None:
-        return None
-    return _int_field(obj, key, path, minimum=minimum)
-
-
-def _token_ids(
-    obj: Mapping[str, Any], key: str, path: tuple[str | int, ...], required: bool
-) -> tuple[int, ...]:
-    value = obj.get(key, _MISSING if required else [])
-    if value is _MISSING:
-        raise _FieldError((*path, key), "required, a list of token ids")
-    if not isinstance(value, list):
-        raise _FieldError((*path, key), "expected a list of token ids")
-    for position, token in enumerate(value):
-        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token <= MAX_TOKEN_ID:
-            raise _FieldError((*path, key), f"item {position} is not a token id: {token!r}")
-    return tuple(value)
 
 
 def _line_of(text: str, path: tuple[str | int, ...]) -> int | None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any
 from xml.etree import ElementTree
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from stepscope.engine.probe import (
@@ -16,6 +18,8 @@ from stepscope.engine.probe import (
     RefusedRunningCall,
     RunningGrant,
 )
+
+from stepscope.safe_text import safe_text
 
 from .diff import StepSide, TraceDiff
 from .exact import ExactReplay
@@ -34,12 +38,16 @@ MAX_LISTED_STEPS = 20
 
 def print_diff(console: Console, diff: TraceDiff, verdict: Verdict) -> None:
     console.print(
-        f"A {diff.a} ({diff.num_steps[0]} steps)   B {diff.b} ({diff.num_steps[1]} steps)"
+        safe_text(
+            f"A {diff.a} ({diff.num_steps[0]} steps)   B {diff.b} ({diff.num_steps[1]} steps)"
+        ),
+        markup=False,
     )
     if diff.config_differences:
-        console.print(f"[bold yellow]configs differ:[/] {diff.config_changes}", highlight=False)
+        changes = escape(safe_text(diff.config_changes))
+        console.print(f"[bold yellow]configs differ:[/] {changes}", highlight=False)
     if diff.workload_differences:
-        listed = "; ".join(diff.workload_differences[:5])
+        listed = escape(safe_text("; ".join(diff.workload_differences[:5])))
         console.print(f"[bold yellow]workloads differ:[/] {listed}", highlight=False)
     console.print(headline_text(diff))
     if diff.divergent_steps:
@@ -69,21 +77,20 @@ def _step_table(diff: TraceDiff) -> Table:
     return table
 
 
+def _lines(lines: Iterable[str]) -> str:
+    """A table cell's lines, each made safe to print ("-" for none)."""
+    return "\n".join(map(safe_text, lines)) or "-"
+
+
 def _scheduled(side: StepSide) -> str:
-    return (
-        "\n".join(
-            f"{rid} {kind} {n} tok{(' +' + str(list(blocks))) if blocks else ''}"
-            for rid, kind, n, _, blocks, _ in side.scheduled
-        )
-        or "-"
+    return _lines(
+        f"{rid} {kind} {n} tok{(' +' + str(list(blocks))) if blocks else ''}"
+        for rid, kind, n, _, blocks, _ in side.scheduled
     )
 
 
 def _preempted(side: StepSide) -> str:
-    return (
-        "\n".join(f"{rid} for {by} ({lost} tokens lost)" for rid, by, lost in side.preemptions)
-        or "-"
-    )
+    return _lines(f"{rid} for {by} ({lost} tokens lost)" for rid, by, lost in side.preemptions)
 
 
 def _allocations(side: StepSide) -> str:
@@ -91,7 +98,7 @@ def _allocations(side: StepSide) -> str:
     for rid, pass_, n, needed, free, granted, refusal in side.allocations:
         outcome = "granted" if granted else f"refused ({refusal})"
         lines.append(f"{rid} {pass_} {n} tok: {needed} block(s), {free} free, {outcome}")
-    return "\n".join(lines) or "-"
+    return _lines(lines)
 
 
 def _passes(side: StepSide) -> str:
@@ -110,7 +117,7 @@ def _request_table(diff: TraceDiff) -> Table:
         table.add_column(name)
     for delta in diff.request_deltas[:MAX_REQUEST_ROWS]:
         changes = ", ".join(f"{f} {_fmt(delta.a[f])} -> {_fmt(delta.b[f])}" for f in delta.changed)
-        table.add_row(delta.request_id, changes)
+        table.add_row(safe_text(delta.request_id), changes)
     return table
 
 
@@ -246,7 +253,9 @@ def print_exact(console: Console, result: ExactReplay) -> None:
         table.add_row(label, _decision_field(recorded, label), _decision_field(replayed, label))
     console.print(table)
     if divergence.replayed_decisions:
-        lines = [Text("  " + describe_decision(d)) for d in divergence.replayed_decisions]
+        lines = [
+            Text("  " + safe_text(describe_decision(d))) for d in divergence.replayed_decisions
+        ]
         console.print(Group(Text("replayed decisions that step:", style="bold"), *lines))
 
 
@@ -264,11 +273,11 @@ def _decision_field(decision: StepDecision | None, name: str) -> str:
     if decision is None:
         return "(no such step)"
     if name == "scheduled":
-        return "\n".join(f"{rid} {kind} {n} tok" for rid, n, kind in decision.scheduled) or "-"
+        return _lines(f"{rid} {kind} {n} tok" for rid, n, kind in decision.scheduled)
     if name == "block_ids":
-        return "\n".join(f"{rid} {list(ids)}" for rid, ids in decision.block_ids.items()) or "-"
+        return _lines(f"{rid} {list(ids)}" for rid, ids in decision.block_ids.items())
     value = _json_field(decision, name)
-    return str(value)
+    return safe_text(str(value))
 
 
 def describe_decision(decision: Decision) -> str:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from stepscope.engine import InputError
+from stepscope.safe_text import safe_text
 from stepscope.schema import TraceError
 from stepscope.tracer.writer import TraceWriteError
 
@@ -39,7 +40,7 @@ def main() -> None:
     try:
         app()
     except (InputError, TraceError, TraceWriteError) as error:
-        message = escape(str(error))
+        message = escape(safe_text(str(error)))
         Console(stderr=True).print(
             f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True
         )

@@ -12,7 +12,8 @@ from stepscope.engine.engine_loop import REJECTED
 from stepscope.engine.scheduled_requests import RequestKind, scheduled_requests
 from stepscope.engine.step_plan import AdmissionStop
 
-from .step_table import Column, Piece, StepTable, plain
+from .safe_text import safe_text
+from .step_table import Column, Piece, StepTable
 
 
 @dataclass
@@ -77,14 +78,14 @@ def step_cells(record: StepRecord, loop: EngineLoop, token_budget: int) -> list[
     output = engine_step.scheduler_output
     requests = scheduled_requests(output)
     scheduled = [
-        (f"{_KIND_MARKS[kind][0]}{plain(req_id)}:{num_tokens}", _KIND_MARKS[kind][1])
+        (f"{_KIND_MARKS[kind][0]}{safe_text(req_id)}:{num_tokens}", _KIND_MARKS[kind][1])
         for req_id, num_tokens, kind in zip(
             requests.req_ids, requests.num_scheduled_tokens, requests.kinds, strict=True
         )
     ]
     preempted = sorted(output.preempted_req_ids, key=loop.request_index.__getitem__)
     finished = [
-        (f"{plain(o.request_id)} {o.finish_reason}", "")
+        (f"{safe_text(o.request_id)} {o.finish_reason}", "")
         for o in engine_step.outputs
         if o.finish_reason
     ]
@@ -94,7 +95,7 @@ def step_cells(record: StepRecord, loop: EngineLoop, token_budget: int) -> list[
         [(str(record.step), "")],
         scheduled,
         [(f"{output.total_num_scheduled_tokens}/{token_budget}", "")],
-        [(plain(req_id), "") for req_id in preempted],
+        [(safe_text(req_id), "") for req_id in preempted],
         finished,
         [(str(engine_step.num_free_blocks_after_schedule), "")],
         [(f"{running}/{waiting}", "")],

@@ -29,13 +29,6 @@ class Column:
     style: str = ""
 
 
-def plain(text: str) -> str:
-    """`text` with every unprintable character written as its escape, e.g. `\\x1b`."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def cell_width(text: str) -> int:
     return len(text) if text.isascii() else cell_len(text)
 

@@ -13,7 +13,8 @@ from rich.console import Console
 from stepscope.engine import EngineLoop, StepRecord
 
 from stepscope.commands import run as run_command
-from stepscope.step_table import Column, StepTable, plain
+from stepscope.safe_text import safe_text as plain
+from stepscope.step_table import Column, StepTable
 
 LONG = """
 num_requests = 40

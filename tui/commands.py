@@ -7,6 +7,8 @@ from functools import partial
 
 from textual.command import Hit, Hits, Provider
 
+from stepscope.safe_text import shown_id
+
 from .screens.timeline import TimelineScreen
 
 _ACTIONS: tuple[tuple[str, str, str], ...] = (
@@ -38,7 +40,11 @@ class StepscopeCommands(Provider):
         if screen.source is not None:
             for request_id in screen.source.request_ids[:MAX_REQUEST_HITS]:
                 commands.append(
-                    (f"request {request_id}", partial(screen.open_request, request_id), "life")
+                    (
+                        f"request {shown_id(request_id)}",
+                        partial(screen.open_request, request_id),
+                        "life",
+                    )
                 )
         return commands
 

@@ -6,12 +6,17 @@ import math
 import random
 from dataclasses import dataclass
 
+from ..memory_limit import INT32_MAX
+
 
 @dataclass(frozen=True, slots=True)
 class FixedLength:
     value: int
 
     def sample(self, rng: random.Random) -> int:
+        return self.value
+
+    def mean_length(self) -> float:
         return self.value
 
 
@@ -24,6 +29,9 @@ class UniformLength:
 
     def sample(self, rng: random.Random) -> int:
         return rng.randint(self.minimum, self.maximum)
+
+    def mean_length(self) -> float:
+        return (self.minimum + self.maximum) / 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,10 @@ class LognormalLength:
     def sample(self, rng: random.Random) -> int:
         mu = math.log(self.mean) - self.sigma**2 / 2
         length = max(self.minimum, round(rng.lognormvariate(mu, self.sigma)))
+        return min(length, INT32_MAX if self.maximum is None else self.maximum)
+
+    def mean_length(self) -> float:
+        length = max(self.mean, self.minimum)
         return length if self.maximum is None else min(length, self.maximum)
 
 

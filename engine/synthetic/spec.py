@@ -21,11 +21,14 @@ id_prefix = "r"            # request ids r0, r1, ...
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import EngineConfig
 from ..errors import ConfigError
+from ..json_fields import MAX_SEED
+from ..memory_limit import BYTES_PER_REQUEST, BYTES_PER_TOKEN, INT32_MAX, over_memory_limit
 from .distributions import (
     ArrivalProcess,
     BurstArrivals,
@@ -108,10 +111,10 @@ def parse_spec(raw: dict[str, Any], default_max_steps: int) -> SyntheticSpec:
     if first_token_id >= vocab_size:
         raise top.error("first_token_id", f"must be below vocab_size {vocab_size}")
     values, weights = _priorities(top.table("priorities"))
-    return SyntheticSpec(
+    spec = SyntheticSpec(
         config=config,
         num_requests=top.integer("num_requests", minimum=1),
-        seed=top.integer("seed", 0),
+        seed=top.integer("seed", 0, maximum=MAX_SEED),
         arrivals=_arrivals(top.required_table("arrivals")),
         prompt_len=_length(top.required_table("prompt_len"), minimum=1),
         output_len=_length(top.required_table("output_len"), minimum=1),
@@ -126,6 +129,25 @@ def parse_spec(raw: dict[str, Any], default_max_steps: int) -> SyntheticSpec:
         description=top.string("description", ""),
         features=parse_features(top, config),
     )
+    _check_memory(spec, top)
+    return spec
+
+
+def _check_memory(spec: SyntheticSpec, top: TableReader) -> None:
+    """The generated workload must fit: one request's tokens, then all requests."""
+    shared = sum(group.share * group.prefix_len for group in spec.prefix_groups)
+    prompt_len = min(spec.prompt_len.mean_length() + shared, spec.config.max_model_len - 1)
+    output_len = spec.output_len.mean_length()
+    num_tokens = math.ceil(prompt_len + output_len)
+    problem = over_memory_limit(num_tokens, BYTES_PER_TOKEN, "tokens in each request")
+    if problem is not None:
+        raise top.error("output_len" if output_len > prompt_len else "prompt_len", problem)
+    per_request = BYTES_PER_REQUEST + BYTES_PER_TOKEN * num_tokens
+    problem = over_memory_limit(
+        spec.num_requests, per_request, f"requests of ~{num_tokens:,} tokens"
+    )
+    if problem is not None:
+        raise top.error("num_requests", problem)
 
 
 def _engine_config(table: TableReader) -> EngineConfig:
@@ -161,11 +183,18 @@ def _length(table: TableReader, minimum: int) -> LengthDistribution:
     table.reject_unknown({"distribution", "mean", "sigma", "min", "max"})
     low = table.integer("min", minimum, minimum=minimum)
     return LognormalLength(
-        mean=table.number("mean", positive=True),
+        mean=_mean(table),
         sigma=table.number("sigma", minimum=0.0),
         minimum=low,
         maximum=table.optional_integer("max", minimum=low),
     )
+
+
+def _mean(table: TableReader) -> float:
+    mean = table.number("mean", positive=True)
+    if mean > INT32_MAX:
+        raise table.error("mean", f"must be at most {INT32_MAX}, got {mean:g}")
+    return mean
 
 
 def _prefix_groups(top: TableReader, max_model_len: int) -> tuple[PrefixGroup, ...]:
@@ -225,5 +254,5 @@ def _sampling(table: TableReader | None, first_token_id: int, vocab_size: int) -
         temperature=table.number("temperature", 0.0, minimum=0.0),
         top_k=table.integer("top_k", 0, minimum=0),
         top_p=top_p,
-        seed=table.optional_integer("seed", minimum=0),
+        seed=table.optional_integer("seed", minimum=0, maximum=MAX_SEED - INT32_MAX),
     )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
+
+from ..json_fields import finite, short
+from ..memory_limit import INT32_MAX
 
 KeyPath = tuple[str | int, ...]
 
@@ -46,11 +48,21 @@ class TableReader:
     def has(self, key: str) -> bool:
         return key in self.raw
 
-    def integer(self, key: str, default: Any = _MISSING, minimum: int | None = None) -> int:
-        return _integer((*self.path, key), self._get(key, default, "an integer"), minimum)
+    def integer(
+        self,
+        key: str,
+        default: Any = _MISSING,
+        minimum: int | None = None,
+        maximum: int = INT32_MAX,
+    ) -> int:
+        """An integer in range; by default no bigger than a trace's INTEGER columns hold."""
+        value = self._get(key, default, "an integer")
+        return _integer((*self.path, key), value, minimum, maximum)
 
-    def optional_integer(self, key: str, minimum: int | None = None) -> int | None:
-        return self.integer(key, minimum=minimum) if key in self.raw else None
+    def optional_integer(
+        self, key: str, minimum: int | None = None, maximum: int = INT32_MAX
+    ) -> int | None:
+        return self.integer(key, minimum=minimum, maximum=maximum) if key in self.raw else None
 
     def number(
         self,
@@ -77,7 +89,8 @@ class TableReader:
     def integers(self, key: str, minimum: int | None = None) -> tuple[int, ...]:
         path = (*self.path, key)
         return tuple(
-            _integer((*path, index), value, minimum) for index, value in enumerate(self._list(key))
+            _integer((*path, index), value, minimum, INT32_MAX)
+            for index, value in enumerate(self._list(key))
         )
 
     def numbers(self, key: str, minimum: float | None = None) -> tuple[float, ...]:
@@ -120,17 +133,20 @@ class TableReader:
         return value
 
 
-def _integer(path: KeyPath, value: Any, minimum: int | None) -> int:
+def _integer(path: KeyPath, value: Any, minimum: int | None, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(path, f"expected an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise SpecError(path, f"must be at least {minimum}, got {value}")
+        raise SpecError(path, f"expected an integer, got {short(value)}")
+    low = -maximum - 1 if minimum is None else minimum
+    if value < low:
+        raise SpecError(path, f"must be at least {low}, got {short(value)}")
+    if value > maximum:
+        raise SpecError(path, f"must be at most {maximum}, got {short(value)}")
     return value
 
 
 def _number(path: KeyPath, value: Any, minimum: float | None, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise SpecError(path, f"expected a finite number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not finite(value):
+        raise SpecError(path, f"expected a finite number, got {short(value)}")
     if positive and value <= 0:
         raise SpecError(path, f"must be greater than 0, got {value}")
     if minimum is not None and value < minimum:

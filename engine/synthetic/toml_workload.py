@@ -39,6 +39,9 @@ def parse_toml_workload(text: str, source: str = "<workload>") -> Workload:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise WorkloadError(_toml_syntax_error(source, str(error))) from None
+    except (ValueError, RecursionError) as error:  # an integer of 4,300+ digits; deep nesting
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise WorkloadError(f"{source}: invalid TOML: {reason}") from None
     try:
         spec = parse_spec(raw, DEFAULT_MAX_STEPS)
     except SpecError as error:

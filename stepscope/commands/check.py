@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from stepscope.engine import InputError
 from stepscope.inputs import load_scheduler_class, parse_knob
@@ -16,6 +17,7 @@ from stepscope.replay.diff import TraceDiff
 from stepscope.replay.report import diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
 from stepscope.replay.whatif import replay_whatif
+from stepscope.safe_text import safe_text
 
 from .diff import FailOnOption, ToleranceOption
 from .options import KnobsOption
@@ -90,7 +92,7 @@ def _summary(results: list[tuple[str, TraceDiff, Verdict]]) -> Table:
             if diff.first_decision_step is None
             else f"step {diff.first_decision_step} ({diff.classification})"
         )
-        table.add_row(name, outcome, divergence, *(_pair(diff, m) for m in
+        table.add_row(Text(safe_text(name)), outcome, divergence, *(_pair(diff, m) for m in
                       ("steps_to_drain", "preemptions", "mean_ttft_steps")))  # fmt: skip
     return table
 

@@ -8,8 +8,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 
 _META_SHOWN = (
@@ -56,18 +59,28 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
         if report["complete"]
         else "[bold red]INCOMPLETE[/] (recording stopped early)"
     )
-    console.print(f"[bold]{report['path']}[/]  {report['size_bytes'] / 1e6:.2f} MB  {state}")
+    path = _safe(report["path"])
+    console.print(f"[bold]{path}[/]  {report['size_bytes'] / 1e6:.2f} MB  {state}")
     console.print(
-        "  ".join(f"{key} [cyan]{meta[key]}[/]" for key in _META_SHOWN if meta.get(key)),
+        "  ".join(f"{key} [cyan]{_safe(meta[key])}[/]" for key in _META_SHOWN if meta.get(key)),
         highlight=False,
     )
     config = report["config"]
-    console.print("config  " + "  ".join(f"{k}={v}" for k, v in config.items() if v is not None))
+    console.print(
+        "config  " + "  ".join(f"{k}={v}" for k, v in config.items() if v is not None),
+        markup=False,
+    )
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
     reasons = summary.pop("finish_reasons") or {}
     for key, value in summary.items():
         table.add_row(key.replace("_", " "), "" if value is None else str(value))
-    table.add_row("finish reasons", ", ".join(f"{n} {reason}" for reason, n in reasons.items()))
+    finish = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+    table.add_row("finish reasons", Text(safe_text(finish)))
     console.print(table)
+
+
+def _safe(value: object) -> str:
+    """A trace's string, escaped for the terminal and for rich's markup."""
+    return escape(safe_text(str(value)))

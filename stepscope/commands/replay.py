@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from stepscope.engine import InputError
 from stepscope.inputs import load_scheduler_class, load_vllm_scheduler_class, parse_knob
@@ -23,6 +24,7 @@ from stepscope.replay.report import (
 from stepscope.replay.verdict import FailOn, judge
 from stepscope.replay.vllm_replay import replay_with_vllm, require_vllm
 from stepscope.replay.whatif import replay_whatif
+from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 
 from .options import Engine, EngineOption, KnobsOption, SchedulerClsOption
@@ -76,7 +78,7 @@ def replay(
 def _warn_outside_subset(trace: Path) -> None:
     """A vLLM trace that used features this engine leaves out cannot be expected to match."""
     with open_trace(trace) as opened:
-        reasons = opened.meta.get("outside_subset", "")
+        reasons = escape(safe_text(opened.meta.get("outside_subset", "")))
     if reasons:
         Console(stderr=True).print(
             f"[yellow]warning:[/] {trace} was recorded from vLLM with features stepscope's "

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 
 
@@ -103,4 +104,4 @@ def _natural_width(columns: list[str], rows: list[tuple[Any, ...]]) -> int:
 def _cell(value: Any) -> Text:
     if value is None:
         return Text("NULL", style="dim")
-    return Text(str(value))
+    return Text(safe_text(str(value)))

@@ -19,6 +19,8 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
+from stepscope.safe_text import shown_id
+
 from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
 from ..widgets.auto_width_table import AutoWidthTable
@@ -42,14 +44,14 @@ def decision_panel(title: str, decision: StepDecision | None, differs: tuple[str
     table.add_column("tokens", justify="right")
     table.add_column("kind")
     for request_id, num_tokens, kind in decision.scheduled:
-        table.add_row(request_id, str(num_tokens), str(kind))
+        table.add_row(Text(shown_id(request_id)), str(num_tokens), str(kind))
     facts = Text()
     facts.append(
         f"free blocks after schedule: {decision.num_free_blocks}",
         style=red if "num_free_blocks" in differs else "",
     )
     facts.append(" · preempted: ")
-    preempted = ", ".join(sorted(decision.preempted_req_ids)) or "—"
+    preempted = ", ".join(map(shown_id, sorted(decision.preempted_req_ids))) or "—"
     facts.append(preempted, style=red if "preempted" in differs else "")
     style = red if "scheduled" in differs else ""
     return Group(head, facts, Text("scheduled", style=style or "bold"), table)
@@ -263,7 +265,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
             f"{decision.step:,}",
             str(sum(decision.num_scheduled_tokens)),
             str(len(decision.req_ids)),
-            ", ".join(sorted(decision.preempted_req_ids)),
+            Text(", ".join(map(shown_id, sorted(decision.preempted_req_ids)))),
             "" if decision.num_free_blocks is None else str(decision.num_free_blocks),
             verdict,
         )

@@ -13,6 +13,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from stepscope.safe_text import shown_id, shown_text
+
 from ..messages import QueryFailed, RequestLifeLoaded
 from ..models import RequestLife
 from ..trace_source import TraceSource
@@ -30,7 +32,7 @@ _WHAT_STYLE = {
 def facts_text(life: RequestLife) -> Text:
     facts = life.facts
     text = Text()
-    text.append(f"{life.request_id}", style="bold")
+    text.append(shown_id(life.request_id), style="bold")
     text.append(
         f"   arrived at step {facts['arrival_step']:,} · prompt {facts['prompt_len']} tokens · "
         f"max_tokens {facts['max_tokens']} · priority {facts['priority']}"
@@ -83,14 +85,14 @@ blocks it held. Below: the steps it spent waiting, and why.
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(Text(f"{self.request_id}: loading…", style="dim"), id="life-facts")
+        yield Static(Text(f"{shown_id(self.request_id)}: loading…", style="dim"), id="life-facts")
         yield AutoWidthTable(id="life-table", cursor_type="row", zebra_stripes=True)
         yield Static("waiting", classes="detail-heading")
         yield AutoWidthTable(id="life-waiting", cursor_type="none")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"request {self.request_id}"
+        self.sub_title = f"request {shown_id(self.request_id)}"
         table = self.query_one("#life-table", DataTable)
         table.add_columns("steps", "what", "tokens", "computed", "blocks", "sampled", "detail")
         table.focus()
@@ -104,7 +106,7 @@ blocks it held. Below: the steps it spent waiting, and why.
         try:
             life = self.source.request_life(self.request_id)
         except (TraceError, duckdb.Error) as error:
-            self.post_message(QueryFailed(str(error), f"request {self.request_id}"))
+            self.post_message(QueryFailed(str(error), f"request {shown_id(self.request_id)}"))
             return
         self.post_message(RequestLifeLoaded(life, self.request_id))
 
@@ -112,7 +114,8 @@ blocks it held. Below: the steps it spent waiting, and why.
         facts = self.query_one("#life-facts", Static)
         life = self.life = message.life
         if life is None:
-            facts.update(Text(f"no request {message.request_id} in this trace", style="bold red"))
+            missing = shown_id(message.request_id)
+            facts.update(Text(f"no request {missing} in this trace", style="bold red"))
             return
         facts.update(facts_text(life))
         table = self.query_one("#life-table", DataTable)
@@ -135,13 +138,15 @@ blocks it held. Below: the steps it spent waiting, and why.
                 computed,
                 _value(row.blocks_held),
                 row.sampled,
-                row.detail,
+                Text(shown_text(row.detail or "")),
             )
         waiting = self.query_one("#life-waiting", DataTable)
         waiting.clear()
         for first, last, reason, blocked, detail in life.waiting.rows:
             steps = f"{first:,}" if first == last else f"{first:,}–{last:,}"
-            waiting.add_row(steps, reason, blocked or "", detail or "")
+            waiting.add_row(
+                steps, reason, Text(shown_id(blocked or "")), Text(shown_text(detail or ""))
+            )
 
     def on_query_failed(self, message: QueryFailed) -> None:
         self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)

@@ -9,12 +9,14 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from stepscope.safe_text import shown_id, shown_text
+
 from ..models import StepDetail
 from .rows_view import Cell, RowsView
 
 
 def _ids(ids: list[str]) -> str:
-    return ", ".join(ids) if ids else "—"
+    return ", ".join(map(shown_id, ids)) if ids else "—"
 
 
 def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -> Text:
@@ -49,7 +51,7 @@ def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -
     text.append(" · admission stopped: ")
     text.append(str(row["admission_stop"]), style="bold cyan")
     if row["blocked_request_id"]:
-        text.append(f" (blocked head {row['blocked_request_id']})")
+        text.append(f" (blocked head {shown_id(row['blocked_request_id'])})")
     text.append(
         f"\narrived {_ids(detail.request_ids('arrive'))} · finished "
         f"{_ids(detail.request_ids('finish'))} · aborted {_ids(detail.request_ids('abort'))}"
@@ -72,7 +74,8 @@ SKIP_REASONS = {
 def skipped_text(detail: StepDetail) -> str:
     """The requests the waiting pass passed over this step and why (`B (max_loras gate)`)."""
     return ", ".join(
-        f"{event['request_id']} ({SKIP_REASONS.get(event['detail'], event['detail'])})"
+        f"{shown_id(event['request_id'])} "
+        f"({SKIP_REASONS.get(event['detail'], shown_text(event['detail'] or ''))})"
         for event in detail.events.dicts()
         if event["kind"] == "skip"
     )
@@ -153,8 +156,11 @@ or an async placeholder), the tokens the step appended and the drafts proposed a
         self._fill(".detail-scheduled", scheduled_rows(detail))
         self._fill(".detail-allocations", allocation_rows(detail))
         self._fill(".detail-preemptions", preemption_rows(detail))
-        whys = [f"{p['request_id']}: {p['why']}" for p in detail.preemptions.dicts()]
-        self.query_one(".detail-why", Static).update("\n".join(whys))
+        whys = [
+            f"{shown_id(p['request_id'])}: {shown_text(p['why'])}"
+            for p in detail.preemptions.dicts()
+        ]
+        self.query_one(".detail-why", Static).update(Text("\n".join(whys)))
         self._fill(".detail-drafts", draft_rows(detail))
         has_drafts = len(detail.drafts) > 0
         self.query_one(".detail-drafts-heading", Static).display = has_drafts
@@ -176,7 +182,7 @@ def scheduled_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
     """The SchedulerOutput's rows: request, kind, tokens, computed before→after, sampled, blocks."""
     return [
         (
-            r["request_id"],
+            shown_id(r["request_id"]),
             r["kind"],
             str(r["num_tokens"]),
             f"{r['computed_before']}→{r['computed_after']}",
@@ -191,7 +197,7 @@ def allocation_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
     """Every `allocate_slots` call: its tokens, blocks needed, free blocks, grant or refusal."""
     return [
         (
-            a["request_id"],
+            shown_id(a["request_id"]),
             a["pass"],
             str(a["num_new_tokens"]),
             str(a["num_new_computed_tokens"] or ""),
@@ -209,8 +215,8 @@ def preemption_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
     """Every preemption: victim, who needed the room, tokens discarded, blocks freed, refund."""
     return [
         (
-            Text(p["request_id"], style="bold red"),
-            p["needed_by"],
+            Text(shown_id(p["request_id"]), style="bold red"),
+            shown_id(p["needed_by"]),
             str(p["num_computed_tokens_discarded"]),
             str(p["num_blocks_freed"]),
             str(p["num_tokens_refunded"] or ""),
@@ -223,7 +229,7 @@ def draft_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
     """Each request's drafts marked ✓ accepted / ✗ rejected, what it appended, what comes next."""
     return [
         (
-            d["request_id"],
+            shown_id(d["request_id"]),
             marked_drafts(d["scheduled_draft_token_ids"] or [], d["num_accepted"]),
             ""
             if d["num_accepted"] is None

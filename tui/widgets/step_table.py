@@ -21,6 +21,8 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from stepscope.safe_text import shown_id
+
 from ..messages import PagesWanted, StepCursorMoved
 from ..trace_source import PAGE_SIZE
 
@@ -298,7 +300,7 @@ scrolls, a click picks a step.
             (str(row["num_finished"] or ""), 4, True),
             (str(row["num_free_blocks_after_schedule"]), 5, True),
             ("  " + (row["admission_stop"] or ""), 22, False),
-            (row["blocked_request_id"] or "", 9, False),
+            (shown_id(row["blocked_request_id"] or ""), 9, False),
         ]
         segments.append(Segment("".join(_cell(*cell) for cell in cells), base))
         return Strip(segments)
