@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.engine import EngineLoop, Scheduler, StepRecord, TapeModelRunner, Workload
+from stepscope.engine.model_runner import ModelRunner
 from stepscope.engine.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.schema import Trace, open_trace
 from stepscope.tracer.record_workload import trace_meta
@@ -27,6 +28,7 @@ from .step_decision import (
     input_differences,
     live_decision,
 )
+from .trace_runner import TraceModelRunner, recorded_verdicts
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,6 @@ class _Replay:
         trace: Trace,
     ) -> None:
         self.recorded = recorded
-        tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
         self.recorder = (
             TraceRecorder(output, workload, _replay_meta(workload, trace))
             if output is not None
@@ -101,7 +102,10 @@ class _Replay:
         )
         self.probe: TraceRecorder | DecisionTap = self.recorder or DecisionTap()
         self.loop = EngineLoop(
-            workload, TapeModelRunner(tapes), probe=self.probe, scheduler_cls=scheduler_cls
+            workload,
+            replay_model_runner(workload, trace),
+            probe=self.probe,
+            scheduler_cls=scheduler_cls,
         )
 
     def run(self, stop_at_divergence: bool, trace_complete: bool) -> tuple[Divergence | None, int]:
@@ -150,6 +154,14 @@ class _Replay:
         if not fields:
             return None
         return Divergence(record.step, fields, expected, mine, decisions)
+
+
+def replay_model_runner(workload: Workload, trace: Trace) -> ModelRunner:
+    """The tapes; with speculative decoding on, the recording's verdicts and drafts too."""
+    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    if workload.config.num_speculative_tokens == 0:
+        return TapeModelRunner(tapes)
+    return TraceModelRunner(tapes, recorded_verdicts(trace))
 
 
 def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:

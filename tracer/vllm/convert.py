@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stepscope.engine import EngineConfig, SamplingParams
-from stepscope.engine.outputs import EngineCoreOutput, ModelRunnerOutput
+from stepscope.engine.outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from stepscope.engine.request import FinishReason
 from stepscope.engine.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
 from stepscope.engine.workload import RequestSpec
@@ -45,8 +45,28 @@ def engine_config(scheduler: Any) -> EngineConfig:
             "max_num_active_seqs": scheduler_config.max_num_active_seqs,
             "async_scheduling": bool(scheduler_config.async_scheduling),
             "vllm_version": versions.recorded_version(),
+            **feature_settings(scheduler.vllm_config),
         }
     )
+
+
+MODELLED_SPECULATIVE_METHODS = ("ngram", "draft_model")
+"""The draft methods whose slots and lookahead stepscope's engine models."""
+
+
+def feature_settings(vllm_config: Any) -> dict[str, Any]:
+    """Speculative decoding and LoRA as the engine config takes them (only the keys in use).
+
+    A draft method the engine does not model is left out here and flagged by `subset`.
+    """
+    settings: dict[str, Any] = {}
+    speculative = vllm_config.speculative_config
+    if speculative is not None and speculative.method in MODELLED_SPECULATIVE_METHODS:
+        settings["num_speculative_tokens"] = int(speculative.num_speculative_tokens)
+        settings["speculative_method"] = speculative.method
+    if vllm_config.lora_config is not None:
+        settings["max_loras"] = int(vllm_config.lora_config.max_loras)
+    return settings
 
 
 def request_spec(request: Any, arrival_step: int) -> RequestSpec:
@@ -71,7 +91,14 @@ def request_spec(request: Any, arrival_step: int) -> RequestSpec:
         output_token_ids=(),
         sampling_params=sampling,
         priority=request.priority,
+        lora_id=lora_id(request),
     )
+
+
+def lora_id(request: Any) -> int | None:
+    """The adapter a request runs with (`lora_int_id`, what the scheduler gates on)."""
+    lora_request = request.lora_request
+    return None if lora_request is None else int(lora_request.lora_int_id)
 
 
 def scheduler_output(
@@ -108,6 +135,10 @@ def scheduler_output(
         total_num_scheduled_tokens=output.total_num_scheduled_tokens,
         preempted_req_ids=frozenset(output.preempted_req_ids or ()),
         finished_req_ids=frozenset(output.finished_req_ids),
+        scheduled_spec_decode_tokens={
+            req_id: tuple(tokens)
+            for req_id, tokens in (output.scheduled_spec_decode_tokens or {}).items()
+        },
     )
 
 
@@ -153,6 +184,14 @@ def model_runner_output(output: Any) -> ModelRunnerOutput:
         req_ids=req_ids,
         req_id_to_index=dict(output.req_id_to_index),
         sampled_token_ids=list(map(list, sampled)) if sampled else [[] for _ in req_ids],
+    )
+
+
+def draft_token_ids(drafts: Any) -> DraftTokenIds:
+    """What `update_draft_token_ids` was handed (the drafter's lists, snapshotted)."""
+    return DraftTokenIds(
+        req_ids=tuple(drafts.req_ids),
+        draft_token_ids=tuple(tuple(int(t) for t in tokens) for tokens in drafts.draft_token_ids),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from stepscope.engine import EngineCoreOutput, RequestStatus, Workload
 from stepscope.engine.core import EngineCore
 from stepscope.engine.engine_loop import StepLoop
+from stepscope.engine.outputs import DraftTokenIds
 from stepscope.engine.workload import RequestSpec
 
 from . import convert
@@ -71,6 +72,17 @@ class VllmScheduler:
 
     def get_num_free_blocks(self) -> int:
         return int(self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks())
+
+    def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
+        """vLLM's call with vLLM's `DraftTokenIds` (lists, which its scheduler keeps)."""
+        from vllm.v1.outputs import DraftTokenIds as VllmDraftTokenIds
+
+        self.scheduler.update_draft_token_ids(
+            VllmDraftTokenIds(
+                req_ids=list(draft_token_ids.req_ids),
+                draft_token_ids=[list(tokens) for tokens in draft_token_ids.draft_token_ids],
+            )
+        )
 
 
 class VllmTapeRunner:
@@ -139,6 +151,19 @@ class VllmLoop(StepLoop[VllmScheduler]):
             self.recording.idle_step()
 
 
+def _tape_runner(workload: Workload, scheduler: Any) -> VllmTapeRunner:
+    """The scripted model; with speculative decoding on, one that drafts and verifies."""
+    config = workload.config
+    if config.num_speculative_tokens == 0:
+        tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+        return VllmTapeRunner(scheduler, tapes)
+    from .scripted_drafts import VllmDraftingTapeRunner
+
+    return VllmDraftingTapeRunner(
+        scheduler, workload.requests, config.num_speculative_tokens, config.async_scheduling
+    )
+
+
 def run_scripted(
     workload: Workload,
     scheduler: Any,
@@ -146,8 +171,7 @@ def run_scripted(
     recording: VllmRecording | None = None,
 ) -> DriverRun:
     """Step vLLM's `scheduler` through the workload with its scripted outputs."""
-    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
-    runner = VllmTapeRunner(scheduler, tapes)
+    runner = _tape_runner(workload, scheduler)
     core = VllmEngineCore(VllmScheduler(scheduler), runner, block_hasher)
     loop = VllmLoop(workload, core, recording)
     for _ in loop.run():
