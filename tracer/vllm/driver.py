@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ from . import versions
 
 if TYPE_CHECKING:
     from .scripted_core import DriverRun
+    from .scripted_drafts import Verdict
 
 VLLM_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -254,8 +257,12 @@ def record_with_vllm(
     scheduler_cls: type | None = None,
     meta: dict[str, str] | None = None,
     redactor: Redactor | None = None,
+    verdicts: Mapping[str, deque[Verdict]] | None = None,
 ) -> DriverRun:
-    """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`."""
+    """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`.
+
+    `verdicts`: a recording's drafts and accepted counts, which the model then gives.
+    """
     from .attach import attach_recording
     from .scripted_core import run_scripted
 
@@ -276,7 +283,7 @@ def record_with_vllm(
     )
     finished = False
     try:
-        run = run_scripted(workload, scheduler, block_hasher, recording)
+        run = run_scripted(workload, scheduler, block_hasher, recording, verdicts)
         finished = True
     finally:
         recording.close(finished)

@@ -9,9 +9,10 @@ translate only where vLLM differs, each saying why.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope.engine import EngineCoreOutput, RequestStatus, Workload
 from stepscope.engine.core import EngineCore
@@ -22,6 +23,9 @@ from stepscope.engine.workload import RequestSpec
 from . import convert
 from .driver import make_request
 from .session import VllmRecording
+
+if TYPE_CHECKING:
+    from .scripted_drafts import Verdict
 
 PAD_TOKEN_ID = 0
 """Sampled once a request's tape runs out, as the engine's tape model does."""
@@ -151,17 +155,23 @@ class VllmLoop(StepLoop[VllmScheduler]):
             self.recording.idle_step()
 
 
-def _tape_runner(workload: Workload, scheduler: Any) -> VllmTapeRunner:
-    """The scripted model; with speculative decoding on, one that drafts and verifies."""
+def _tape_runner(
+    workload: Workload, scheduler: Any, verdicts: Mapping[str, deque[Verdict]] | None
+) -> VllmTapeRunner:
+    """The scripted model; with speculative decoding on, one that drafts and verifies.
+
+    Given a recording's `verdicts`, drafts and acceptance are the recording's.
+    """
     config = workload.config
     if config.num_speculative_tokens == 0:
         tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
         return VllmTapeRunner(scheduler, tapes)
-    from .scripted_drafts import VllmDraftingTapeRunner
+    from .scripted_drafts import VllmDraftingTapeRunner, VllmRecordedDraftsRunner
 
-    return VllmDraftingTapeRunner(
-        scheduler, workload.requests, config.num_speculative_tokens, config.async_scheduling
-    )
+    k, async_scheduling = config.num_speculative_tokens, config.async_scheduling
+    if verdicts is not None:
+        return VllmRecordedDraftsRunner(scheduler, workload.requests, k, async_scheduling, verdicts)
+    return VllmDraftingTapeRunner(scheduler, workload.requests, k, async_scheduling)
 
 
 def run_scripted(
@@ -169,9 +179,10 @@ def run_scripted(
     scheduler: Any,
     block_hasher: Any,
     recording: VllmRecording | None = None,
+    verdicts: Mapping[str, deque[Verdict]] | None = None,
 ) -> DriverRun:
     """Step vLLM's `scheduler` through the workload with its scripted outputs."""
-    runner = _tape_runner(workload, scheduler)
+    runner = _tape_runner(workload, scheduler, verdicts)
     core = VllmEngineCore(VllmScheduler(scheduler), runner, block_hasher)
     loop = VllmLoop(workload, core, recording)
     for _ in loop.run():

@@ -11,8 +11,9 @@ sampling step, as vLLM's GPU worker does.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from stepscope.engine.outputs import DraftTokenIds
 from stepscope.engine.workload import RequestSpec
@@ -80,9 +81,7 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
             drafts = list(worker[1][: len(drafts)]) if held and worker else [-1] * len(drafts)
         if any(token != -1 for token in drafts):
             self.num_verifications[req_id] = self.num_verifications.get(req_id, 0) + 1
-        accepted = 0
-        while accepted < len(drafts) and drafts[accepted] == self._tape(req_id, base + accepted):
-            accepted += 1
+        accepted = self._accepted(req_id, drafts, base)
         out = [self._sample_at(req_id, base + i) for i in range(accepted + 1)]
         proposal = self._propose(req_id, base + len(out))
         self._proposals[req_id] = proposal
@@ -90,6 +89,13 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
             self.produced[req_id] = base + len(out)
             self.worker_drafts[req_id] = (base + len(out), proposal)
         return out
+
+    def _accepted(self, req_id: str, drafts: Sequence[int], base: int) -> int:
+        """Greedy rejection against the tape: the longest prefix of drafts that matches."""
+        accepted = 0
+        while accepted < len(drafts) and drafts[accepted] == self._tape(req_id, base + accepted):
+            accepted += 1
+        return accepted
 
     def _base(self, req_id: str, request: Any, resumed: bool) -> int | None:
         """The tape index this step samples at, or None when it samples nothing."""
@@ -125,3 +131,59 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
         return [
             token if i < correct else (token + 1) % DRAFT_VOCAB_SIZE for i, token in enumerate(tape)
         ]
+
+
+class Verdict(Protocol):
+    """How a recording's model answered one scheduling of a request."""
+
+    @property
+    def num_accepted(self) -> int | None: ...
+
+    @property
+    def proposed(self) -> tuple[int, ...] | None: ...
+
+
+class VllmRecordedDraftsRunner(VllmDraftingTapeRunner):
+    """The tape model answering as a recording did: its accepted counts and its drafts.
+
+    Each scheduling of a request takes that request's next recorded verdict, so a
+    trace replays through vLLM's scheduler with the drafts its own drafter proposed.
+    """
+
+    def __init__(
+        self,
+        scheduler: Any,
+        specs: Sequence[RequestSpec],
+        num_speculative_tokens: int,
+        async_scheduling: bool,
+        verdicts: Mapping[str, deque[Verdict]],
+    ) -> None:
+        super().__init__(scheduler, specs, num_speculative_tokens, async_scheduling)
+        self.verdicts = verdicts
+        self._verdicts: dict[str, Verdict | None] = {}
+
+    def execute_model(self, scheduler_output: Any) -> Any:
+        self._verdicts = {
+            req_id: self._next_verdict(req_id) for req_id in scheduler_output.num_scheduled_tokens
+        }
+        return super().execute_model(scheduler_output)
+
+    def take_draft_token_ids(self) -> DraftTokenIds | None:
+        """None where the recording handed the scheduler no drafts after this step."""
+        if all(v is None or v.proposed is None for v in self._verdicts.values()):
+            return None
+        return super().take_draft_token_ids()
+
+    def _next_verdict(self, req_id: str) -> Verdict | None:
+        queue = self.verdicts.get(req_id)
+        return queue.popleft() if queue else None
+
+    def _accepted(self, req_id: str, drafts: Sequence[int], base: int) -> int:
+        verdict = self._verdicts.get(req_id)
+        if not drafts or verdict is None or verdict.num_accepted is None:
+            return 0
+        return min(verdict.num_accepted, len(drafts))
+
+    def _propose(self, req_id: str, base: int) -> list[int]:
+        verdict = self._verdicts.get(req_id)
+        return list(verdict.proposed or ()) if verdict is not None else []

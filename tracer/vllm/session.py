@@ -144,10 +144,12 @@ class VllmRecording:
     # ----- the scheduler's calls ----------------------------------------------
 
     def add_request(self, request: Any) -> None:
+        self._guarded(self._end_update)
         self._originals["add_request"](request)
         self._guarded(lambda: self._on_arrival(request))
 
     def finish_requests(self, request_ids: Any, finished_status: Any) -> list[Any]:
+        self._guarded(self._end_update)
         finished: list[Any] = self._originals["finish_requests"](request_ids, finished_status)
         self._guarded(lambda: self._on_finish_requests(finished, finished_status))
         return finished
@@ -210,7 +212,6 @@ class VllmRecording:
     # ----- bookkeeping --------------------------------------------------------
 
     def _on_arrival(self, request: Any) -> None:
-        self._end_update()
         if request.request_id in self.arrived:
             # A streaming-input session's next chunk, or an id used twice: the trace keys
             # requests by id, so the later input is left out.
