@@ -22,6 +22,9 @@ _UNSUPPORTED = {
     "prefill_schedule_interval": 1,
 }
 
+SPECULATIVE_METHODS = ("ngram", "draft_model")
+"""The speculative-decoding methods whose scheduling the engine models."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class EngineConfig:
@@ -49,6 +52,12 @@ class EngineConfig:
     """vLLM's AsyncScheduler and its batch queue: step N+1 is scheduled before N's output."""
     vllm_version: str = DEFAULT_VLLM_VERSION
     """The vLLM version whose rules decide where versions differ (`0.32.x` or `0.33.0`)."""
+    num_speculative_tokens: int = 0
+    """Drafts verified per decode step (vLLM's `SpeculativeConfig`); 0 turns spec decoding off."""
+    speculative_method: str | None = None
+    """How drafts are proposed: `ngram` or `draft_model` (None when spec decoding is off)."""
+    max_loras: int | None = None
+    """LoRA adapters that may run at once (vLLM's `LoRAConfig.max_loras`); None: LoRA off."""
 
     @property
     def vllm_rules(self) -> VllmRules:
@@ -67,6 +76,18 @@ class EngineConfig:
         if self.max_num_active_seqs is None:
             return self.max_num_seqs
         return self.max_num_active_seqs
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """KV slots past the scheduled tokens that the drafter writes (draft_model: k)."""
+        if self.speculative_method == "draft_model":
+            return self.num_speculative_tokens
+        return 0
+
+    @property
+    def max_num_new_slots_for_drafting(self) -> int:
+        """Input slots each scheduled request takes beyond its tokens (draft_model: 1)."""
+        return 1 if self.speculative_method == "draft_model" else 0
 
     @property
     def watermark_blocks(self) -> int:
@@ -88,6 +109,7 @@ class EngineConfig:
             raise ConfigError(missing[0], "required")
         if values.get("max_model_len") is None:
             values["max_model_len"] = values["max_num_batched_tokens"]
+        _resolve_speculative_method(values)
         values = {k: _coerce(k, v) for k, v in values.items() if v is not None}
         config = cls(**values)
         config.validate()
@@ -112,7 +134,8 @@ class EngineConfig:
             _at_least(key, getattr(self, key), 1)
         _at_least("num_blocks", self.num_blocks, 2)
         _at_least("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
-        for key in ("max_num_scheduled_tokens", "max_num_active_seqs"):
+        _at_least("num_speculative_tokens", self.num_speculative_tokens, 0)
+        for key in ("max_num_scheduled_tokens", "max_num_active_seqs", "max_loras"):
             value = getattr(self, key)
             if value is not None:
                 _at_least(key, value, 1)
@@ -134,12 +157,51 @@ class EngineConfig:
                 "max_num_active_seqs",
                 f"{self.max_num_active_seqs} cannot exceed max_num_seqs {self.max_num_seqs}",
             )
+        self._validate_speculative()
         if self.long_prefill_token_threshold > self.max_model_len:
             raise ConfigError(
                 "long_prefill_token_threshold",
                 f"{self.long_prefill_token_threshold} "
                 f"cannot exceed max_model_len {self.max_model_len}",
             )
+
+    def _validate_speculative(self) -> None:
+        """vLLM's checks of the speculative config the engine models."""
+        method = self.speculative_method
+        if self.num_speculative_tokens == 0:
+            if method is not None:
+                raise ConfigError("speculative_method", "needs num_speculative_tokens >= 1")
+            return
+        _check_method(method)
+        if self.async_scheduling and method == "ngram":
+            raise ConfigError(
+                "speculative_method",
+                "ngram is not supported with async_scheduling (vLLM's V1 model runner"
+                " refuses it); use draft_model",
+            )
+
+
+def _resolve_speculative_method(values: dict[str, Any]) -> None:
+    """`ngram` when drafts are on and no method is named; none when they are off (k = 0)."""
+    method = values.get("speculative_method")
+    if method is None:
+        values.pop("speculative_method", None)
+    else:
+        _check_method(method)
+        if values.get("num_speculative_tokens") is None:
+            raise ConfigError("speculative_method", "needs num_speculative_tokens")
+    if not values.get("num_speculative_tokens"):
+        values.pop("speculative_method", None)
+    elif method is None:
+        values["speculative_method"] = "ngram"
+
+
+def _check_method(method: object) -> None:
+    if method not in SPECULATIVE_METHODS:
+        raise ConfigError(
+            "speculative_method",
+            f"{method!r} is not modelled (the engine models {', '.join(SPECULATIVE_METHODS)})",
+        )
 
 
 _FIELD_TYPES: dict[str, type] = {
@@ -151,6 +213,7 @@ _FIELD_TYPES: dict[str, type] = {
     "watermark": float,
     "async_scheduling": bool,
     "vllm_version": str,
+    "speculative_method": str,
 }
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from .async_scheduler import AsyncScheduler
 from .config import EngineConfig
 from .model_runner import ModelRunner
-from .outputs import EngineCoreOutput, ModelRunnerOutput
+from .outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from .request import BlockHasher, Request, RequestStatus
 from .scheduler import Scheduler
 from .scheduler_interface import SchedulerInterface
@@ -53,6 +53,8 @@ class EngineStep:
     model_ns: int
     outputs: tuple[EngineCoreOutput, ...] = ()
     update_ns: int = 0
+    draft_token_ids: DraftTokenIds | None = None
+    """What `update_draft_token_ids` got after this step's update (None: nothing)."""
 
 
 @dataclass(frozen=True, slots=True)

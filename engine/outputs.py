@@ -10,7 +10,10 @@ from .request import FinishReason
 
 @dataclass(frozen=True, slots=True)
 class ModelRunnerOutput:
-    """Sampled tokens per scheduled request; a partial prefill chunk samples none."""
+    """Sampled tokens per scheduled request; a partial prefill chunk samples none.
+
+    With speculative decoding a request gets its accepted drafts, then the bonus token.
+    """
 
     req_ids: Sequence[str]
     req_id_to_index: Mapping[str, int]
@@ -24,6 +27,14 @@ class ModelRunnerOutput:
             req_id_to_index={req_id: index for index, req_id in enumerate(req_ids)},
             sampled_token_ids=[sampled[req_id] for req_id in req_ids],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DraftTokenIds:
+    """Drafts a model runner proposed after a step, per request (vLLM's `DraftTokenIds`)."""
+
+    req_ids: tuple[str, ...]
+    draft_token_ids: tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ Every field is a snapshot: nothing here aliases live scheduler state.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from .sampling_params import SamplingParams
 
@@ -43,6 +44,10 @@ class CachedRequestData:
         return CachedRequestData((), frozenset(), (), (), (), {})
 
 
+NO_SPEC_DECODE_TOKENS: Mapping[str, tuple[int, ...]] = MappingProxyType({})
+"""`scheduled_spec_decode_tokens` of a step that verifies no drafts."""
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerOutput:
     scheduled_new_reqs: tuple[NewRequestData, ...]
@@ -54,3 +59,7 @@ class SchedulerOutput:
     """Preempted since the previous `schedule()`, this one included."""
     finished_req_ids: frozenset[str]
     """Finished or aborted since the previous `schedule()` (shipped one step late)."""
+    scheduled_spec_decode_tokens: Mapping[str, tuple[int, ...]] = field(
+        default_factory=lambda: NO_SPEC_DECODE_TOKENS
+    )
+    """Drafts to verify per request (-1: padding, or an async placeholder the worker fills)."""

@@ -5,7 +5,8 @@
                    "max_tokens", "priority", "eos_token_id"?, "arrival_time"?,
                    "min_tokens"?, "stop_token_ids"?, "abort_step"?,
                    "abort_before_update"?, "temperature"?, "top_k"?, "top_p"?,
-                   "seed"?}]}
+                   "seed"?, "lora_id"?, "draft_mismatch_every"?, "draft_accept"?,
+                   "grammar_ready_step"?}]}
 
 An abort lands before the step's `schedule()`, or, with `abort_before_update`, after
 it and before `update_from_output()`: where an abort that reaches vLLM while the
@@ -32,6 +33,7 @@ from typing import Any
 from .config import EngineConfig
 from .errors import ConfigError, WorkloadError
 from .request import BlockHasher, Request
+from .request_features import REQUEST_FEATURE_KEYS, FeatureError, with_features
 from .sampling_params import SamplingParams
 
 DEFAULT_MAX_STEPS = 1000
@@ -55,7 +57,7 @@ _REQUEST_KEYS = {
     "top_k",
     "top_p",
     "seed",
-}
+} | REQUEST_FEATURE_KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,10 @@ class RequestSpec:
     abort_step: int | None = None
     abort_before_update: bool = False
     """The abort lands after the step's `schedule()`, before its update."""
+    lora_id: int | None = None
+    draft_mismatch_every: int | None = None
+    draft_accept: tuple[int, ...] | None = None
+    grammar_ready_step: int | None = None
 
     def make_request(self, block_hasher: BlockHasher | None) -> Request:
         return Request(
@@ -181,7 +187,10 @@ def _workload_from_json(raw: Any, source: str) -> Workload:
     requests = raw.get("requests")
     if not isinstance(requests, list):
         raise _FieldError(("requests",), "required, a JSON list")
-    specs = tuple(_request_from_json(item, index) for index, item in enumerate(requests))
+    specs = tuple(
+        _with_features(_request_from_json(item, index), item, index, config)
+        for index, item in enumerate(requests)
+    )
     _reject_duplicate_ids(specs)
     max_steps = _int_field(raw, "max_steps", (), minimum=1, default=DEFAULT_MAX_STEPS)
     description = raw.get("description", "")
@@ -226,6 +235,15 @@ def _request_fields(item: dict[str, Any], index: int, request_id: str) -> Reques
         abort_step=abort_step,
         abort_before_update=abort_before_update,
     )
+
+
+def _with_features(
+    spec: RequestSpec, item: dict[str, Any], index: int, config: EngineConfig
+) -> RequestSpec:
+    try:
+        return with_features(spec, item, config)
+    except FeatureError as error:
+        raise _FieldError(("requests", index, error.key), error.message) from None
 
 
 def _sampling_params(item: dict[str, Any], path: tuple[str | int, ...]) -> SamplingParams:

@@ -58,6 +58,17 @@ def _request_inputs(trace: Trace) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
 
 
+def _features(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's optional-feature inputs (an older trace's read as NULL)."""
+    accept = row["draft_accept"]
+    return {
+        "lora_id": row["lora_id"],
+        "grammar_ready_step": row["grammar_ready_step"],
+        "draft_mismatch_every": row["draft_mismatch_every"],
+        "draft_accept": None if accept is None else tuple(accept),
+    }
+
+
 def _request_spec(row: Mapping[str, Any], outputs: list[int]) -> RequestSpec:
     sampling = SamplingParams(
         max_tokens=row["max_tokens"],
@@ -79,4 +90,5 @@ def _request_spec(row: Mapping[str, Any], outputs: list[int]) -> RequestSpec:
         priority=row["priority"],
         abort_step=row["abort_step"],
         abort_before_update=bool(row["abort_before_update"]),
+        **_features(row),
     )

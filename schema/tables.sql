@@ -43,7 +43,10 @@ CREATE TABLE _config (
     scheduler_reserve_full_isl BOOLEAN,  -- admit only if the whole current sequence fits
     watermark DOUBLE,  -- fraction of blocks held back from admissions
     async_scheduling BOOLEAN,  -- AsyncScheduler with a batch queue: a step is scheduled before the previous one's output
-    vllm_version VARCHAR  -- vLLM version whose rules decide where versions differ (0.32.x or 0.33.0)
+    vllm_version VARCHAR,  -- vLLM version whose rules decide where versions differ (0.32.x or 0.33.0)
+    num_speculative_tokens INTEGER,  -- drafts verified per decode step (0: speculative decoding off)
+    speculative_method VARCHAR,  -- how drafts are proposed: ngram or draft_model (NULL: off)
+    max_loras INTEGER  -- LoRA adapters that may run at once (NULL: LoRA off)
 );
 
 -- One row per workload request, written when it arrives (rejected ones included).
@@ -64,7 +67,11 @@ CREATE TABLE _requests (
     temperature DOUBLE,  -- sampling temperature (0: greedy)
     top_k INTEGER,  -- top-k sampling (0: off)
     top_p DOUBLE,  -- nucleus sampling (1: off)
-    seed BIGINT  -- sampling seed (NULL: derived from the request id)
+    seed BIGINT,  -- sampling seed (NULL: derived from the request id)
+    lora_id INTEGER,  -- the LoRA adapter it runs with (NULL: base model)
+    grammar_ready_step INTEGER,  -- step its structured-output grammar is ready (NULL: no structured output)
+    draft_mismatch_every INTEGER,  -- tape model: the draft for output i is wrong when (i + 1) % this = 0 (NULL: none)
+    draft_accept INTEGER[]  -- tape model: drafts accepted at each verification of real drafts (NULL: none)
 );
 
 -- One row per engine step, idle steps included.
@@ -163,4 +170,15 @@ CREATE TABLE _events (
     kind event_kind,  -- arrive, reject, abort, admit, resume, preempt, finish, skip
     detail VARCHAR,  -- finish reason, reject reason, the request a preemption made room for
     stop_reason BIGINT  -- the stop token that finished the request (NULL otherwise)
+);
+
+-- Speculative decoding, only when it is on: one row per (step, request) scheduled that
+-- step or given drafts after it.
+CREATE TABLE _spec_decode (
+    step INTEGER,  -- engine step
+    request_index INTEGER,  -- the request
+    scheduled_draft_token_ids BIGINT[],  -- scheduled_spec_decode_tokens of this step ([] none; -1 padding or async placeholder)
+    num_accepted INTEGER,  -- of those, accepted when this step's output was processed (NULL: not verified)
+    sampled_token_ids BIGINT[],  -- every token the step appended: accepted drafts, then the bonus token (NULL: none)
+    proposed_draft_token_ids BIGINT[]  -- drafts update_draft_token_ids gave it after this step (NULL: none)
 );

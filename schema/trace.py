@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from .older_traces import shadow_missing_columns
 from .sql_files import header, names, query, source, strip_comments
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
@@ -59,6 +60,8 @@ class Trace:
         self._con = _connect(self.path)
         try:
             self.meta = _read_meta(self._con, self.path)
+            if self.schema_version < SCHEMA_VERSION:
+                shadow_missing_columns(self._con)
             _create_views(self._con, self.path)
         except BaseException:
             self._con.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -10,6 +10,10 @@ SCHEMA_VERSION = 3
    aborts between schedule and update), `_config.async_scheduling`.
 3: `_config.vllm_version` (the vLLM version whose rules the run followed); a version-2
    trace reads as vLLM 0.33.0's, or as the version its `meta.vllm_version` names.
+4: speculative decoding, LoRA and structured output: `_config.num_speculative_tokens`,
+   `speculative_method`, `max_loras`; `_requests.lora_id`, `grammar_ready_step`,
+   `draft_mismatch_every`, `draft_accept`; the `_spec_decode` table. In an older trace
+   they read as their "off" values (0, NULL, no rows).
 """
 
-SUPPORTED_VERSIONS = frozenset({2, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, SCHEMA_VERSION})

@@ -220,6 +220,10 @@ class TraceRecorder:
                 "top_k": params.top_k,
                 "top_p": params.top_p,
                 "seed": params.seed,
+                "lora_id": spec.lora_id,
+                "grammar_ready_step": spec.grammar_ready_step,
+                "draft_mismatch_every": spec.draft_mismatch_every,
+                "draft_accept": None if spec.draft_accept is None else list(spec.draft_accept),
             }
         )
 

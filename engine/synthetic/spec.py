@@ -16,6 +16,7 @@ id_prefix = "r"            # request ids r0, r1, ...
 [[prefix_groups]]          # share = fraction of requests, prefix_len = shared prefix tokens
 [priorities]               # values = [...], weights = [...] (optional)
 [sampling]                 # eos_token_id, stop_token_ids, temperature, top_k, top_p, seed
+[drafts] [lora] [grammar]  # optional features (`features.py`)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .distributions import (
     PoissonArrivals,
     UniformLength,
 )
+from .features import FEATURE_TABLES, NO_FEATURES, FeatureSpec, parse_features
 from .toml_reader import TableReader
 
 _TOP_KEYS = {
@@ -52,6 +54,7 @@ _TOP_KEYS = {
     "prefix_groups",
     "priorities",
     "sampling",
+    *FEATURE_TABLES,
 }
 _SAMPLING_KEYS = {"eos_token_id", "stop_token_ids", "temperature", "top_k", "top_p", "seed"}
 
@@ -93,6 +96,7 @@ class SyntheticSpec:
     id_prefix: str
     max_steps: int
     description: str
+    features: FeatureSpec = NO_FEATURES
 
 
 def parse_spec(raw: dict[str, Any], default_max_steps: int) -> SyntheticSpec:
@@ -120,6 +124,7 @@ def parse_spec(raw: dict[str, Any], default_max_steps: int) -> SyntheticSpec:
         id_prefix=top.string("id_prefix", "r"),
         max_steps=top.integer("max_steps", default_max_steps, minimum=1),
         description=top.string("description", ""),
+        features=parse_features(top, config),
     )
 
 

@@ -28,6 +28,8 @@ _STREAMS = (
     "output_len",
     "output_tokens",
     "priorities",
+    "lora",
+    "grammar",
 )
 
 
@@ -85,6 +87,7 @@ def _request(
     max_tokens = spec.output_len.sample(streams["output_len"])
     sampling = spec.sampling
     stopping = {sampling.eos_token_id, *sampling.stop_token_ids}
+    features = spec.features.draw(arrival_step, streams["lora"], streams["grammar"])
     return RequestSpec(
         request_id=f"{spec.id_prefix}{index}",
         arrival_step=arrival_step,
@@ -103,6 +106,10 @@ def _request(
             seed=None if sampling.seed is None else sampling.seed + index,
         ),
         priority=streams["priorities"].choices(spec.priority_values, spec.priority_weights)[0],
+        lora_id=features.lora_id,
+        draft_mismatch_every=features.draft_mismatch_every,
+        draft_accept=features.draft_accept,
+        grammar_ready_step=features.grammar_ready_step,
     )
 
 

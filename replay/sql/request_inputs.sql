@@ -3,9 +3,11 @@
 -- arrival_step INTEGER, arrival_time DOUBLE, priority INTEGER, prompt_token_ids BIGINT[],
 -- then its sampling params (max_tokens, min_tokens, eos_token_id, stop_token_ids,
 -- temperature, top_k, top_p, seed) and its abort (abort_step, abort_before_update), as
--- `_requests` types them. No parameters.
+-- `_requests` types them, then its optional features (lora_id, grammar_ready_step,
+-- draft_mismatch_every, draft_accept). No parameters.
 SELECT request_id, arrival_step, arrival_time, priority, prompt_token_ids, max_tokens,
        min_tokens, eos_token_id, stop_token_ids, abort_step,
-       abort_before_update, temperature, top_k, top_p, seed
+       abort_before_update, temperature, top_k, top_p, seed,
+       lora_id, grammar_ready_step, draft_mismatch_every, draft_accept
 FROM _requests
 ORDER BY request_index
