@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import json
 import random
+import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stepscope.engine import EngineConfig
 from stepscope.schema import open_trace
+from stepscope.tracer.vllm.live_engine import LiveEngineOptions, engine_kwargs, parse_engine_args
+from stepscope.tracer.vllm.tiny_lora import adapter_dir, make_adapter
 from test_cli import stepscope
 
 pytestmark = pytest.mark.slow
@@ -121,3 +125,57 @@ def test_the_live_run_replays_exactly(live: Path) -> None:
     replayed = stepscope("replay", str(live), "--json")
     assert replayed.returncode == 0, replayed.stdout[-3000:] + replayed.stderr
     assert json.loads(replayed.stdout)["identical"] is True
+
+
+def test_the_engine_is_built_with_drafts_and_adapters() -> None:
+    config = EngineConfig.from_dict(
+        {
+            "block_size": 32,
+            "num_blocks": 16,
+            "max_num_batched_tokens": 96,
+            "max_num_seqs": 4,
+            "num_speculative_tokens": 3,
+            "max_loras": 2,
+        }
+    )
+    lookup = parse_engine_args(['speculative_config={"prompt_lookup_max": 4, "method": "x"}'])
+    kwargs = engine_kwargs(config, LiveEngineOptions(Path("/m"), engine_args=lookup))
+    assert kwargs["speculative_config"] == {
+        "prompt_lookup_max": 4,
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+    }
+    assert kwargs["enable_lora"] is True and kwargs["max_loras"] == 2
+    plain = engine_kwargs(
+        EngineConfig.from_dict(
+            {"block_size": 32, "num_blocks": 16, "max_num_batched_tokens": 96, "max_num_seqs": 4}
+        ),
+        LiveEngineOptions(Path("/m")),
+    )
+    assert "speculative_config" not in plain and "enable_lora" not in plain
+
+
+def _tensor_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """The shapes a safetensors file's header declares."""
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + length])
+    return {name: tuple(t["shape"]) for name, t in header.items() if name != "__metadata__"}
+
+
+def test_a_random_adapter_has_the_tiny_models_shapes(tmp_path: Path) -> None:
+    adapter = make_adapter(tmp_path, 3, rank=4)
+    assert adapter == adapter_dir(tmp_path, 3) == tmp_path / "loras" / "lora3"
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["r"] == 4 and config["target_modules"] == ["q_proj", "v_proj"]
+    weights = adapter / "adapter_model.safetensors"
+    shapes = _tensor_shapes(weights)
+    layer = "base_model.model.model.layers.1.self_attn"
+    assert shapes[f"{layer}.q_proj.lora_A.weight"] == (4, 256)
+    assert shapes[f"{layer}.q_proj.lora_B.weight"] == (256, 4)
+    assert shapes[f"{layer}.v_proj.lora_B.weight"] == (128, 4)
+    assert len(shapes) == 8
+    elsewhere = make_adapter(tmp_path / "other", 3, rank=4) / "adapter_model.safetensors"
+    assert elsewhere.read_bytes() == weights.read_bytes(), "not seeded by the id"
+    different = make_adapter(tmp_path, 4, rank=4) / "adapter_model.safetensors"
+    assert different.read_bytes() != weights.read_bytes()

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -257,7 +256,7 @@ def record_with_vllm(
     scheduler_cls: type | None = None,
     meta: dict[str, str] | None = None,
     redactor: Redactor | None = None,
-    verdicts: Mapping[str, deque[Verdict]] | None = None,
+    verdicts: Mapping[str, Iterable[Verdict]] | None = None,
 ) -> DriverRun:
     """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`.
 

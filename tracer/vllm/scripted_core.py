@@ -9,8 +9,7 @@ translate only where vLLM differs, each saying why.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -156,7 +155,7 @@ class VllmLoop(StepLoop[VllmScheduler]):
 
 
 def _tape_runner(
-    workload: Workload, scheduler: Any, verdicts: Mapping[str, deque[Verdict]] | None
+    workload: Workload, scheduler: Any, verdicts: Mapping[str, Iterable[Verdict]] | None
 ) -> VllmTapeRunner:
     """The scripted model; with speculative decoding on, one that drafts and verifies.
 
@@ -179,7 +178,7 @@ def run_scripted(
     scheduler: Any,
     block_hasher: Any,
     recording: VllmRecording | None = None,
-    verdicts: Mapping[str, deque[Verdict]] | None = None,
+    verdicts: Mapping[str, Iterable[Verdict]] | None = None,
 ) -> DriverRun:
     """Step vLLM's `scheduler` through the workload with its scripted outputs."""
     runner = _tape_runner(workload, scheduler, verdicts)

@@ -12,7 +12,7 @@ sampling step, as vLLM's GPU worker does.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from stepscope.engine.outputs import DraftTokenIds
@@ -156,10 +156,10 @@ class VllmRecordedDraftsRunner(VllmDraftingTapeRunner):
         specs: Sequence[RequestSpec],
         num_speculative_tokens: int,
         async_scheduling: bool,
-        verdicts: Mapping[str, deque[Verdict]],
+        verdicts: Mapping[str, Iterable[Verdict]],
     ) -> None:
         super().__init__(scheduler, specs, num_speculative_tokens, async_scheduling)
-        self.verdicts = verdicts
+        self.verdicts = {req_id: deque(queue) for req_id, queue in verdicts.items()}
         self._verdicts: dict[str, Verdict | None] = {}
 
     def execute_model(self, scheduler_output: Any) -> Any:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import struct
 from pathlib import Path
+from typing import Any
 
 from .tiny_model import MODEL_SHAPE
 
@@ -50,30 +53,44 @@ def make_adapter(model_dir: Path, lora_id: int, rank: int = DEFAULT_RANK) -> Pat
 
 
 def _save_weights(out: Path, lora_id: int, rank: int) -> None:
-    import torch
-    from safetensors.torch import save_file
-
-    generator = torch.Generator().manual_seed(lora_id)
+    """Normal(0, 0.5) weights in bfloat16, seeded by the id, in the safetensors format."""
+    rng = random.Random(lora_id)
     hidden = MODEL_SHAPE["hidden_size"]
     head_dim = MODEL_SHAPE["head_dim"]
     outputs = {
         "q_proj": MODEL_SHAPE["num_attention_heads"] * head_dim,
         "v_proj": MODEL_SHAPE["num_key_value_heads"] * head_dim,
     }
-    tensors = {}
+    tensors: dict[str, tuple[tuple[int, int], bytes]] = {}
     for layer in range(MODEL_SHAPE["num_hidden_layers"]):
         for module, out_features in outputs.items():
             name = f"base_model.model.model.layers.{layer}.self_attn.{module}"
-            tensors[f"{name}.lora_A.weight"] = _random(generator, (rank, hidden))
-            tensors[f"{name}.lora_B.weight"] = _random(generator, (out_features, rank))
-    save_file(tensors, str(out / "adapter_model.safetensors"))
+            for suffix, shape in (("lora_A", (rank, hidden)), ("lora_B", (out_features, rank))):
+                tensors[f"{name}.{suffix}.weight"] = (shape, _bfloat16(rng, shape[0] * shape[1]))
+    _write_safetensors(out / "adapter_model.safetensors", tensors)
 
 
-def _random(generator: object, shape: tuple[int, int]) -> object:
-    import torch
+def _bfloat16(rng: random.Random, count: int) -> bytes:
+    """`count` random values as bfloat16: the high half of each float32."""
+    values = struct.pack(f"<{count}f", *(rng.gauss(0.0, 0.5) for _ in range(count)))
+    return b"".join(values[i + 2 : i + 4] for i in range(0, len(values), 4))
 
-    assert isinstance(generator, torch.Generator)
-    return (torch.randn(shape, generator=generator) * 0.5).to(torch.bfloat16).contiguous()
+
+def _write_safetensors(path: Path, tensors: dict[str, tuple[tuple[int, int], bytes]]) -> None:
+    """The safetensors layout: a little-endian header length, a JSON header, the raw data."""
+    header: dict[str, Any] = {}
+    offset = 0
+    for name, (shape, data) in tensors.items():
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        offset += len(data)
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    body = b"".join(data for _, data in tensors.values())
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + body)
 
 
 def main() -> None:
