@@ -83,6 +83,12 @@ class EngineCore(Generic[SchedulerT]):
         self.model_runner = model_runner
         self.request_block_hasher = request_block_hasher
         self.batch_queue: deque[EngineStep] = deque()
+        self._take_draft_token_ids: Callable[[], DraftTokenIds | None] | None = getattr(
+            model_runner, "take_draft_token_ids", None
+        )
+        self._update_draft_token_ids: Callable[[DraftTokenIds], None] | None = getattr(
+            scheduler, "update_draft_token_ids", None
+        )
 
     def preprocess_add_request(self, spec: RequestSpec) -> Request:
         """The scheduler's request for a workload request, its blocks hashed as they fill."""
@@ -109,6 +115,7 @@ class EngineCore(Generic[SchedulerT]):
             return None
         batch = self._schedule()
         self._update(batch, before_update)
+        self._post_step(batch)
         return batch
 
     def step_with_batch_queue(
@@ -165,6 +172,22 @@ class EngineCore(Generic[SchedulerT]):
         )
         batch.update_ns = time.perf_counter_ns() - started
         batch.outputs = tuple(outputs)
+
+    def _post_step(self, batch: EngineStep) -> None:
+        """vLLM's `post_step` (synchronous scheduling): the runner's drafts go to the scheduler.
+
+        Under async scheduling the worker keeps its drafts and the scheduler ships -1
+        placeholders, so `step_with_batch_queue` never calls this.
+        """
+        take, update = self._take_draft_token_ids, self._update_draft_token_ids
+        if take is None or update is None:
+            return
+        if batch.scheduler_output.total_num_scheduled_tokens == 0:
+            return
+        draft_token_ids = take()
+        if draft_token_ids is not None:
+            update(draft_token_ids)
+            batch.draft_token_ids = draft_token_ids
 
 
 def make_engine_core(

@@ -37,9 +37,7 @@ def create_model_runner(
     _check_choice("--device", device, DEVICES)
     _check_choice("--dtype", dtype, DTYPES)
     if model == TAPE:
-        return TapeModelRunner(
-            {spec.request_id: spec.output_token_ids for spec in workload.requests}
-        )
+        return TapeModelRunner.for_workload(workload)
     config, checkpoint = _model_config(model)
     _check_workload(workload, config)
     torch = import_torch(model)

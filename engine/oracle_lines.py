@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from .engine_loop import EngineLoop, RequestFinish, StepRecord
 from .scheduled_requests import RequestKind, ScheduledRequests, scheduled_requests
+from .spec_lines import spec_config_fields, sync_spec_fields
 
 ENGINE_NAME = "stepscope"
 
@@ -67,6 +68,8 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
         },
         num_free_blocks_after_update=scheduler.kv_cache_manager.get_num_free_blocks(),
     )
+    if loop.workload.config.num_speculative_tokens:
+        line.update(sync_spec_fields(engine_step, scheduler, line["sampled"]))
     if record.aborted_before_update:
         line["aborted_before_update"] = list(record.aborted_before_update)
     if record.rejected:
@@ -100,7 +103,10 @@ def _oracle_order(requests: ScheduledRequests) -> list[_Row]:
 def final_line(loop: EngineLoop) -> dict[str, Any]:
     return {
         "final": {req_id: finish_json(f) for req_id, f in loop.final().items()},
-        "effective_config": loop.workload.config.to_dict(),
+        "effective_config": {
+            **loop.workload.config.to_dict(),
+            **spec_config_fields(loop.workload.config),
+        },
         "engine": ENGINE_NAME,
         "emulates_vllm": loop.workload.config.vllm_version,
     }

@@ -86,6 +86,7 @@ class Request:
         "request_id",
         "running_grant",
         "sampling_params",
+        "spec_token_ids",
         "status",
         "stop_reason",
     )
@@ -121,6 +122,8 @@ class Request:
         self.num_preemptions = 0
         self.is_prefill_chunk = False
         self.stop_reason: int | str | None = None
+        self.spec_token_ids: list[int] = []
+        """Drafts to verify in its next decode step (async: -1 placeholders the worker fills)."""
         self._block_hasher = block_hasher
         self.block_hashes: list[bytes] = []
         self.update_block_hashes()
@@ -128,6 +131,10 @@ class Request:
     @property
     def num_tokens(self) -> int:
         return len(self.all_token_ids)
+
+    @property
+    def num_tokens_with_spec(self) -> int:
+        return len(self.all_token_ids) + len(self.spec_token_ids)
 
     @property
     def num_output_tokens(self) -> int:

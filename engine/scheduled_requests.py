@@ -95,9 +95,9 @@ def _add_admissions(
 
 
 def sampled_token_ids(runner_output: ModelRunnerOutput, req_ids: Sequence[str]) -> list[int | None]:
-    """The token sampled for each of `req_ids` (None: a prefill chunk that sampled none).
+    """The first token sampled for each of `req_ids` (None: a prefill chunk that sampled none).
 
-    One token at most per request: synchronous scheduling without draft tokens.
+    A step that verified drafts samples the accepted ones too, after that first token.
     """
     sampled = runner_output.sampled_token_ids
     if runner_output.req_ids != req_ids:
@@ -105,9 +105,4 @@ def sampled_token_ids(runner_output: ModelRunnerOutput, req_ids: Sequence[str]) 
         sampled = [sampled[index_of[req_id]] for req_id in req_ids]
     if sum(map(len, sampled)) == len(sampled) and all(sampled):
         return list(map(itemgetter(0), sampled))
-    return [_only_token(tokens) for tokens in sampled]
-
-
-def _only_token(tokens: Sequence[int]) -> int | None:
-    assert len(tokens) <= 1, f"{len(tokens)} tokens sampled in one step"
-    return tokens[0] if tokens else None
+    return [tokens[0] if tokens else None for tokens in sampled]

@@ -19,7 +19,7 @@ from .block_hash import make_block_hasher
 from .block_pool import KVCacheBlock
 from .config import EngineConfig, SchedulingPolicy
 from .kv_cache_manager import AllocationRefusal, KVCacheManager
-from .outputs import EngineCoreOutput, ModelRunnerOutput
+from .outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from .probe import (
     AdmissionCall,
     Preemption,
@@ -30,7 +30,13 @@ from .probe import (
 )
 from .request import Request, RequestStatus
 from .request_queue import create_request_queue
-from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from .scheduler_output import (
+    NO_SPEC_DECODE_TOKENS,
+    CachedRequestData,
+    NewRequestData,
+    SchedulerOutput,
+)
+from .spec_decode import num_rejected, pad_spec_decode, roll_back_rejected, schedule_drafts
 from .step_plan import REFUSAL_STOP, AdmissionStop, RunningPassEnd, StepPlan
 from .stop import check_stop
 
@@ -77,7 +83,10 @@ class Scheduler:
         self.finished_req_ids: set[str] = set()
         self.preempted_req_ids: set[str] = set()
         self.prev_step_scheduled_req_ids: set[str] = set()
-        self.num_lookahead_tokens = 0
+        self.num_spec_tokens = config.num_speculative_tokens
+        self.num_lookahead_tokens = config.num_lookahead_tokens
+        self.draft_slots = config.max_num_new_slots_for_drafting
+        """Input slots each scheduled request takes for drafting (vLLM's `draft_slots`)."""
 
     # ----- requests in and out ------------------------------------------------
 
@@ -151,6 +160,7 @@ class Scheduler:
             token_budget=self.config.token_budget,
             input_budget=self.config.max_num_batched_tokens,
             long_prefill_token_threshold=self._long_prefill_token_threshold(),
+            draft_slots=self.draft_slots,
         )
         if self.probe is not None:
             self.probe.on_schedule_start(self._schedule_start(plan))
@@ -202,7 +212,7 @@ class Scheduler:
         """Give each running request its next tokens, preempting when blocks run out."""
         req_index = 0
         while req_index < len(self.running):
-            if plan.token_budget <= 0 or plan.input_budget <= 0:
+            if plan.token_budget <= 0 or plan.input_budget <= plan.draft_slots:
                 return RunningPassEnd.BUDGET
             request = self.running[req_index]
             if _max_tokens_in_flight(request):
@@ -224,6 +234,8 @@ class Scheduler:
             plan.scheduled_running.append(request)
             plan.take(request, num_new_tokens, new_blocks)
             req_index += 1
+            if self.num_spec_tokens:
+                schedule_drafts(request, num_new_tokens, plan)
         return RunningPassEnd.ALL_VISITED
 
     def _self_preemption_continues(self) -> bool:
@@ -232,12 +244,17 @@ class Scheduler:
 
     def _num_new_tokens_running(self, request: Request, plan: StepPlan) -> int:
         num_new_tokens = (
-            request.num_tokens + request.num_output_placeholders - request.num_computed_tokens
+            request.num_tokens
+            + len(request.spec_token_ids)
+            + request.num_output_placeholders
+            - request.num_computed_tokens
         )
         threshold = plan.long_prefill_token_threshold
         if 0 < threshold < num_new_tokens:
             num_new_tokens = threshold
-        num_new_tokens = min(num_new_tokens, plan.token_budget, plan.input_budget)
+        num_new_tokens = min(
+            num_new_tokens, plan.token_budget, plan.input_budget - plan.draft_slots
+        )
         # Keep positions plus the token to be sampled within max_model_len (under async
         # scheduling this reaches 0 when the in-flight token takes the last position).
         return min(num_new_tokens, self.max_model_len - request.num_computed_tokens - 1)
@@ -322,6 +339,8 @@ class Scheduler:
         self.kv_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
+        if request.spec_token_ids:
+            request.spec_token_ids = []
         # Output still in flight for it is stale: delivered when it comes back, but it
         # no longer moves the (reset) counters.
         request.num_stale_output_tokens = request.num_in_flight_tokens
@@ -349,7 +368,7 @@ class Scheduler:
         while plan.token_budget > 0:
             if not self.waiting:
                 return AdmissionStop.NO_WAITING
-            if plan.input_budget <= 0:
+            if plan.input_budget <= plan.draft_slots:
                 return AdmissionStop.BUDGET
             if len(self.running) >= self.config.max_num_running_reqs:
                 return AdmissionStop.MAX_NUM_SEQS
@@ -367,8 +386,21 @@ class Scheduler:
     def _try_admit(self, request: Request, plan: StepPlan) -> AdmissionStop | None:
         """Admit the head of the queue, or say why it cannot be admitted this step."""
         hit_blocks, num_computed_tokens = self.kv_cache_manager.get_computed_blocks(request)
-        request_token_budget = min(plan.token_budget, plan.input_budget)
+        request_token_budget = min(plan.token_budget, plan.input_budget - plan.draft_slots)
         num_new_tokens = request.num_tokens - num_computed_tokens
+        pad_spec_decode_to = 0
+        if num_new_tokens == 1 and self.num_spec_tokens:
+            padded = pad_spec_decode(
+                num_computed_tokens,
+                self.num_spec_tokens,
+                self.max_model_len,
+                request_token_budget,
+                plan,
+            )
+            if padded is None:
+                plan.blocked_request_id = request.request_id
+                return AdmissionStop.BUDGET
+            num_new_tokens = pad_spec_decode_to = padded
         threshold = plan.long_prefill_token_threshold
         if 0 < threshold < num_new_tokens:
             num_new_tokens = threshold
@@ -386,6 +418,8 @@ class Scheduler:
             )
             plan.prefix_cache_hits += num_computed_tokens
         self._admit(request, num_new_tokens, num_computed_tokens, plan)
+        if pad_spec_decode_to > 1 and num_new_tokens == pad_spec_decode_to:
+            plan.scheduled_spec_decode_tokens[request.request_id] = (-1,) * self.num_spec_tokens
         return None
 
     def _allocate_for_admission(
@@ -460,6 +494,7 @@ class Scheduler:
             total_num_scheduled_tokens=sum(plan.num_scheduled_tokens.values()),
             preempted_req_ids=frozenset(self.preempted_req_ids),
             finished_req_ids=frozenset(self.finished_req_ids),
+            scheduled_spec_decode_tokens=plan.scheduled_spec_decode_tokens or NO_SPEC_DECODE_TOKENS,
         )
 
     def _make_cached_request_data(self, plan: StepPlan) -> CachedRequestData:
@@ -511,6 +546,7 @@ class Scheduler:
         stopped_preempted: list[Request] = []
         sampled = model_runner_output.sampled_token_ids
         index_of = model_runner_output.req_id_to_index
+        spec_tokens = scheduler_output.scheduled_spec_decode_tokens
         for request_id, num_scheduled in scheduler_output.num_scheduled_tokens.items():
             request = self.requests.get(request_id)
             if request is None or request.is_finished():
@@ -519,12 +555,18 @@ class Scheduler:
             generated = sampled[index_of[request_id]] if sampled else ()
             if not generated:
                 continue  # a partial prefill chunk samples nothing
+            if spec_tokens and not is_stale:
+                roll_back_rejected(request, num_rejected(request_id, len(generated), spec_tokens))
             status_before = request.status
             had_placeholders = request.num_output_placeholders > 0
             new_token_ids, is_stopped = self._update_request_with_output(
                 request, generated, is_stale
             )
-            if not is_stale and status_before == RequestStatus.RUNNING and had_placeholders:
+            if (
+                not is_stale
+                and status_before == RequestStatus.RUNNING
+                and (had_placeholders or self.num_spec_tokens)
+            ):
                 # Async: blocks become cacheable as the in-flight tokens' output lands.
                 self.kv_cache_manager.cache_blocks(
                     request, request.num_computed_tokens - request.num_in_flight_tokens
@@ -566,6 +608,24 @@ class Scheduler:
     def _remove_stopped(self, stopped: list[Request]) -> None:
         stopped_set = set(stopped)
         self.running = [r for r in self.running if r not in stopped_set]
+
+    def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
+        """The drafts proposed after a step become each request's next `spec_token_ids`.
+
+        Drafts for a request still prefilling are dropped (it samples nothing to verify).
+        """
+        requests = self.requests
+        for request_id, spec_token_ids in zip(
+            draft_token_ids.req_ids, draft_token_ids.draft_token_ids, strict=True
+        ):
+            request = requests.get(request_id)
+            if request is None or request.is_finished():
+                continue
+            if request.is_prefill_chunk:
+                if request.spec_token_ids:
+                    request.spec_token_ids = []
+                continue
+            request.spec_token_ids = list(spec_token_ids)
 
 
 def _schedule_unexplained(scheduler: Scheduler) -> tuple[SchedulerOutput, ScheduleEnd | None]:

@@ -52,6 +52,8 @@ class StepPlan:
     token_budget: int
     input_budget: int
     long_prefill_token_threshold: int
+    draft_slots: int = 0
+    """Input slots each scheduled request takes beyond its tokens (the drafter's)."""
     num_scheduled_tokens: dict[str, int] = field(default_factory=dict)
     scheduled_running: list[Request] = field(default_factory=list)
     scheduled_new: list[Request] = field(default_factory=list)
@@ -63,18 +65,22 @@ class StepPlan:
     blocked_request_id: str | None = None
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
+    scheduled_spec_decode_tokens: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    prefill_scheduled: bool = False
+    """A running request scheduled this step is still prefilling (no draft padding then)."""
 
     def take(self, request: Request, num_new_tokens: int, blocks: list[KVCacheBlock]) -> None:
         request_id = request.request_id
         self.new_blocks[request_id] = blocks
         self.num_scheduled_tokens[request_id] = num_new_tokens
         self.token_budget -= num_new_tokens
-        self.input_budget -= num_new_tokens
+        self.input_budget -= num_new_tokens + self.draft_slots
 
     def refund(self, request: Request) -> tuple[int, list[KVCacheBlock]]:
         """Undo this step's scheduling of a preempted request; returns its tokens and blocks."""
         self.scheduled_running.remove(request)
         num_tokens = self.num_scheduled_tokens.pop(request.request_id)
         self.token_budget += num_tokens
-        self.input_budget += num_tokens
+        self.input_budget += num_tokens + self.draft_slots
+        self.scheduled_spec_decode_tokens.pop(request.request_id, None)
         return num_tokens, self.new_blocks.pop(request.request_id)

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepscope.engine import EngineLoop, Scheduler, StepRecord, TapeModelRunner, Workload
-from stepscope.engine.model_runner import ModelRunner
+from stepscope.engine import EngineLoop, Scheduler, StepRecord, Workload
 from stepscope.engine.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.schema import Trace, open_trace
 from stepscope.tracer.record_workload import trace_meta
@@ -28,7 +27,7 @@ from .step_decision import (
     input_differences,
     live_decision,
 )
-from .trace_runner import TraceModelRunner, recorded_verdicts
+from .trace_runner import replay_model_runner
 
 
 @dataclass(frozen=True)
@@ -154,14 +153,6 @@ class _Replay:
         if not fields:
             return None
         return Divergence(record.step, fields, expected, mine, decisions)
-
-
-def replay_model_runner(workload: Workload, trace: Trace) -> ModelRunner:
-    """The tapes; with speculative decoding on, the recording's verdicts and drafts too."""
-    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
-    if workload.config.num_speculative_tokens == 0:
-        return TapeModelRunner(tapes)
-    return TraceModelRunner(tapes, recorded_verdicts(trace))
 
 
 def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:

@@ -46,7 +46,7 @@ def replay_whatif(
         workload = workload_from_trace(trace, knobs)
         model = fit_cost_model(trace)
         original_seconds = latency_seconds(trace, model) if model else {}
-    runner = TapeModelRunner({spec.request_id: spec.output_token_ids for spec in workload.requests})
+    runner = TapeModelRunner.for_workload(workload)
     cls = scheduler_cls or default_scheduler_cls(workload.config)
     scheduler = f"{cls.__module__}.{cls.__qualname__}"
     meta = {"replay_of": str(trace_path), "what_if": json.dumps(dict(knobs or {})),

@@ -136,7 +136,7 @@ CREATE TABLE _allocations (
     pass allocation_pass,  -- running pass or waiting pass (admission)
     num_new_tokens INTEGER,  -- tokens to give slots to
     num_new_computed_tokens INTEGER,  -- prefix-hit tokens adopted with it
-    num_lookahead_tokens INTEGER,  -- speculative slots asked for (0 in this engine)
+    num_lookahead_tokens INTEGER,  -- slots asked for past the new tokens, for the drafter (draft_model: k; else 0)
     full_sequence_check BOOLEAN,  -- whether the whole current sequence had to fit
     num_blocks_needed INTEGER,  -- blocks the call needed from the free pool
     watermark_blocks INTEGER,  -- blocks it had to leave free

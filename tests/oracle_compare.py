@@ -20,8 +20,7 @@ FINAL_FIELDS = (
 def run_lines(workload: Workload | Path) -> list[dict[str, Any]]:
     if isinstance(workload, Path):
         workload = load_workload(workload)
-    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
-    return list(decision_lines(EngineLoop(workload, TapeModelRunner(tapes))))
+    return list(decision_lines(EngineLoop(workload, TapeModelRunner.for_workload(workload))))
 
 
 def first_difference(ours: list[dict[str, Any]], expected: list[dict[str, Any]]) -> str | None:

@@ -3,8 +3,8 @@
 `stepscope record --engine vllm-live` runs a workload on the tiny Llama with ngram
 drafts (k = 3, prompt lookup of 1-3 tokens over prompts that repeat a phrase) and two
 random LoRA adapters made locally (`tiny_lora`) behind a gate of one adapter at a
-time. Half the requests sample at temperature 1, so drafts are rejected as well as
-accepted. The trace must hold what the engine drafted, verified and gated, and
+time. A quarter of the requests sample at temperature 1, so drafts are rejected as
+well as accepted. The trace must hold what the engine drafted, verified and gated, and
 replay through stepscope's engine step for step, fed the recorded drafts and verdicts.
 Skipped where the live venv is not built.
 """
@@ -47,8 +47,8 @@ def _workload(path: Path) -> Path:
             "id": f"r{i}",
             "arrival_step": i // 3,
             "prompt_token_ids": phrase * rng.randrange(4, 10) + own,
-            "max_tokens": rng.randrange(24, 48),
-            "temperature": 1.0 if i % 2 else 0.0,
+            "max_tokens": rng.randrange(32, 64),
+            "temperature": 1.0 if i % 4 == 3 else 0.0,
         }
         if _lora_id(i) is not None:
             request["lora_id"] = _lora_id(i)

@@ -26,8 +26,8 @@ def record(
 ) -> RecordSummary:
     if isinstance(workload, Path):
         workload = load_workload(workload)
-    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
-    return record_workload(workload, TapeModelRunner(tapes), path, redactor=redactor, **kwargs)
+    runner = TapeModelRunner.for_workload(workload)
+    return record_workload(workload, runner, path, redactor=redactor, **kwargs)
 
 
 def decode_workload(num_requests: int, num_steps: int) -> Workload:

@@ -29,6 +29,7 @@ from stepscope.schema.ddl import enum_types, table_specs
 
 from .columns import TableBuffer, buffer_for
 from .redact import Redactor
+from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .writer import REQUEST_ABORTS, TraceWriter
 
@@ -274,14 +275,17 @@ class TraceRecorder:
         )  # fmt: skip
         refunds = {p.request_id: p for _, p in numbered.preemptions if p.num_tokens_refunded}
         add_explicit_calls(
-            buffers["_allocations"], step, numbered.explicit_calls, refunds, self.request_index
-        )
+            buffers["_allocations"], step, numbered.explicit_calls, refunds, self.request_index,
+            self.workload.config.num_lookahead_tokens,
+        )  # fmt: skip
         for number, preemption in numbered.preemptions:
             self._record_preemption(step, number, preemption)
             self._event(step, seq, preemption.request_id, "preempt", preemption.needed_by)
         for number, skip in numbered.skips:
             self._event(step, number, skip.request_id, "skip", skip.reason)
         self._record_admission_events(step, engine_step, seq)
+        if self.workload.config.num_speculative_tokens:
+            add_spec_decode(buffers, step, engine_step, self.request_index, self.redactor)
         self._record_late_aborts(record, seq)
         finished = [o for o in engine_step.outputs if o.finish_reason is not None]
         for output in finished:

@@ -171,7 +171,7 @@ def add_scheduled(
 def _add_sampled(
     column: Any, engine_step: EngineStep, request_ids: Sequence[str], redactor: Redactor | None
 ) -> None:
-    """One sampled token per row (sync scheduling without drafts samples at most one)."""
+    """The first token each row sampled (drafts accepted add more: `_spec_decode` has them)."""
     runner_output = engine_step.model_runner_output
     sampled = runner_output.sampled_token_ids
     if runner_output.req_ids != request_ids:
@@ -188,7 +188,6 @@ def _add_sampled(
                 column.extend(firsts)
                 return
     for tokens in sampled:
-        assert len(tokens) <= 1, f"{len(tokens)} tokens sampled in one step"
         token = tokens[0] if tokens else missing
         column.append(redactor.token(token) if redactor is not None and tokens else token)
 
@@ -231,8 +230,12 @@ def add_explicit_calls(
     calls: list[tuple[int, Decision]],
     refunds: Mapping[str, Preemption],
     request_index: Mapping[str, int],
+    num_lookahead_tokens: int = 0,
 ) -> None:
-    """Rows for refused running calls, admission calls and grants refunded later."""
+    """Rows for refused running calls, admission calls and grants refunded later.
+
+    Every call of the step asked for the same lookahead slots (the drafter's).
+    """
     for number, call in calls:
         if type(call) is AdmissionCall:
             index, row = request_index[call.request_id], _admission_call_columns(call)
@@ -242,6 +245,7 @@ def add_explicit_calls(
             assert type(call) is RunningGrant, call
             index = request_index[call.request_id]
             row = _refunded_grant_columns(refunds[call.request_id])
+        row["num_lookahead_tokens"] = num_lookahead_tokens
         buffer.append_row({"step": step, "seq": number, "request_index": index, **row})
 
 

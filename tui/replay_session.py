@@ -139,8 +139,8 @@ class ReplaySession:
     def __init__(self, path: str | Path, knobs: dict[str, Any] | None = None) -> None:
         self.source = TraceSource(path)
         self.workload = workload_from_trace(self.source, knobs)
-        tapes = {spec.request_id: spec.output_token_ids for spec in self.workload.requests}
-        self._steps: Iterator[StepRecord] = EngineLoop(self.workload, TapeModelRunner(tapes)).run()
+        runner = TapeModelRunner.for_workload(self.workload)
+        self._steps: Iterator[StepRecord] = EngineLoop(self.workload, runner).run()
         self._recorded: dict[int, StepDecision] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()

@@ -7,8 +7,12 @@ WITH blocks AS NOT MATERIALIZED (
 ),
 calls AS NOT MATERIALIZED (
     -- A running request's granted call is its _scheduled row; the rest were recorded whole.
+    -- Every call asks for the drafter's lookahead slots (draft_model: k).
     SELECT s.step, s.seq, s.request_index, 'running' AS pass, s.num_tokens AS num_new_tokens,
-           0 AS num_new_computed_tokens, 0 AS num_lookahead_tokens, FALSE AS full_sequence_check,
+           0 AS num_new_computed_tokens,
+           (SELECT CASE speculative_method WHEN 'draft_model' THEN num_speculative_tokens ELSE 0 END
+            FROM _config) AS num_lookahead_tokens,
+           FALSE AS full_sequence_check,
            len(coalesce(b.block_ids, [])) AS num_blocks_needed, 0 AS watermark_blocks,
            NULL::INTEGER AS num_free_blocks_before, NULL::INTEGER AS num_free_blocks_after,
            TRUE AS granted, NULL::VARCHAR AS refusal, coalesce(b.block_ids, []) AS block_ids

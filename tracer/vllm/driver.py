@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.engine import EngineConfig, Workload
+from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
@@ -22,7 +22,6 @@ from . import versions
 
 if TYPE_CHECKING:
     from .scripted_core import DriverRun
-    from .scripted_drafts import Verdict
 
 VLLM_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -256,11 +255,11 @@ def record_with_vllm(
     scheduler_cls: type | None = None,
     meta: dict[str, str] | None = None,
     redactor: Redactor | None = None,
-    verdicts: Mapping[str, Iterable[Verdict]] | None = None,
+    drafter: TapeDrafter | None = None,
 ) -> DriverRun:
     """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`.
 
-    `verdicts`: a recording's drafts and accepted counts, which the model then gives.
+    `drafter`: the scripted model's drafts and verdicts (default: the workload's scripts).
     """
     from .attach import attach_recording
     from .scripted_core import run_scripted
@@ -282,7 +281,7 @@ def record_with_vllm(
     )
     finished = False
     try:
-        run = run_scripted(workload, scheduler, block_hasher, recording, verdicts)
+        run = run_scripted(workload, scheduler, block_hasher, recording, drafter)
         finished = True
     finally:
         recording.close(finished)

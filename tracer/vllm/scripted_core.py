@@ -9,22 +9,20 @@ translate only where vLLM differs, each saying why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from stepscope.engine import EngineCoreOutput, RequestStatus, Workload
+from stepscope.engine import EngineCoreOutput, RequestStatus, TapeModelRunner, Workload
 from stepscope.engine.core import EngineCore
 from stepscope.engine.engine_loop import StepLoop
 from stepscope.engine.outputs import DraftTokenIds
+from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 
 from . import convert
 from .driver import make_request
 from .session import VllmRecording
-
-if TYPE_CHECKING:
-    from .scripted_drafts import Verdict
 
 PAD_TOKEN_ID = 0
 """Sampled once a request's tape runs out, as the engine's tape model does."""
@@ -154,23 +152,20 @@ class VllmLoop(StepLoop[VllmScheduler]):
             self.recording.idle_step()
 
 
-def _tape_runner(
-    workload: Workload, scheduler: Any, verdicts: Mapping[str, Iterable[Verdict]] | None
-) -> VllmTapeRunner:
+def _tape_runner(workload: Workload, scheduler: Any, drafter: TapeDrafter | None) -> VllmTapeRunner:
     """The scripted model; with speculative decoding on, one that drafts and verifies.
 
-    Given a recording's `verdicts`, drafts and acceptance are the recording's.
+    The drafter is the workload's draft scripts, as the engine's tape model has them,
+    unless one is given (a replay's: the recording's verdicts).
     """
-    config = workload.config
-    if config.num_speculative_tokens == 0:
-        tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    if workload.config.num_speculative_tokens == 0:
         return VllmTapeRunner(scheduler, tapes)
-    from .scripted_drafts import VllmDraftingTapeRunner, VllmRecordedDraftsRunner
+    from .scripted_drafts import VllmDraftingTapeRunner
 
-    k, async_scheduling = config.num_speculative_tokens, config.async_scheduling
-    if verdicts is not None:
-        return VllmRecordedDraftsRunner(scheduler, workload.requests, k, async_scheduling, verdicts)
-    return VllmDraftingTapeRunner(scheduler, workload.requests, k, async_scheduling)
+    drafter = drafter or TapeModelRunner.for_workload(workload).drafter
+    assert drafter is not None
+    return VllmDraftingTapeRunner(scheduler, tapes, drafter, workload.config.async_scheduling)
 
 
 def run_scripted(
@@ -178,10 +173,10 @@ def run_scripted(
     scheduler: Any,
     block_hasher: Any,
     recording: VllmRecording | None = None,
-    verdicts: Mapping[str, Iterable[Verdict]] | None = None,
+    drafter: TapeDrafter | None = None,
 ) -> DriverRun:
     """Step vLLM's `scheduler` through the workload with its scripted outputs."""
-    runner = _tape_runner(workload, scheduler, verdicts)
+    runner = _tape_runner(workload, scheduler, drafter)
     core = VllmEngineCore(VllmScheduler(scheduler), runner, block_hasher)
     loop = VllmLoop(workload, core, recording)
     for _ in loop.run():
