@@ -47,7 +47,7 @@ def _workload(path: Path) -> Path:
             "id": f"r{i}",
             "arrival_step": i // 3,
             "prompt_token_ids": phrase * rng.randrange(4, 10) + own,
-            "max_tokens": rng.randrange(32, 64),
+            "max_tokens": rng.randrange(48, 80),
             "temperature": 1.0 if i % 4 == 3 else 0.0,
         }
         if _lora_id(i) is not None:

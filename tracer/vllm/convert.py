@@ -7,6 +7,7 @@ the only group in the subset stepscope's engine models.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -41,13 +42,21 @@ def engine_config(scheduler: Any) -> EngineConfig:
             ),
             "scheduler_reserve_full_isl": bool(scheduler_config.scheduler_reserve_full_isl),
             "watermark": float(scheduler_config.watermark),
-            "max_num_scheduled_tokens": scheduler_config.max_num_scheduled_tokens,
+            "max_num_scheduled_tokens": _max_num_scheduled_tokens(scheduler),
             "max_num_active_seqs": scheduler_config.max_num_active_seqs,
             "async_scheduling": bool(scheduler_config.async_scheduling),
             "vllm_version": versions.recorded_version(),
             **feature_settings(scheduler.vllm_config),
         }
     )
+
+
+def _max_num_scheduled_tokens(scheduler: Any) -> int | None:
+    """The knob as set, unset where vLLM filled it in: with drafts on it sets the budget."""
+    scheduler_config = scheduler.scheduler_config
+    value = scheduler_config.max_num_scheduled_tokens
+    filled_in = scheduler.vllm_config.speculative_config is not None
+    return None if filled_in and value == scheduler_config.max_num_batched_tokens else value
 
 
 MODELLED_SPECULATIVE_METHODS = ("ngram", "draft_model")
@@ -92,6 +101,20 @@ def request_spec(request: Any, arrival_step: int) -> RequestSpec:
         sampling_params=sampling,
         priority=request.priority,
         lora_id=lora_id(request),
+    )
+
+
+def with_planned(spec: RequestSpec, planned: RequestSpec) -> RequestSpec:
+    """What only a scripted workload knows up front: its aborts and its draft script.
+
+    A live server learns aborts as they land (the abort events carry them either way).
+    """
+    return dataclasses.replace(
+        spec,
+        abort_step=planned.abort_step,
+        abort_before_update=planned.abort_before_update,
+        draft_mismatch_every=planned.draft_mismatch_every,
+        draft_accept=planned.draft_accept,
     )
 
 
@@ -201,15 +224,33 @@ def finished_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, ...]
     The recorder takes new tokens from the model's output; only finishes need these.
     """
     return tuple(
-        EngineCoreOutput(
-            request_id=output.request_id,
-            new_token_ids=tuple(output.new_token_ids),
-            finish_reason=_finish_reason(output.finish_reason),
-            stop_reason=output.stop_reason,
-        )
+        _output(output)
         for client in sorted(outputs)
         for output in _outputs_of(outputs[client])
         if output.finish_reason is not None
+    )
+
+
+def token_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, ...]:
+    """Every output of one `update_from_output()` that appended tokens or finished.
+
+    With speculative decoding the recorder needs each step's appended tokens, which a
+    stop among the accepted drafts cuts short of what the model sampled.
+    """
+    return tuple(
+        _output(output)
+        for client in sorted(outputs)
+        for output in _outputs_of(outputs[client])
+        if output.new_token_ids or output.finish_reason is not None
+    )
+
+
+def _output(output: Any) -> EngineCoreOutput:
+    return EngineCoreOutput(
+        request_id=output.request_id,
+        new_token_ids=tuple(int(token) for token in output.new_token_ids),
+        finish_reason=_finish_reason(output.finish_reason),
+        stop_reason=output.stop_reason,
     )
 
 

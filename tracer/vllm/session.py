@@ -24,7 +24,6 @@ the recording stops, and every step written so far is kept.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections import deque
@@ -32,7 +31,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import EngineStep, SamplingParams, StepRecord, Workload
+from stepscope.engine import (
+    EngineCoreOutput,
+    EngineStep,
+    ModelRunnerOutput,
+    SamplingParams,
+    StepRecord,
+    Workload,
+)
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.background import BackgroundRecorder
 from stepscope.tracer.recorder import TraceRecorder
@@ -85,6 +91,7 @@ class VllmRecording:
         )
         self.async_scheduling = config.async_scheduling
         self.drafts_follow_update = _drafts_follow_update(scheduler)
+        self.speculative_decoding = config.num_speculative_tokens > 0
         self.queue_state = QueueState(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.sampling: dict[str, SamplingParams] = {}
@@ -105,6 +112,8 @@ class VllmRecording:
         """The trace on disk says complete: the engine went idle with every step written."""
         self._awaiting_drafts: Batch | None = None
         """The batch just updated, whose drafts `post_step` hands the scheduler next."""
+        self._runner_output = ModelRunnerOutput([], {}, [])
+        """The model's output of the update in progress, as it came."""
 
     # ----- attaching ------------------------------------------------------------
 
@@ -172,7 +181,7 @@ class VllmRecording:
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
         if not self.active:
             return self._originals["update_from_output"](scheduler_output, model_runner_output)
-        self._guarded(self._before_update)
+        self._guarded(lambda: self._before_update(model_runner_output))
         started = time.perf_counter_ns()
         outputs = self._originals["update_from_output"](scheduler_output, model_runner_output)
         updated = time.perf_counter_ns()
@@ -223,14 +232,8 @@ class VllmRecording:
             self.recorder.mark(complete=False)
         spec = convert.request_spec(request, arrival_step=self.step + 1)
         planned = self.planned.get(spec.request_id)
-        if planned is not None and planned.abort_step is not None:
-            # A scripted workload knows its aborts up front; a live server learns
-            # them as they land (the abort events carry them either way).
-            spec = dataclasses.replace(
-                spec,
-                abort_step=planned.abort_step,
-                abort_before_update=planned.abort_before_update,
-            )
+        if planned is not None:
+            spec = convert.with_planned(spec, planned)
         self.sampling[spec.request_id] = spec.sampling_params
         self.recorder.register_request(spec)
         self._arrived.append(spec.request_id)
@@ -296,7 +299,9 @@ class VllmRecording:
             return False
         return output.total_num_scheduled_tokens > 0 or bool(self.scheduler.has_requests())
 
-    def _before_update(self) -> None:
+    def _before_update(self, runner_output: Any) -> None:
+        # A snapshot before vLLM trims a stopped request's sampled list in place.
+        self._runner_output = convert.model_runner_output(runner_output)
         self._end_update()
         current = self._current
         if current is None or current.has_update:
@@ -313,12 +318,12 @@ class VllmRecording:
         assert batch is not None and batch.scheduler_output is scheduler_output
         batch.engine_step = EngineStep(
             scheduler_output=batch.output,
-            model_runner_output=convert.model_runner_output(runner_output),
+            model_runner_output=self._runner_output,
             num_free_blocks_after_schedule=batch.num_free_blocks_after_schedule,
             schedule_end=batch.end,
             schedule_ns=batch.schedule_ns,
             model_ns=started - batch.scheduled_at,
-            outputs=convert.finished_outputs(outputs),
+            outputs=self._outputs(outputs),
             update_ns=updated - started,
         )
         batch.update_step = current.step
@@ -327,6 +332,11 @@ class VllmRecording:
             self._awaiting_drafts = batch
         else:
             self._finish_update()
+
+    def _outputs(self, outputs: Any) -> tuple[EngineCoreOutput, ...]:
+        if self.speculative_decoding:
+            return convert.token_outputs(outputs)
+        return convert.finished_outputs(outputs)
 
     def _on_drafts(self, drafts: Any) -> None:
         """`post_step` hands over the drafts proposed after the batch just updated."""

@@ -22,6 +22,11 @@ from .tiny_model import MODEL_SHAPE
 LORA_DIR = "loras"
 TARGET_MODULES = ("q_proj", "v_proj")
 DEFAULT_RANK = 8
+WEIGHT_STD = 0.05
+"""Large enough that an adapter changes what the model samples, small enough that greedy
+decoding still falls into the repetition ngram drafts from."""
+MARKER = "stepscope-tiny-lora.json"
+"""Written last: the recipe of a complete adapter."""
 
 
 def adapter_dir(model_dir: Path, lora_id: int) -> Path:
@@ -43,17 +48,19 @@ def make_adapter(model_dir: Path, lora_id: int, rank: int = DEFAULT_RANK) -> Pat
         "target_modules": list(TARGET_MODULES),
         "fan_in_fan_out": False,
     }
-    config_path = out / "adapter_config.json"
-    if config_path.exists() and json.loads(config_path.read_text()) == config:
+    marker = out / MARKER
+    recipe = json.dumps({"lora_id": lora_id, "std": WEIGHT_STD, **config}, sort_keys=True)
+    if marker.exists() and marker.read_text() == recipe:
         return out
     out.mkdir(parents=True, exist_ok=True)
     _save_weights(out, lora_id, rank)
-    config_path.write_text(json.dumps(config, indent=1, sort_keys=True))
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=1, sort_keys=True))
+    marker.write_text(recipe)
     return out
 
 
 def _save_weights(out: Path, lora_id: int, rank: int) -> None:
-    """Normal(0, 0.5) weights in bfloat16, seeded by the id, in the safetensors format."""
+    """Normal(0, `WEIGHT_STD`) weights in bfloat16, seeded by the id, as safetensors."""
     rng = random.Random(lora_id)
     hidden = MODEL_SHAPE["hidden_size"]
     head_dim = MODEL_SHAPE["head_dim"]
@@ -72,7 +79,7 @@ def _save_weights(out: Path, lora_id: int, rank: int) -> None:
 
 def _bfloat16(rng: random.Random, count: int) -> bytes:
     """`count` random values as bfloat16: the high half of each float32."""
-    values = struct.pack(f"<{count}f", *(rng.gauss(0.0, 0.5) for _ in range(count)))
+    values = struct.pack(f"<{count}f", *(rng.gauss(0.0, WEIGHT_STD) for _ in range(count)))
     return b"".join(values[i + 2 : i + 4] for i in range(0, len(values), 4))
 
 
