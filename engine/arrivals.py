@@ -1,4 +1,4 @@
-"""A workload's arrivals and aborts, handed out step by step to whatever steps an engine."""
+"""A workload's arrivals, grammar compilations and aborts, handed out step by step."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ class WorkloadArrivals:
         """Request ids aborted before each step's `schedule()`, in list order."""
         self.aborts_before_update = workload.aborts_by_step(before_update=True)
         """Request ids aborted after each step's `schedule()`, before its update."""
+        self.grammars_ready: dict[int, list[str]] = {}
+        """Request ids whose grammar finishes compiling before each step's `schedule()`."""
+        for spec in workload.requests:
+            if spec.grammar_ready_step is not None:
+                self.grammars_ready.setdefault(spec.grammar_ready_step, []).append(spec.request_id)
 
     def all_arrived(self) -> bool:
         return self._next >= len(self._pending)

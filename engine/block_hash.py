@@ -7,6 +7,8 @@ from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .lora import lora_hash_key
+
 if TYPE_CHECKING:
     from .request import BlockHasher, Request
 
@@ -17,13 +19,15 @@ BlockHash = bytes
 NONE_HASH: BlockHash = hashlib.sha256(b"stepscope-none-hash").digest()
 
 
-def hash_block_tokens(parent_hash: BlockHash, token_ids: Sequence[int]) -> BlockHash:
-    """SHA-256 of the parent hash and the block's tokens.
+def hash_block_tokens(
+    parent_hash: BlockHash, token_ids: Sequence[int], extra_key: bytes = b""
+) -> BlockHash:
+    """SHA-256 of the parent hash, the block's tokens and the request's extra key.
 
     vLLM hashes a pickled `(parent, tokens, extra_keys)` tuple; only equality
     matters for prefix hits, so a cheaper canonical encoding gives the same hits.
     """
-    return hashlib.sha256(parent_hash + array("q", token_ids).tobytes()).digest()
+    return hashlib.sha256(parent_hash + array("q", token_ids).tobytes() + extra_key).digest()
 
 
 def make_block_hasher(block_size: int) -> BlockHasher:
@@ -36,9 +40,10 @@ def make_block_hasher(block_size: int) -> BlockHasher:
             return []
         parent = request.block_hashes[-1] if request.block_hashes else NONE_HASH
         tokens = request.all_token_ids
+        extra_key = lora_hash_key(request)
         new_hashes = []
         while start + block_size <= num_tokens:
-            parent = hash_block_tokens(parent, tokens[start : start + block_size])
+            parent = hash_block_tokens(parent, tokens[start : start + block_size], extra_key)
             new_hashes.append(parent)
             start += block_size
         return new_hashes

@@ -97,6 +97,12 @@ class EngineCore(Generic[SchedulerT]):
     def add_request(self, request: Request) -> None:
         self.scheduler.add_request(request)
 
+    def finish_grammar_compilation(self, request: Request) -> None:
+        """The request's grammar has compiled: the next waiting pass promotes it to WAITING."""
+        structured_output_request = request.structured_output_request
+        if structured_output_request is not None:
+            structured_output_request.is_grammar_ready = True
+
     def abort_request(self, request_id: str) -> list[Request]:
         """Abort one request now; returns it if it was unfinished."""
         return self.scheduler.finish_requests(request_id, RequestStatus.FINISHED_ABORTED)

@@ -1,7 +1,8 @@
 """The step loop around the engine: arrivals, aborts, then one engine step.
 
 For step s = 0, 1, …: add the requests arriving at s (a prompt that is empty or
-at least `max_model_len` long is rejected, as vLLM's input processor does), abort
+at least `max_model_len` long is rejected, as vLLM's input processor does), finish
+the grammar compilations scripted for s (`grammar_ready_step`), abort
 those whose `abort_step` is s, then step the engine (aborts marked
 `abort_before_update` land inside it, after the model ran); a step with nothing to
 schedule or ship is idle. The loop ends once every request has arrived and the
@@ -113,6 +114,7 @@ class StepLoop(Generic[SchedulerT]):
     def _run(self) -> Iterator[StepRecord]:
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
+            self._finish_grammars(step)
             aborted = self._apply_aborts(step, self.arrivals.aborts)
             if not self.core.scheduler.has_requests():
                 if self.all_arrived():
@@ -135,6 +137,7 @@ class StepLoop(Generic[SchedulerT]):
         waiting_records: deque[_PendingRecord] = deque()
         for step in range(self.workload.max_steps):
             arrived, rejected = self._add_arrivals(step)
+            self._finish_grammars(step)
             aborted = self._apply_aborts(step, self.arrivals.aborts)
             pending = _PendingRecord(step, arrived, rejected, aborted)
             waiting_records.append(pending)
@@ -176,6 +179,13 @@ class StepLoop(Generic[SchedulerT]):
             self.unfinished[spec.request_id] = request
             arrived.append(spec.request_id)
         return tuple(arrived), tuple(rejected)
+
+    def _finish_grammars(self, step: int) -> None:
+        """Grammars that finish compiling now, before this step's `schedule()` looks at them."""
+        for request_id in self.arrivals.grammars_ready.get(step, ()):
+            request = self.unfinished.get(request_id)
+            if request is not None:
+                self.core.finish_grammar_compilation(request)
 
     def _reject(self, spec: RequestSpec) -> bool:
         """Whether the input processor turns `spec` away (then it is finished as rejected)."""

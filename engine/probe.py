@@ -88,9 +88,10 @@ class Preemption:
 class WaitingSkip:
     """A waiting request passed over this step, put back at the head after the pass.
 
-    In the subset the only reason is `stale_output`: a request preempted while a
-    step's output for it was in flight (async scheduling) waits until that output
-    has come back, so a resume cannot resample a position it will deliver.
+    `reason`: `grammar_not_ready` (its structured-output grammar is still compiling),
+    `stale_output` (preempted while a step's output for it was in flight, under async
+    scheduling: it waits until that output is back, so a resume cannot resample a
+    position it will deliver) or `max_loras` (its adapter would be one too many).
     """
 
     request_id: str

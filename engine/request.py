@@ -5,8 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
+from .lora import LoRARequest
 from .probe import RunningGrant
 from .sampling_params import SamplingParams
+from .structured_output import StructuredOutputRequest
 
 
 class RequestStatus(enum.IntEnum):
@@ -73,6 +75,7 @@ class Request:
         "arrival_time",
         "block_hashes",
         "is_prefill_chunk",
+        "lora_request",
         "max_tokens",
         "num_computed_tokens",
         "num_in_flight_tokens",
@@ -89,6 +92,7 @@ class Request:
         "spec_token_ids",
         "status",
         "stop_reason",
+        "structured_output_request",
     )
 
     def __init__(
@@ -99,6 +103,8 @@ class Request:
         arrival_time: float,
         priority: int = 0,
         block_hasher: BlockHasher | None = None,
+        lora_request: LoRARequest | None = None,
+        structured_output_request: StructuredOutputRequest | None = None,
     ) -> None:
         self.request_id = request_id
         self.running_grant = RunningGrant(request_id)
@@ -111,7 +117,13 @@ class Request:
         self.max_tokens = sampling_params.max_tokens
         self.arrival_time = arrival_time
         self.priority = priority
-        self.status = RequestStatus.WAITING
+        self.lora_request = lora_request
+        self.structured_output_request = structured_output_request
+        self.status = (
+            RequestStatus.WAITING
+            if structured_output_request is None
+            else RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+        )
         self.num_computed_tokens = 0
         self.num_output_placeholders = 0
         """Async scheduling: tokens sampled (or being sampled) whose output has not come back."""

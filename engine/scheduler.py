@@ -19,6 +19,7 @@ from .block_hash import make_block_hasher
 from .block_pool import KVCacheBlock
 from .config import EngineConfig, SchedulingPolicy
 from .kv_cache_manager import AllocationRefusal, KVCacheManager
+from .lora import active_loras, exceeds_max_loras
 from .outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from .probe import (
     AdmissionCall,
@@ -42,6 +43,13 @@ from .stop import check_stop
 
 if TYPE_CHECKING:
     from .probe import Probe
+
+SKIP_GRAMMAR_NOT_READY = "grammar_not_ready"
+"""Skipped: structured output whose grammar is still compiling."""
+SKIP_STALE_OUTPUT = "stale_output"
+"""Skipped: preempted while a step's output for it was in flight (async scheduling)."""
+SKIP_MAX_LORAS = "max_loras"
+"""Skipped: its adapter would be one more than `max_loras` running at once."""
 
 
 class Scheduler:
@@ -354,17 +362,33 @@ class Scheduler:
     def _schedule_waiting(self, plan: StepPlan) -> AdmissionStop:
         """Admit from the head of the queue until one does not fit.
 
-        Nothing is skipped past for lack of room; only a request whose stale output
-        is still in flight is passed over, and put back at the head afterwards.
+        Nothing is skipped past for lack of room. A request that cannot be
+        scheduled yet (its grammar still compiling, its stale output in flight, or
+        its adapter over `max_loras`) is passed over, and the skipped ones are put
+        back at the head, in their order, after the pass.
         """
         skipped: deque[Request] = deque()
         try:
-            return self._admit_waiting(plan, skipped)
+            return self._admit_waiting(plan, skipped, self._scheduled_loras(plan))
         finally:
             if skipped:
                 self.waiting.prepend_requests(skipped)
 
-    def _admit_waiting(self, plan: StepPlan, skipped: deque[Request]) -> AdmissionStop:
+    def _scheduled_loras(self, plan: StepPlan) -> set[int] | None:
+        """The adapters the `max_loras` gate counts (None: LoRA off).
+
+        vLLM 0.33 counts every running request's adapter, scheduled this step or
+        not; 0.32 only those of the running requests scheduled this step.
+        """
+        if self.config.max_loras is None:
+            return None
+        if self.rules.lora_gate_counts_unscheduled_running:
+            return active_loras(self.running)
+        return active_loras(plan.scheduled_running)
+
+    def _admit_waiting(
+        self, plan: StepPlan, skipped: deque[Request], scheduled_loras: set[int] | None
+    ) -> AdmissionStop:
         while plan.token_budget > 0:
             if not self.waiting:
                 return AdmissionStop.NO_WAITING
@@ -373,15 +397,32 @@ class Scheduler:
             if len(self.running) >= self.config.max_num_running_reqs:
                 return AdmissionStop.MAX_NUM_SEQS
             request = self.waiting.peek_request()
-            if request.num_stale_output_tokens:
+            reason = self._skip_reason(request, scheduled_loras)
+            if reason is not None:
                 skipped.appendleft(self.waiting.pop_request())
                 if self.probe is not None:
-                    self.probe.decisions.append(WaitingSkip(request.request_id, "stale_output"))
+                    self.probe.decisions.append(WaitingSkip(request.request_id, reason))
                 continue
             stop = self._try_admit(request, plan)
             if stop is not None:
                 return stop
+            if scheduled_loras is not None and request.lora_request is not None:
+                scheduled_loras.add(request.lora_request.lora_int_id)
         return AdmissionStop.BUDGET
+
+    def _skip_reason(self, request: Request, scheduled_loras: set[int] | None) -> str | None:
+        """Why the waiting head is passed over this step, checked in vLLM's order; None: try it."""
+        if request.status == RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
+            if not _grammar_ready(request):
+                return SKIP_GRAMMAR_NOT_READY
+            request.status = RequestStatus.WAITING
+        if request.num_stale_output_tokens:
+            return SKIP_STALE_OUTPUT
+        if scheduled_loras is not None:
+            assert self.config.max_loras is not None
+            if exceeds_max_loras(request, scheduled_loras, self.config.max_loras):
+                return SKIP_MAX_LORAS
+        return None
 
     def _try_admit(self, request: Request, plan: StepPlan) -> AdmissionStop | None:
         """Admit the head of the queue, or say why it cannot be admitted this step."""
@@ -654,6 +695,11 @@ def _drain_in_flight(request: Request, num_scheduled: int) -> bool:
         assert request.num_stale_output_tokens >= 0
         return True
     return False
+
+
+def _grammar_ready(request: Request) -> bool:
+    structured_output_request = request.structured_output_request
+    return structured_output_request is not None and structured_output_request.is_grammar_ready
 
 
 def _block_ids(blocks: Sequence[KVCacheBlock]) -> tuple[int, ...]:

@@ -25,10 +25,21 @@ class VllmRules:
     """Priority policy: after the running request being scheduled preempts itself, the
     running pass goes on to the next running request (0.33's `continue`) instead of
     ending (0.32's `break`); the ones behind it have higher priority and may fit."""
+    lora_gate_counts_unscheduled_running: bool
+    """The `max_loras` gate counts the adapters of every running request (0.33), or only
+    of the running requests scheduled this step (0.32's `scheduled_running_reqs`)."""
 
 
-VLLM_0_33 = VllmRules(version_line="0.33.0", self_preemption_continues=True)
-VLLM_0_32 = VllmRules(version_line="0.32.x", self_preemption_continues=False)
+VLLM_0_33 = VllmRules(
+    version_line="0.33.0",
+    self_preemption_continues=True,
+    lora_gate_counts_unscheduled_running=True,
+)
+VLLM_0_32 = VllmRules(
+    version_line="0.32.x",
+    self_preemption_continues=False,
+    lora_gate_counts_unscheduled_running=False,
+)
 
 _VERSIONS: tuple[tuple[re.Pattern[str], VllmRules], ...] = (
     (re.compile(r"0\.33\.0"), VLLM_0_33),

@@ -32,9 +32,11 @@ from typing import Any
 
 from .config import EngineConfig
 from .errors import ConfigError, WorkloadError
+from .lora import LoRARequest
 from .request import BlockHasher, Request
 from .request_features import REQUEST_FEATURE_KEYS, FeatureError, with_features
 from .sampling_params import SamplingParams
+from .structured_output import StructuredOutputRequest
 
 DEFAULT_MAX_STEPS = 1000
 MAX_TOKEN_ID = 2**63 - 1
@@ -87,6 +89,10 @@ class RequestSpec:
             arrival_time=self.arrival_time,
             priority=self.priority,
             block_hasher=block_hasher,
+            lora_request=None if self.lora_id is None else LoRARequest.for_adapter(self.lora_id),
+            structured_output_request=(
+                None if self.grammar_ready_step is None else StructuredOutputRequest()
+            ),
         )
 
 

@@ -105,9 +105,10 @@ def request_spec(request: Any, arrival_step: int) -> RequestSpec:
 
 
 def with_planned(spec: RequestSpec, planned: RequestSpec) -> RequestSpec:
-    """What only a scripted workload knows up front: its aborts and its draft script.
+    """What only a scripted workload knows up front: aborts, draft script, grammar compiles.
 
-    A live server learns aborts as they land (the abort events carry them either way).
+    A live server learns aborts as they land (the abort events carry them either way);
+    grammars compile in the background.
     """
     return dataclasses.replace(
         spec,
@@ -115,6 +116,7 @@ def with_planned(spec: RequestSpec, planned: RequestSpec) -> RequestSpec:
         abort_before_update=planned.abort_before_update,
         draft_mismatch_every=planned.draft_mismatch_every,
         draft_accept=planned.draft_accept,
+        grammar_ready_step=planned.grammar_ready_step,
     )
 
 

@@ -18,7 +18,7 @@ from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
-from . import versions
+from . import grammar, versions
 
 if TYPE_CHECKING:
     from .scripted_core import DriverRun
@@ -83,10 +83,14 @@ def build_scheduler(
     kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
         kv_cache_config, vllm_config, block_size, hash_block_size
     )
+    structured_output_manager = StructuredOutputManager(vllm_config)
+    if any(spec.grammar_ready_step is not None for spec in workload.requests):
+        vocab_size = vllm_config.model_config.get_vocab_size()
+        grammar.install_backend(structured_output_manager, vocab_size)
     scheduler = (scheduler_cls or vllm_config.scheduler_config.get_scheduler_cls())(
         vllm_config=vllm_config,
         kv_cache_config=kv_cache_config,
-        structured_output_manager=StructuredOutputManager(vllm_config),
+        structured_output_manager=structured_output_manager,
         block_size=block_size,
         hash_block_size=hash_block_size,
         log_stats=log_stats,
@@ -220,6 +224,8 @@ def make_request(spec: RequestSpec, block_hasher: Any) -> Any:
         extra["top_k"] = params.top_k
     if params.seed is not None:
         extra["seed"] = params.seed
+    if spec.grammar_ready_step is not None:
+        extra["structured_outputs"] = grammar.structured_outputs_params()
     sampling = SamplingParams(
         max_tokens=params.max_tokens,
         ignore_eos=params.eos_token_id is None,

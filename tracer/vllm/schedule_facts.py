@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepscope.engine.probe import AdmissionCall, Decision, Preemption, ScheduleEnd, ScheduleStart
+from stepscope.engine.probe import (
+    AdmissionCall,
+    Decision,
+    Preemption,
+    ScheduleEnd,
+    ScheduleStart,
+    WaitingSkip,
+)
 from stepscope.engine.scheduler_output import SchedulerOutput
 from stepscope.engine.step_plan import REFUSAL_STOP, AdmissionStop, RunningPassEnd
 
@@ -116,7 +123,9 @@ def _admission_stop(
     total = output.total_num_scheduled_tokens
     if start.token_budget - total <= 0:
         return AdmissionStop.BUDGET, None
-    num_waiting = scheduler.get_request_counts()[1]
+    # Requests the loop skipped were out of the queue until it ended, then put back.
+    skipped = {d.request_id for d in decisions if type(d) is WaitingSkip}
+    num_waiting = scheduler.get_request_counts()[1] - len(skipped)
     if num_waiting == 0:
         return AdmissionStop.NO_WAITING, None
     slots = _draft_slots(scheduler)
@@ -124,5 +133,5 @@ def _admission_stop(
         return AdmissionStop.BUDGET, None
     if len(scheduler.running) >= scheduler.max_num_active_reqs:
         return AdmissionStop.MAX_NUM_SEQS, None
-    head = scheduler.waiting.peek_request()
+    head = next(r for r in scheduler.waiting if r.request_id not in skipped)
     return AdmissionStop.CHUNKING_OFF, head.request_id

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepscope.engine import EngineCoreOutput, RequestStatus, TapeModelRunner, Workload
-from stepscope.engine.core import EngineCore
+from stepscope.engine.core import EngineCore, EngineStep
 from stepscope.engine.engine_loop import StepLoop
 from stepscope.engine.outputs import DraftTokenIds
 from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 
-from . import convert
+from . import convert, grammar
 from .driver import make_request
 from .session import VllmRecording
 
@@ -127,6 +127,16 @@ class VllmEngineCore(EngineCore[VllmScheduler]):
     def preprocess_add_request(self, spec: RequestSpec) -> Any:
         """vLLM's `Request`, as its input processor and `preprocess_add_request` make it."""
         return make_request(spec, self.request_block_hasher)
+
+    def finish_grammar_compilation(self, request: Any) -> None:
+        """vLLM's background compilation done: the request's grammar is set."""
+        grammar.finish_compilation(request)
+
+    def _schedule(self) -> EngineStep:
+        """As `EngineCore.step`: the grammar bitmask is asked for once the batch is scheduled."""
+        batch = super()._schedule()
+        self.scheduler.scheduler.get_grammar_bitmask(batch.scheduler_output)
+        return batch
 
 
 class VllmLoop(StepLoop[VllmScheduler]):

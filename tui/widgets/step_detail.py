@@ -54,7 +54,28 @@ def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -
         f"\narrived {_ids(detail.request_ids('arrive'))} · finished "
         f"{_ids(detail.request_ids('finish'))} · aborted {_ids(detail.request_ids('abort'))}"
     )
+    skips = skipped_text(detail)
+    if skips:
+        text.append("\nskipped: ")
+        text.append(skips, style="yellow")
     return text
+
+
+SKIP_REASONS = {
+    "max_loras": "max_loras gate",
+    "grammar_not_ready": "grammar not ready",
+    "stale_output": "stale output in flight",
+}
+"""How the step detail names each reason the waiting pass passed a request over."""
+
+
+def skipped_text(detail: StepDetail) -> str:
+    """The requests the waiting pass passed over this step and why (`B (max_loras gate)`)."""
+    return ", ".join(
+        f"{event['request_id']} ({SKIP_REASONS.get(event['detail'], event['detail'])})"
+        for event in detail.events.dicts()
+        if event["kind"] == "skip"
+    )
 
 
 def _blocks(block_ids: list[int] | None) -> str:
