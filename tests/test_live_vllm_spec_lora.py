@@ -123,10 +123,9 @@ def test_the_lora_gate_held_requests_back(live: Path) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the engine frees a block into another place of the free queue than vLLM 0.32 "
-    "does (block ids differ from a step ~78 on, every scheduling decision before matches): "
-    "which blocks are cached (hashed, FIFO) or not (LIFO) when a request finishes inside "
-    "its drafts",
+    reason="block ids differ from a late step on (every decision before matches): vLLM "
+    "frees a finished request's block that its last step filled only with accepted drafts "
+    "unhashed (to the free queue's head), the engine as cached (to its tail)",
 )
 def test_the_live_run_replays_exactly(live: Path) -> None:
     replayed = stepscope("replay", str(live), "--json")
