@@ -92,6 +92,9 @@ class Scheduler:
         self.preempted_req_ids: set[str] = set()
         self.prev_step_scheduled_req_ids: set[str] = set()
         self.num_spec_tokens = config.num_speculative_tokens
+        self._caches_drafted_blocks = bool(self.num_spec_tokens) and (
+            self.rules.caches_blocks_on_update_with_drafts
+        )
         self.num_lookahead_tokens = config.num_lookahead_tokens
         self.draft_slots = config.max_num_new_slots_for_drafting
         """Input slots each scheduled request takes for drafting (vLLM's `draft_slots`)."""
@@ -606,7 +609,7 @@ class Scheduler:
             if (
                 not is_stale
                 and status_before == RequestStatus.RUNNING
-                and (had_placeholders or self.num_spec_tokens)
+                and (had_placeholders or self._caches_drafted_blocks)
             ):
                 # Async: blocks become cacheable as the in-flight tokens' output lands.
                 self.kv_cache_manager.cache_blocks(

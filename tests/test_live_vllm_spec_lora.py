@@ -121,12 +121,6 @@ def test_the_lora_gate_held_requests_back(live: Path) -> None:
     assert skips[0][0] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="block ids differ from a late step on (every decision before matches): vLLM "
-    "frees a finished request's block that its last step filled only with accepted drafts "
-    "unhashed (to the free queue's head), the engine as cached (to its tail)",
-)
 def test_the_live_run_replays_exactly(live: Path) -> None:
     replayed = stepscope("replay", str(live), "--json")
     assert replayed.returncode == 0, replayed.stdout[-3000:] + replayed.stderr
