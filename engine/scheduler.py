@@ -92,9 +92,6 @@ class Scheduler:
         self.preempted_req_ids: set[str] = set()
         self.prev_step_scheduled_req_ids: set[str] = set()
         self.num_spec_tokens = config.num_speculative_tokens
-        self._caches_drafted_blocks = bool(self.num_spec_tokens) and (
-            self.rules.caches_blocks_on_update_with_drafts
-        )
         self.num_lookahead_tokens = config.num_lookahead_tokens
         self.draft_slots = config.max_num_new_slots_for_drafting
         """Input slots each scheduled request takes for drafting (vLLM's `draft_slots`)."""
@@ -222,8 +219,10 @@ class Scheduler:
     def _schedule_running(self, plan: StepPlan) -> RunningPassEnd:
         """Give each running request its next tokens, preempting when blocks run out."""
         req_index = 0
+        draft_slots = plan.draft_slots
+        drafting = self.num_spec_tokens > 0
         while req_index < len(self.running):
-            if plan.token_budget <= 0 or plan.input_budget <= plan.draft_slots:
+            if plan.token_budget <= 0 or plan.input_budget <= draft_slots:
                 return RunningPassEnd.BUDGET
             request = self.running[req_index]
             if _max_tokens_in_flight(request):
@@ -245,7 +244,7 @@ class Scheduler:
             plan.scheduled_running.append(request)
             plan.take(request, num_new_tokens, new_blocks)
             req_index += 1
-            if self.num_spec_tokens:
+            if drafting:
                 schedule_drafts(request, num_new_tokens, plan)
         return RunningPassEnd.ALL_VISITED
 
@@ -591,6 +590,7 @@ class Scheduler:
         sampled = model_runner_output.sampled_token_ids
         index_of = model_runner_output.req_id_to_index
         spec_tokens = scheduler_output.scheduled_spec_decode_tokens
+        caches_drafted = self.num_spec_tokens > 0 and self.rules.caches_drafted_blocks_at_update
         for request_id, num_scheduled in scheduler_output.num_scheduled_tokens.items():
             request = self.requests.get(request_id)
             if request is None or request.is_finished():
@@ -609,9 +609,9 @@ class Scheduler:
             if (
                 not is_stale
                 and status_before == RequestStatus.RUNNING
-                and (had_placeholders or self._caches_drafted_blocks)
+                and (had_placeholders or caches_drafted)
             ):
-                # Async: blocks become cacheable as the in-flight tokens' output lands.
+                # Blocks become cacheable as the tokens' output lands (async, or drafts).
                 self.kv_cache_manager.cache_blocks(
                     request, request.num_computed_tokens - request.num_in_flight_tokens
                 )

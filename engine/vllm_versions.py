@@ -25,26 +25,26 @@ class VllmRules:
     """Priority policy: after the running request being scheduled preempts itself, the
     running pass goes on to the next running request (0.33's `continue`) instead of
     ending (0.32's `break`); the ones behind it have higher priority and may fit."""
+    caches_drafted_blocks_at_update: bool
+    """Speculative decoding: `update_from_output` registers the blocks the verified tokens
+    filled in the prefix cache, as it does for async output (0.33); 0.32 does it for
+    async output only, and leaves drafted blocks to the next `allocate_slots`."""
     lora_gate_counts_unscheduled_running: bool
     """The `max_loras` gate counts the adapters of every running request (0.33), or only
     of the running requests scheduled this step (0.32's `scheduled_running_reqs`)."""
-    caches_blocks_on_update_with_drafts: bool
-    """With speculative decoding, `update_from_output` caches the blocks its accepted
-    tokens filled (0.33); 0.32 caches only in `allocate_slots`, so a request that ends
-    in that step frees such a block unhashed, to the head of the free queue."""
 
 
 VLLM_0_33 = VllmRules(
     version_line="0.33.0",
     self_preemption_continues=True,
+    caches_drafted_blocks_at_update=True,
     lora_gate_counts_unscheduled_running=True,
-    caches_blocks_on_update_with_drafts=True,
 )
 VLLM_0_32 = VllmRules(
     version_line="0.32.x",
     self_preemption_continues=False,
+    caches_drafted_blocks_at_update=False,
     lora_gate_counts_unscheduled_running=False,
-    caches_blocks_on_update_with_drafts=False,
 )
 
 _VERSIONS: tuple[tuple[re.Pattern[str], VllmRules], ...] = (

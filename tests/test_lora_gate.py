@@ -24,6 +24,7 @@ from stepscope.engine.sampling_params import SamplingParams
 from stepscope.tui.trace_source import TraceSource
 from stepscope.tui.widgets.step_detail import summary_text
 from test_oracle_differential import ORACLE_SCRIPT, _oracle_python
+from test_spec_differential import spec_workload
 from traces import record
 
 import stepscope
@@ -36,9 +37,15 @@ NUM_RANDOM = 24
 FIRST_SEED = 13_000
 
 
-def lora_workload(rng: random.Random, async_scheduling: bool) -> dict[str, Any]:
-    """A random workload with LoRA on: 1-3 adapters at once, requests of up to two more."""
-    raw = random_workload(rng, max_requests=16, async_scheduling=async_scheduling)
+def lora_workload(rng: random.Random, mode: str) -> dict[str, Any]:
+    """A random workload with LoRA on: 1-3 adapters at once, requests of up to two more.
+
+    `mode`: `sync`, `async`, or `spec` (synchronous, with speculative decoding).
+    """
+    if mode == "spec":
+        raw = spec_workload(rng, async_scheduling=False)
+    else:
+        raw = random_workload(rng, max_requests=16, async_scheduling=mode == "async")
     max_loras = rng.randint(1, 3)
     raw["config"]["max_loras"] = max_loras
     num_adapters = rng.randint(max_loras, max_loras + 2)
@@ -154,7 +161,7 @@ def test_the_step_detail_names_the_request_the_gate_held_back(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("mode", ["sync", "async", "spec"])
 @pytest.mark.parametrize("version", ["0.33.0", "0.32.0"])
 def test_random_lora_workloads_match_the_oracle(tmp_path: Path, version: str, mode: str) -> None:
     python = _oracle_python(version)
@@ -162,7 +169,7 @@ def test_random_lora_workloads_match_the_oracle(tmp_path: Path, version: str, mo
         pytest.skip(f"no vLLM {version} venv or no ../shared/oracle script here")
     paths = []
     for seed in range(FIRST_SEED, FIRST_SEED + NUM_RANDOM):
-        raw = lora_workload(random.Random(seed), async_scheduling=mode == "async")
+        raw = lora_workload(random.Random(seed), mode)
         raw["config"]["vllm_version"] = version
         path = tmp_path / f"w{seed}.json"
         path.write_text(json.dumps(raw))

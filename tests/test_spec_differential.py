@@ -1,6 +1,7 @@
-"""Random speculative-decoding workloads through real vLLM 0.33.0 (the oracle) and the engine.
+"""Random speculative-decoding workloads through real vLLM (the oracle) and the engine.
 
-Every knob of `random_workloads` plus k = 1..4 drafts, either method, and per-request
+Both supported versions, as in `test_oracle_differential.py`. Every knob of
+`random_workloads` plus k = 1..4 drafts, either method, and per-request
 draft scripts (`draft_mismatch_every`, `draft_accept`). Synchronous runs compare line
 for line; async ones (draft_model, as vLLM's V1 runner requires) compare each
 `step_with_batch_queue` call's schedule and the state after it. Skipped where the
@@ -24,6 +25,7 @@ from stepscope.engine.arrivals import WorkloadArrivals
 from stepscope.engine.core import EngineCore, make_engine_core
 from stepscope.engine.engine_loop import check_prompt_len
 from stepscope.engine.scheduler import Scheduler
+from vllm_env import LIVE_VENV
 
 ORACLE_SCRIPT = REPO.parent / "shared" / "oracle" / "vllm_oracle.py"
 NUM_SYNC, NUM_ASYNC = 40, 30
@@ -48,15 +50,23 @@ def spec_workload(rng: random.Random, async_scheduling: bool) -> dict[str, Any]:
     return workload
 
 
-def _run_oracle(tmp_path: Path) -> list[Path]:
-    python = oracle_python()
+def _oracle_python(version: str) -> Path | None:
+    if version == "0.32.0":
+        python = LIVE_VENV / "bin" / "python"
+        return python if python.exists() else None
+    return oracle_python()
+
+
+def _run_oracle(tmp_path: Path, version: str) -> list[Path]:
+    python = _oracle_python(version)
     if python is None or not ORACLE_SCRIPT.exists():
-        pytest.skip("no vLLM 0.33.0 venv or no ../shared/oracle script here")
+        pytest.skip(f"no vLLM {version} venv or no ../shared/oracle script here")
     paths = []
     for offset in range(NUM_SYNC + NUM_ASYNC):
         seed = FIRST_SEED + offset
         path = tmp_path / f"w{seed}.json"
         workload = spec_workload(random.Random(seed), async_scheduling=offset >= NUM_SYNC)
+        workload["config"]["vllm_version"] = version
         path.write_text(json.dumps(workload))
         paths.append(path)
     command = [str(python), str(ORACLE_SCRIPT), *map(str, paths), "--save"]
@@ -119,8 +129,10 @@ def _batch_queue_step(core: EngineCore[Scheduler]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_random_spec_workloads_match_the_oracle(tmp_path: Path) -> None:
-    paths = _run_oracle(tmp_path)
+@pytest.mark.parametrize("version", ["0.33.0", "0.32.0"])
+def test_random_spec_workloads_match_the_oracle(tmp_path: Path, version: str) -> None:
+    """The engine, told the oracle's vLLM version, drafts and verifies as that version."""
+    paths = _run_oracle(tmp_path, version)
     for path in paths[:NUM_SYNC]:
         difference = first_difference(run_lines(path), _expected(path))
         assert difference is None, f"{path.name}: {difference}"
