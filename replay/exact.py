@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepscope.engine import EngineLoop, Scheduler, StepRecord, TapeModelRunner, Workload
+from stepscope.engine import EngineLoop, Scheduler, StepRecord, Workload
 from stepscope.engine.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.schema import Trace, open_trace
 from stepscope.tracer.record_workload import trace_meta
@@ -27,6 +27,7 @@ from .step_decision import (
     input_differences,
     live_decision,
 )
+from .trace_runner import replay_model_runner
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class _Replay:
         self.probe: TraceRecorder | DecisionTap = self.recorder or DecisionTap()
         self.loop = EngineLoop(
             workload,
-            TapeModelRunner.for_workload(workload),
+            replay_model_runner(workload, trace),
             probe=self.probe,
             scheduler_cls=scheduler_cls,
         )

@@ -21,6 +21,7 @@ from stepscope.schema import open_trace
 
 from .diff import TraceDiff, diff_traces
 from .inputs import workload_from_trace
+from .trace_runner import recorded_drafter
 
 PINNED_VLLM_VERSION = "0.33.0"
 """The version `pip install 'stepscope[vllm]'` installs."""
@@ -69,6 +70,7 @@ def replay_with_vllm(
 
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)
+        drafter = recorded_drafter(workload, trace)
     with tempfile.TemporaryDirectory() as scratch:
         target = output or Path(scratch) / "vllm-replay.duckdb"
         run = record_with_vllm(
@@ -76,6 +78,7 @@ def replay_with_vllm(
             target,
             scheduler_cls=scheduler_cls,
             meta={"replay_of": str(trace_path), "model": "replay (recorded tokens)"},
+            drafter=drafter,
         )
         with open_trace(target) as replayed:
             scheduler_class = replayed.meta.get("scheduler_class", "")

@@ -84,11 +84,7 @@ class AllocationTap:
         """The waiting pass passed over `request` (it goes back to the head afterwards)."""
         if not self._in_schedule or self._detached:
             return
-        stale = request.num_stale_output_tokens and not request.drop_stale_output
-        reason = "stale_output" if stale else f"status {request.status.name}"
-        if request.status.name == "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR":
-            reason = "grammar_not_ready"
-        self._step_decisions.append(WaitingSkip(request.request_id, reason))
+        self._step_decisions.append(WaitingSkip(request.request_id, _skip_reason(request)))
 
     # ----- allocate_slots ------------------------------------------------------
 
@@ -195,6 +191,25 @@ class AllocationTap:
                 num_free_blocks_after=self.block_pool.get_num_free_blocks(),
             )
         )
+
+
+def _skip_reason(request: Any) -> str:
+    """Why the waiting pass passed over `request`, in the engine's words.
+
+    A request is ready unless its status blocks it; one ready and holding no stale
+    output was passed over by the LoRA gate (`max_loras` adapters already scheduled).
+    """
+    if request.num_stale_output_tokens and not request.drop_stale_output:
+        return "stale_output"
+    status = request.status.name
+    if status == "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR":
+        return "grammar_not_ready"
+    if request.lora_request is not None and status in _READY_STATUSES:
+        return "max_loras"
+    return f"status {status}"
+
+
+_READY_STATUSES = frozenset({"WAITING", "PREEMPTED"})
 
 
 class _SkipReportingSet(set[Any]):

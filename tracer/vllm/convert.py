@@ -7,11 +7,12 @@ the only group in the subset stepscope's engine models.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stepscope.engine import EngineConfig, SamplingParams
-from stepscope.engine.outputs import EngineCoreOutput, ModelRunnerOutput
+from stepscope.engine.outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from stepscope.engine.request import FinishReason
 from stepscope.engine.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
 from stepscope.engine.workload import RequestSpec
@@ -41,12 +42,40 @@ def engine_config(scheduler: Any) -> EngineConfig:
             ),
             "scheduler_reserve_full_isl": bool(scheduler_config.scheduler_reserve_full_isl),
             "watermark": float(scheduler_config.watermark),
-            "max_num_scheduled_tokens": scheduler_config.max_num_scheduled_tokens,
+            "max_num_scheduled_tokens": _max_num_scheduled_tokens(scheduler),
             "max_num_active_seqs": scheduler_config.max_num_active_seqs,
             "async_scheduling": bool(scheduler_config.async_scheduling),
             "vllm_version": versions.recorded_version(),
+            **feature_settings(scheduler.vllm_config),
         }
     )
+
+
+def _max_num_scheduled_tokens(scheduler: Any) -> int | None:
+    """The knob as set, unset where vLLM filled it in: with drafts on it sets the budget."""
+    scheduler_config = scheduler.scheduler_config
+    value = scheduler_config.max_num_scheduled_tokens
+    filled_in = scheduler.vllm_config.speculative_config is not None
+    return None if filled_in and value == scheduler_config.max_num_batched_tokens else value
+
+
+MODELLED_SPECULATIVE_METHODS = ("ngram", "draft_model")
+"""The draft methods whose slots and lookahead stepscope's engine models."""
+
+
+def feature_settings(vllm_config: Any) -> dict[str, Any]:
+    """Speculative decoding and LoRA as the engine config takes them (only the keys in use).
+
+    A draft method the engine does not model is left out here and flagged by `subset`.
+    """
+    settings: dict[str, Any] = {}
+    speculative = vllm_config.speculative_config
+    if speculative is not None and speculative.method in MODELLED_SPECULATIVE_METHODS:
+        settings["num_speculative_tokens"] = int(speculative.num_speculative_tokens)
+        settings["speculative_method"] = speculative.method
+    if vllm_config.lora_config is not None:
+        settings["max_loras"] = int(vllm_config.lora_config.max_loras)
+    return settings
 
 
 def request_spec(request: Any, arrival_step: int) -> RequestSpec:
@@ -71,7 +100,30 @@ def request_spec(request: Any, arrival_step: int) -> RequestSpec:
         output_token_ids=(),
         sampling_params=sampling,
         priority=request.priority,
+        lora_id=lora_id(request),
     )
+
+
+def with_planned(spec: RequestSpec, planned: RequestSpec) -> RequestSpec:
+    """What only a scripted workload knows up front: aborts, draft script, grammar compiles.
+
+    A live server learns aborts as they land (the abort events carry them either way);
+    grammars compile in the background.
+    """
+    return dataclasses.replace(
+        spec,
+        abort_step=planned.abort_step,
+        abort_before_update=planned.abort_before_update,
+        draft_mismatch_every=planned.draft_mismatch_every,
+        draft_accept=planned.draft_accept,
+        grammar_ready_step=planned.grammar_ready_step,
+    )
+
+
+def lora_id(request: Any) -> int | None:
+    """The adapter a request runs with (`lora_int_id`, what the scheduler gates on)."""
+    lora_request = request.lora_request
+    return None if lora_request is None else int(lora_request.lora_int_id)
 
 
 def scheduler_output(
@@ -108,6 +160,10 @@ def scheduler_output(
         total_num_scheduled_tokens=output.total_num_scheduled_tokens,
         preempted_req_ids=frozenset(output.preempted_req_ids or ()),
         finished_req_ids=frozenset(output.finished_req_ids),
+        scheduled_spec_decode_tokens={
+            req_id: tuple(tokens)
+            for req_id, tokens in (output.scheduled_spec_decode_tokens or {}).items()
+        },
     )
 
 
@@ -156,21 +212,47 @@ def model_runner_output(output: Any) -> ModelRunnerOutput:
     )
 
 
+def draft_token_ids(drafts: Any) -> DraftTokenIds:
+    """What `update_draft_token_ids` was handed (the drafter's lists, snapshotted)."""
+    return DraftTokenIds(
+        req_ids=tuple(drafts.req_ids),
+        draft_token_ids=tuple(tuple(int(t) for t in tokens) for tokens in drafts.draft_token_ids),
+    )
+
+
 def finished_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, ...]:
     """The outputs of one `update_from_output()` that finished a request, in client order.
 
     The recorder takes new tokens from the model's output; only finishes need these.
     """
     return tuple(
-        EngineCoreOutput(
-            request_id=output.request_id,
-            new_token_ids=tuple(output.new_token_ids),
-            finish_reason=_finish_reason(output.finish_reason),
-            stop_reason=output.stop_reason,
-        )
+        _output(output)
         for client in sorted(outputs)
         for output in _outputs_of(outputs[client])
         if output.finish_reason is not None
+    )
+
+
+def token_outputs(outputs: Mapping[int, Any]) -> tuple[EngineCoreOutput, ...]:
+    """Every output of one `update_from_output()` that appended tokens or finished.
+
+    With speculative decoding the recorder needs each step's appended tokens, which a
+    stop among the accepted drafts cuts short of what the model sampled.
+    """
+    return tuple(
+        _output(output)
+        for client in sorted(outputs)
+        for output in _outputs_of(outputs[client])
+        if output.new_token_ids or output.finish_reason is not None
+    )
+
+
+def _output(output: Any) -> EngineCoreOutput:
+    return EngineCoreOutput(
+        request_id=output.request_id,
+        new_token_ids=tuple(int(token) for token in output.new_token_ids),
+        finish_reason=_finish_reason(output.finish_reason),
+        stop_reason=output.stop_reason,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.engine import EngineConfig, Workload
+from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
@@ -130,12 +131,42 @@ def _vllm_config(config: EngineConfig) -> Any:
         block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching
     )
     vllm_config = VllmConfig(
-        scheduler_config=scheduler_config, model_config=model_config, cache_config=cache_config
+        scheduler_config=scheduler_config,
+        model_config=model_config,
+        cache_config=cache_config,
+        **_feature_configs(config, model_config),
     )
     # vLLM's CPU platform turns async scheduling off; the scheduler itself runs either way.
     vllm_config.scheduler_config.async_scheduling = config.async_scheduling
     vllm_config.cache_config.num_gpu_blocks = config.num_blocks
     return vllm_config
+
+
+def _feature_configs(config: EngineConfig, model_config: Any) -> dict[str, Any]:
+    """Speculative decoding and LoRA as vLLM's arg parser builds them (no model loaded).
+
+    The draft model of `draft_model` is the tiny config itself, never loaded: the
+    scheduler reads only its draft slots and lookahead.
+    """
+    from vllm.config import LoRAConfig, ParallelConfig, SpeculativeConfig
+
+    configs: dict[str, Any] = {}
+    if config.num_speculative_tokens > 0:
+        parallel_config = ParallelConfig()
+        draft_model = (
+            {"model": model_config.model} if config.speculative_method == "draft_model" else {}
+        )
+        configs["speculative_config"] = SpeculativeConfig(
+            method=config.speculative_method,
+            num_speculative_tokens=config.num_speculative_tokens,
+            target_model_config=model_config,
+            target_parallel_config=parallel_config,
+            **draft_model,
+        )
+        configs["parallel_config"] = parallel_config
+    if config.max_loras is not None:
+        configs["lora_config"] = LoRAConfig(max_loras=config.max_loras)
+    return configs
 
 
 def _kv_cache_config(config: EngineConfig, vllm_config: Any) -> Any:
@@ -211,7 +242,17 @@ def make_request(spec: RequestSpec, block_hasher: Any) -> Any:
         arrival_time=spec.arrival_time,
         priority=spec.priority,
         block_hasher=block_hasher,
+        lora_request=_lora_request(spec.lora_id),
     )
+
+
+def _lora_request(lora_id: int | None) -> Any:
+    """The adapter a request names: the scheduler reads only `lora_int_id`."""
+    if lora_id is None:
+        return None
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest(lora_name=f"lora{lora_id}", lora_int_id=lora_id, lora_path=f"lora{lora_id}")
 
 
 def record_with_vllm(
@@ -220,8 +261,12 @@ def record_with_vllm(
     scheduler_cls: type | None = None,
     meta: dict[str, str] | None = None,
     redactor: Redactor | None = None,
+    drafter: TapeDrafter | None = None,
 ) -> DriverRun:
-    """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`."""
+    """Run the workload through vLLM's scheduler (or `scheduler_cls`), recorded at `path`.
+
+    `drafter`: the scripted model's drafts and verdicts (default: the workload's scripts).
+    """
     from .attach import attach_recording
     from .scripted_core import run_scripted
 
@@ -242,7 +287,7 @@ def record_with_vllm(
     )
     finished = False
     try:
-        run = run_scripted(workload, scheduler, block_hasher, recording)
+        run = run_scripted(workload, scheduler, block_hasher, recording, drafter)
         finished = True
     finally:
         recording.close(finished)

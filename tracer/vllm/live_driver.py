@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import Workload
+from stepscope.engine import InputError, Workload
 from stepscope.engine.arrivals import WorkloadArrivals
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
@@ -34,6 +34,7 @@ from . import live_engine
 from .attach import attach_recording
 from .live_engine import LiveEngineOptions
 from .session import VllmRecording
+from .tiny_lora import adapter_dir
 
 logger = logging.getLogger("stepscope.tracer.vllm")
 
@@ -51,13 +52,19 @@ class LiveDriver:
     """Steps one in-process `LLMEngine` through a workload, one iteration per recorded step."""
 
     def __init__(
-        self, workload: Workload, engine: Any, recording: VllmRecording, keep_seeds: bool
+        self,
+        workload: Workload,
+        engine: Any,
+        recording: VllmRecording,
+        keep_seeds: bool,
+        model_dir: Path | None = None,
     ) -> None:
         self.workload = workload
         self.engine = engine
         self.scheduler = live_engine.scheduler_of(engine)
         self.recording = recording
         self.keep_seeds = keep_seeds
+        self.model_dir = model_dir
         self.num_rejected = 0
         self.arrivals = WorkloadArrivals(workload)
 
@@ -91,11 +98,27 @@ class LiveDriver:
                 params,
                 arrival_time=spec.arrival_time,
                 priority=spec.priority,
+                lora_request=self._lora_request(spec),
             )
         except ValueError as error:
             logger.warning("stepscope: vLLM rejected request %s: %s", spec.request_id, error)
             self.num_rejected += 1
             self.recording.reject(spec)
+
+    def _lora_request(self, spec: RequestSpec) -> Any:
+        """The request's adapter, from the model's `loras/` folder (`tiny_lora` makes them)."""
+        if spec.lora_id is None:
+            return None
+        from vllm.lora.request import LoRARequest
+
+        assert self.model_dir is not None
+        path = adapter_dir(self.model_dir, spec.lora_id)
+        if not (path / "adapter_config.json").exists():
+            raise InputError(
+                f"request {spec.request_id}: lora_id {spec.lora_id} has no adapter at {path} "
+                "(python -m stepscope.tracer.vllm.tiny_lora makes random ones)"
+            )
+        return LoRARequest(f"lora{spec.lora_id}", spec.lora_id, str(path))
 
     def _abort(self, step: int) -> None:
         """Aborts between iterations: `LLMEngine.abort_request` reaches the scheduler at once."""
@@ -137,7 +160,7 @@ def record_live(
             meta=_meta(workload, engine, extra),
             redactor=redactor,
         )
-        driver = LiveDriver(workload, engine, recording, keep_seeds)
+        driver = LiveDriver(workload, engine, recording, keep_seeds, options.model)
         num_steps, finished = 0, False
         try:
             num_steps, finished = driver.run()

@@ -96,7 +96,28 @@ def engine_kwargs(config: EngineConfig, options: LiveEngineOptions) -> dict[str,
         "max_num_active_seqs": config.max_num_active_seqs,
         "async_scheduling": config.async_scheduling,
         **options.engine_args,
+        **feature_kwargs(config, options.engine_args),
     }
+
+
+def feature_kwargs(config: EngineConfig, engine_args: Mapping[str, Any]) -> dict[str, Any]:
+    """Speculative decoding and LoRA for the trace's config.
+
+    `--engine-arg speculative_config={...}` adds to the method and draft count (an
+    ngram's `prompt_lookup_max`, a draft model); LoRA is served up to `max_loras`
+    adapters at once, of rank `max_lora_rank` (vLLM's default unless given).
+    """
+    kwargs: dict[str, Any] = {}
+    if config.num_speculative_tokens > 0:
+        kwargs["speculative_config"] = {
+            **dict(engine_args.get("speculative_config") or {}),
+            "method": config.speculative_method,
+            "num_speculative_tokens": config.num_speculative_tokens,
+        }
+    if config.max_loras is not None:
+        kwargs["enable_lora"] = True
+        kwargs["max_loras"] = config.max_loras
+    return kwargs
 
 
 def build_engine(config: EngineConfig, options: LiveEngineOptions) -> Any:

@@ -64,14 +64,14 @@ def schedule_end(
     """Why the running pass and the waiting pass stopped, from what the call did."""
     cached = output.scheduled_cached_reqs
     num_running_rows = len(cached.req_ids) - len(cached.resumed_req_ids)
-    running_tokens = sum(list(output.num_scheduled_tokens.values())[:num_running_rows])
+    running_rows = list(output.num_scheduled_tokens.values())[:num_running_rows]
     num_admitted = len(output.num_scheduled_tokens) - num_running_rows
     running = scheduler.running[: len(scheduler.running) - num_admitted]
     last_running_row = cached.req_ids[num_running_rows - 1] if num_running_rows else None
     admission_stop, blocked = _admission_stop(scheduler, start, decisions, output)
     return ScheduleEnd(
         running_pass_end=_running_pass_end(
-            scheduler, start, decisions, running_tokens, running, last_running_row
+            scheduler, start, decisions, running_rows, running, last_running_row
         ),
         admission_stop=admission_stop,
         blocked_request_id=blocked,
@@ -84,7 +84,7 @@ def _running_pass_end(
     scheduler: Any,
     start: ScheduleStart,
     decisions: list[Decision],
-    running_tokens: int,
+    running_rows: list[int],
     running: list[Any],
     last_running_row: str | None,
 ) -> RunningPassEnd:
@@ -94,11 +94,20 @@ def _running_pass_end(
         type(d) is Preemption and d.request_id == d.needed_by for d in decisions
     ):
         return RunningPassEnd.SELF_PREEMPTED
-    exhausted = start.token_budget - running_tokens <= 0 or start.input_budget - running_tokens <= 0
+    running_tokens = sum(running_rows)
+    slots = _draft_slots(scheduler)
+    input_left = start.input_budget - running_tokens - slots * len(running_rows)
+    exhausted = start.token_budget - running_tokens <= 0 or input_left <= slots
     unvisited = bool(running) and running[-1].request_id != last_running_row
     if exhausted and unvisited:
         return RunningPassEnd.BUDGET
     return RunningPassEnd.ALL_VISITED
+
+
+def _draft_slots(scheduler: Any) -> int:
+    """Input slots each scheduled request takes for drafting (`draft_slots`; draft_model: 1)."""
+    speculative = scheduler.vllm_config.speculative_config
+    return 0 if speculative is None else int(speculative.max_num_new_slots_for_drafting)
 
 
 def _admission_stop(
@@ -119,7 +128,8 @@ def _admission_stop(
     num_waiting = scheduler.get_request_counts()[1] - len(skipped)
     if num_waiting == 0:
         return AdmissionStop.NO_WAITING, None
-    if start.input_budget - total <= 0:
+    slots = _draft_slots(scheduler)
+    if start.input_budget - total - slots * len(output.num_scheduled_tokens) <= slots:
         return AdmissionStop.BUDGET, None
     if len(scheduler.running) >= scheduler.max_num_active_reqs:
         return AdmissionStop.MAX_NUM_SEQS, None

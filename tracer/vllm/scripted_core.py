@@ -13,9 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.engine import EngineCoreOutput, RequestStatus, Workload
+from stepscope.engine import EngineCoreOutput, RequestStatus, TapeModelRunner, Workload
 from stepscope.engine.core import EngineCore, EngineStep
 from stepscope.engine.engine_loop import StepLoop
+from stepscope.engine.outputs import DraftTokenIds
+from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 
 from . import convert, grammar
@@ -71,6 +73,17 @@ class VllmScheduler:
 
     def get_num_free_blocks(self) -> int:
         return int(self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks())
+
+    def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
+        """vLLM's call with vLLM's `DraftTokenIds` (lists, which its scheduler keeps)."""
+        from vllm.v1.outputs import DraftTokenIds as VllmDraftTokenIds
+
+        self.scheduler.update_draft_token_ids(
+            VllmDraftTokenIds(
+                req_ids=list(draft_token_ids.req_ids),
+                draft_token_ids=[list(tokens) for tokens in draft_token_ids.draft_token_ids],
+            )
+        )
 
 
 class VllmTapeRunner:
@@ -149,15 +162,31 @@ class VllmLoop(StepLoop[VllmScheduler]):
             self.recording.idle_step()
 
 
+def _tape_runner(workload: Workload, scheduler: Any, drafter: TapeDrafter | None) -> VllmTapeRunner:
+    """The scripted model; with speculative decoding on, one that drafts and verifies.
+
+    The drafter is the workload's draft scripts, as the engine's tape model has them,
+    unless one is given (a replay's: the recording's verdicts).
+    """
+    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
+    if workload.config.num_speculative_tokens == 0:
+        return VllmTapeRunner(scheduler, tapes)
+    from .scripted_drafts import VllmDraftingTapeRunner
+
+    drafter = drafter or TapeModelRunner.for_workload(workload).drafter
+    assert drafter is not None
+    return VllmDraftingTapeRunner(scheduler, tapes, drafter, workload.config.async_scheduling)
+
+
 def run_scripted(
     workload: Workload,
     scheduler: Any,
     block_hasher: Any,
     recording: VllmRecording | None = None,
+    drafter: TapeDrafter | None = None,
 ) -> DriverRun:
     """Step vLLM's `scheduler` through the workload with its scripted outputs."""
-    tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
-    runner = VllmTapeRunner(scheduler, tapes)
+    runner = _tape_runner(workload, scheduler, drafter)
     core = VllmEngineCore(VllmScheduler(scheduler), runner, block_hasher)
     loop = VllmLoop(workload, core, recording)
     for _ in loop.run():

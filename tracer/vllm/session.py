@@ -24,16 +24,21 @@ the recording stops, and every step written so far is kept.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import EngineStep, SamplingParams, StepRecord, Workload
+from stepscope.engine import (
+    EngineCoreOutput,
+    EngineStep,
+    ModelRunnerOutput,
+    SamplingParams,
+    StepRecord,
+    Workload,
+)
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.background import BackgroundRecorder
 from stepscope.tracer.recorder import TraceRecorder
@@ -42,55 +47,22 @@ from stepscope.tracer.writer import TraceWriteError
 
 from . import convert
 from .allocation_tap import AllocationTap
+from .iterations import Batch, Iteration, QueueState
 from .schedule_facts import schedule_end, schedule_start
 from .subset import outside_subset, request_outside_subset
 
 logger = logging.getLogger("stepscope.tracer.vllm")
 
-
-@dataclass
-class _Batch:
-    """One `schedule()` call's output, waiting for its update."""
-
-    scheduler_output: Any
-    """vLLM's object, kept so its identity matches the update it comes back in."""
-    output: Any
-    num_free_blocks_after_schedule: int
-    end: Any
-    schedule_ns: int
-    scheduled_at: int
-    engine_step: EngineStep | None = None
-    update_step: int | None = None
+SCHEDULER_CALLS = ("add_request", "finish_requests", "schedule", "update_from_output")
+"""The scheduler's methods a recording wraps on the instance (and, with drafts, one more)."""
+DRAFTS_CALL = "update_draft_token_ids"
 
 
-@dataclass
-class _Iteration:
-    step: int
-    arrived: list[str]
-    rejected: list[str]
-    aborted: list[str]
-    aborted_before_update: list[str] = field(default_factory=list)
-    batch: _Batch | None = None
-    has_update: bool = False
-
-    @property
-    def complete(self) -> bool:
-        return self.batch is None or self.batch.engine_step is not None
-
-
-class _QueueState:
-    """The recorder's view of vLLM's queues and free blocks."""
-
-    def __init__(self, scheduler: Any) -> None:
-        self._scheduler = scheduler
-        self._block_pool = scheduler.kv_cache_manager.block_pool
-
-    def get_request_counts(self) -> tuple[int, int]:
-        counts: tuple[int, int] = self._scheduler.get_request_counts()
-        return counts
-
-    def get_num_free_blocks(self) -> int:
-        return int(self._block_pool.get_num_free_blocks())
+def _drafts_follow_update(scheduler: Any) -> bool:
+    """Whether `EngineCore.post_step` hands drafts over after each update (sync spec decoding)."""
+    if scheduler.vllm_config.speculative_config is None:
+        return False
+    return not scheduler.scheduler_config.async_scheduling
 
 
 class VllmRecording:
@@ -118,7 +90,9 @@ class VllmRecording:
             )
         )
         self.async_scheduling = config.async_scheduling
-        self.queue_state = _QueueState(scheduler)
+        self.drafts_follow_update = _drafts_follow_update(scheduler)
+        self.speculative_decoding = config.num_speculative_tokens > 0
+        self.queue_state = QueueState(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.sampling: dict[str, SamplingParams] = {}
         self.arrived: set[str] = set()
@@ -129,20 +103,25 @@ class VllmRecording:
         self._arrived: list[str] = []
         self._rejected: list[str] = []
         self._aborted: list[str] = []
-        self._current: _Iteration | None = None
+        self._current: Iteration | None = None
         """The iteration whose update is still to come (None between iterations)."""
-        self._iterations: deque[_Iteration] = deque()
-        self._in_flight: dict[int, _Iteration] = {}
+        self._iterations: deque[Iteration] = deque()
+        self._in_flight: dict[int, Iteration] = {}
         self._originals: dict[str, Callable[..., Any]] = {}
         self._marked_complete = False
         """The trace on disk says complete: the engine went idle with every step written."""
+        self._awaiting_drafts: Batch | None = None
+        """The batch just updated, whose drafts `post_step` hands the scheduler next."""
+        self._runner_output = ModelRunnerOutput([], {}, [])
+        """The model's output of the update in progress, as it came."""
 
     # ----- attaching ------------------------------------------------------------
 
     def attach(self) -> VllmRecording:
         """Wrap the scheduler's calls on this instance; its class is left as it is."""
         scheduler = self.scheduler
-        for name in ("add_request", "finish_requests", "schedule", "update_from_output"):
+        calls = SCHEDULER_CALLS + ((DRAFTS_CALL,) if self.drafts_follow_update else ())
+        for name in calls:
             self._originals[name] = getattr(scheduler, name)
             setattr(scheduler, name, getattr(self, name))
         self.tap.attach()
@@ -174,13 +153,19 @@ class VllmRecording:
     # ----- the scheduler's calls ----------------------------------------------
 
     def add_request(self, request: Any) -> None:
+        self._guarded(self._end_update)
         self._originals["add_request"](request)
         self._guarded(lambda: self._on_arrival(request))
 
     def finish_requests(self, request_ids: Any, finished_status: Any) -> list[Any]:
+        self._guarded(self._end_update)
         finished: list[Any] = self._originals["finish_requests"](request_ids, finished_status)
         self._guarded(lambda: self._on_finish_requests(finished, finished_status))
         return finished
+
+    def update_draft_token_ids(self, draft_token_ids: Any) -> None:
+        self._guarded(lambda: self._on_drafts(draft_token_ids))
+        self._originals["update_draft_token_ids"](draft_token_ids)
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         if not self.active:
@@ -196,7 +181,7 @@ class VllmRecording:
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
         if not self.active:
             return self._originals["update_from_output"](scheduler_output, model_runner_output)
-        self._guarded(self._before_update)
+        self._guarded(lambda: self._before_update(model_runner_output))
         started = time.perf_counter_ns()
         outputs = self._originals["update_from_output"](scheduler_output, model_runner_output)
         updated = time.perf_counter_ns()
@@ -247,17 +232,8 @@ class VllmRecording:
             self.recorder.mark(complete=False)
         spec = convert.request_spec(request, arrival_step=self.step + 1)
         planned = self.planned.get(spec.request_id)
-        if planned is not None and planned.abort_step is not None:
-            # A scripted workload knows its aborts up front; a live server learns
-            # them as they land (the abort events carry them either way).
-            spec = dataclasses.replace(
-                spec,
-                abort_step=planned.abort_step,
-                abort_before_update=planned.abort_before_update,
-            )
-        if planned is not None and planned.grammar_ready_step is not None:
-            # Grammars compile in the background; only a scripted workload knows when.
-            spec = dataclasses.replace(spec, grammar_ready_step=planned.grammar_ready_step)
+        if planned is not None:
+            spec = convert.with_planned(spec, planned)
         self.sampling[spec.request_id] = spec.sampling_params
         self.recorder.register_request(spec)
         self._arrived.append(spec.request_id)
@@ -276,19 +252,21 @@ class VllmRecording:
             else:
                 self._aborted.append(request.request_id)
 
-    def _new_iteration(self) -> _Iteration:
+    def _new_iteration(self) -> Iteration:
         self.step += 1
-        iteration = _Iteration(self.step, self._arrived, self._rejected, self._aborted)
+        iteration = Iteration(self.step, self._arrived, self._rejected, self._aborted)
         self._arrived, self._rejected, self._aborted = [], [], []
         self._iterations.append(iteration)
         return iteration
 
     def _idle_step(self) -> None:
+        self._end_update()
         self._current = None
         self._new_iteration()
         self._record_complete()
 
     def _before_schedule(self) -> None:
+        self._end_update()
         self._current = self._new_iteration()
         self.tap.start_step()
         self._start = schedule_start(self.scheduler)
@@ -308,7 +286,7 @@ class VllmRecording:
             self.scheduler, self._start, self.recorder.decisions, ours, self.tap.prefix_cache
         )
         self.recorder.on_schedule_end(end)
-        iteration.batch = _Batch(
+        iteration.batch = Batch(
             output, ours, free_blocks, end, scheduled_at - started, scheduled_at
         )
         self._in_flight[id(output)] = iteration
@@ -321,7 +299,10 @@ class VllmRecording:
             return False
         return output.total_num_scheduled_tokens > 0 or bool(self.scheduler.has_requests())
 
-    def _before_update(self) -> None:
+    def _before_update(self, runner_output: Any) -> None:
+        # A snapshot before vLLM trims a stopped request's sampled list in place.
+        self._runner_output = convert.model_runner_output(runner_output)
+        self._end_update()
         current = self._current
         if current is None or current.has_update:
             current = self._current = self._new_iteration()
@@ -337,16 +318,43 @@ class VllmRecording:
         assert batch is not None and batch.scheduler_output is scheduler_output
         batch.engine_step = EngineStep(
             scheduler_output=batch.output,
-            model_runner_output=convert.model_runner_output(runner_output),
+            model_runner_output=self._runner_output,
             num_free_blocks_after_schedule=batch.num_free_blocks_after_schedule,
             schedule_end=batch.end,
             schedule_ns=batch.schedule_ns,
             model_ns=started - batch.scheduled_at,
-            outputs=convert.finished_outputs(outputs),
+            outputs=self._outputs(outputs),
             update_ns=updated - started,
         )
         batch.update_step = current.step
         self._current = None
+        if self.drafts_follow_update:
+            self._awaiting_drafts = batch
+        else:
+            self._finish_update()
+
+    def _outputs(self, outputs: Any) -> tuple[EngineCoreOutput, ...]:
+        if self.speculative_decoding:
+            return convert.token_outputs(outputs)
+        return convert.finished_outputs(outputs)
+
+    def _on_drafts(self, drafts: Any) -> None:
+        """`post_step` hands over the drafts proposed after the batch just updated."""
+        batch = self._awaiting_drafts
+        if batch is None or batch.engine_step is None:
+            self.reasons.add("draft tokens handed over outside post_step")
+            return
+        batch.engine_step.draft_token_ids = convert.draft_token_ids(drafts)
+        self._finish_update()
+
+    def _end_update(self) -> None:
+        """The scheduler is called again: the batch updated last gets no drafts."""
+        if self._awaiting_drafts is not None:
+            self._finish_update()
+
+    def _finish_update(self) -> None:
+        """Record the steps done; once the engine has nothing left, mark the trace complete."""
+        self._awaiting_drafts = None
         self._record_complete()
         if not self._in_flight and not self._iterations and not self.scheduler.has_requests():
             self._marked_complete = True
@@ -358,7 +366,7 @@ class VllmRecording:
         while iterations and iterations[0].complete:
             self._record(iterations.popleft())
 
-    def _record(self, iteration: _Iteration) -> None:
+    def _record(self, iteration: Iteration) -> None:
         batch = iteration.batch
         record = StepRecord(
             step=iteration.step,

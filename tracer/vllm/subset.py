@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .convert import MODELLED_SPECULATIVE_METHODS
+
 
 def outside_subset(scheduler: Any) -> set[str]:
     """The engine-wide features in use that the subset leaves out."""
@@ -19,12 +21,9 @@ def outside_subset(scheduler: Any) -> set[str]:
         reasons.add(f"{len(groups)} KV cache groups")
     elif type(groups[0].kv_cache_spec).__name__ != "FullAttentionSpec":
         reasons.add(f"KV cache spec {type(groups[0].kv_cache_spec).__name__}")
-    if config.speculative_config is not None:
-        reasons.add("speculative decoding")
+    reasons.update(_speculative_outside_subset(config.speculative_config))
     if scheduler.connector is not None:
         reasons.add("KV connector")
-    if config.lora_config is not None:
-        reasons.add("LoRA")
     parallel = config.parallel_config
     if parallel.pipeline_parallel_size > 1:
         reasons.add("pipeline parallelism")
@@ -43,6 +42,18 @@ def outside_subset(scheduler: Any) -> set[str]:
     return reasons
 
 
+def _speculative_outside_subset(speculative: Any) -> set[str]:
+    """Draft methods other than those modelled, and per-batch-size draft counts."""
+    if speculative is None:
+        return set()
+    reasons = set()
+    if speculative.method not in MODELLED_SPECULATIVE_METHODS:
+        reasons.add(f"speculative decoding with method {speculative.method}")
+    if getattr(speculative, "num_speculative_tokens_per_batch_size", None):  # 0.33 and later
+        reasons.add("num_speculative_tokens_per_batch_size")
+    return reasons
+
+
 def _is_async_class(scheduler: Any) -> bool:
     return any(cls.__name__ == "AsyncScheduler" for cls in type(scheduler).__mro__)
 
@@ -56,8 +67,6 @@ def request_outside_subset(request: Any) -> set[str]:
         reasons.add("multimodal inputs")
     if request.use_structured_output:
         reasons.add("structured output")
-    if request.lora_request is not None:
-        reasons.add("LoRA")
     if request.pooling_params is not None:
         reasons.add("pooling")
     return reasons
