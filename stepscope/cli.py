@@ -49,6 +49,7 @@ def _options(
 ) -> None:
     """Record, replay and diff a vLLM-style LLM-serving scheduler, step by step."""
 
+
 for command in (run, record, info, sql, replay, diff, check, tui, demo):
     app.command()(command)
 

@@ -25,7 +25,7 @@ CSV_SPECIALS = frozenset(',"\n\r')
 
 
 def as_text(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
-    """Each column cast to VARCHAR by DuckDB, so values read as `COPY ... (FORMAT csv)` writes them."""
+    """Each column cast to VARCHAR by DuckDB: its values as `COPY ... (FORMAT csv)` writes them."""
     casts = ", ".join(f"CAST(#{i} AS VARCHAR)" for i in range(1, len(relation.columns) + 1))
     return relation.project(casts)
 

@@ -14,7 +14,8 @@ ODD_VALUES = (
     "SELECT 'nan'::DOUBLE AS nan, 'inf'::DOUBLE AS inf, '\\x00\\xff'::BLOB AS blob, "
     "INTERVAL '1 day 02:03:04.5' AS gap, true AS flag, {'a': 1, 'b': 'x,y'} AS st, "
     "[1, NULL] AS list, NULL::INT AS nothing, '' AS empty, 'say \"hi\"' AS quoted, "
-    "1.50::DECIMAL(4,2) AS money, TIMESTAMP '2024-01-02 03:04:05' AS ts, -INTERVAL 90 SECOND AS back"
+    "1.50::DECIMAL(4,2) AS money, TIMESTAMP '2024-01-02 03:04:05' AS ts, "
+    "-INTERVAL 90 SECOND AS back"
 )
 
 
