@@ -352,7 +352,13 @@ def print_whatif(
     where = f"new trace {result.output}" if kept else "new trace not kept (-o to keep it)"
     console.print(f"what-if: {changes}; scheduler {result.scheduler}; {where}", highlight=False)
     print_diff(console, result.diff, verdict)
-    if result.cost_model is not None:
+    if result.cost_model is not None and result.cost_model.problem is not None:
+        console.print(
+            f"[yellow]no modelled seconds: the step-time fit is poor "
+            f"({result.cost_model.problem}): {result.cost_model.describe()}[/]",
+            highlight=False,
+        )
+    elif result.cost_model is not None:
         table = Table(
             title=f"in seconds, modelled: {result.cost_model.describe()}", title_justify="left"
         )

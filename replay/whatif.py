@@ -32,7 +32,7 @@ class WhatIfReplay:
     diff: TraceDiff
     cost_model: CostModel | None
     seconds: dict[str, tuple[float | None, float | None]]
-    """Modelled seconds, original vs what-if (empty without step timings)."""
+    """Modelled seconds, original vs what-if (empty without step timings or a usable fit)."""
     num_placeholder_tokens: int
 
 
@@ -45,7 +45,8 @@ def replay_whatif(
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)
         model = fit_cost_model(trace)
-        original_seconds = latency_seconds(trace, model) if model else {}
+        usable = model is not None and model.problem is None
+        original_seconds = latency_seconds(trace, model) if model and usable else {}
     runner = TapeModelRunner({spec.request_id: spec.output_token_ids for spec in workload.requests})
     cls = scheduler_cls or default_scheduler_cls(workload.config)
     scheduler = f"{cls.__module__}.{cls.__qualname__}"
@@ -53,7 +54,7 @@ def replay_whatif(
             "scheduler": scheduler}  # fmt: skip
     record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls)
     seconds: dict[str, tuple[float | None, float | None]] = {}
-    if model is not None:
+    if model is not None and usable:
         with open_trace(output) as replayed:
             new_seconds = latency_seconds(replayed, model)
         seconds = {name: (original_seconds[name], new_seconds[name]) for name in new_seconds}

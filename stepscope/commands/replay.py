@@ -145,6 +145,7 @@ def _whatif_json(result: object) -> dict[str, object]:
         "scheduler": result.scheduler,
         "diff": diff_to_json(result.diff, judge(result.diff, FailOn.METRICS, {})),
         "cost_model": None if result.cost_model is None else result.cost_model.describe(),
+        "cost_model_problem": None if result.cost_model is None else result.cost_model.problem,
         "seconds": result.seconds,
         "num_placeholder_tokens": result.num_placeholder_tokens,
     }
