@@ -154,9 +154,13 @@ def diff_to_json(diff: TraceDiff, verdict: Verdict) -> dict[str, Any]:
     return data
 
 
-def diff_to_markdown(diff: TraceDiff, verdict: Verdict, title: str = "stepscope diff") -> str:
+def diff_to_markdown(
+    diff: TraceDiff, verdict: Verdict, title: str = "stepscope diff", b_label: str | None = None
+) -> str:
+    """`b_label` names side B when its file is not what it is (a check's replay, say)."""
     verdict_line = "❌ FAIL: " + "; ".join(verdict.reasons) if verdict.failed else "✅ pass"
-    lines = [f"### {title}", "", f"`{diff.a}` vs `{diff.b}` — {verdict_line}", ""]
+    side_b = b_label or f"`{diff.b}`"
+    lines = [f"### {title}", "", f"`{diff.a}` vs {side_b} — {verdict_line}", ""]
     lines.append(f"**{headline_text(diff).plain}**")
     if diff.config_differences:
         lines += ["", "Configs differ: " + ", ".join(

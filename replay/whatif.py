@@ -9,14 +9,14 @@ abort, say) gets a placeholder token; the summary counts them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stepscope.engine import Scheduler, TapeModelRunner, default_scheduler_cls
 from stepscope.schema import open_trace
-from stepscope.tracer.record_workload import record_workload
+from stepscope.tracer.record_workload import StepSink, record_workload
 
 from .cost_model import CostModel, fit_cost_model, latency_seconds
 from .diff import TraceDiff, diff_traces
@@ -41,6 +41,7 @@ def replay_whatif(
     output: Path,
     knobs: Mapping[str, Any] | None = None,
     scheduler_cls: type[Scheduler] | None = None,
+    sinks: Sequence[StepSink] = (),
 ) -> WhatIfReplay:
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)
@@ -52,7 +53,7 @@ def replay_whatif(
     scheduler = f"{cls.__module__}.{cls.__qualname__}"
     meta = {"replay_of": str(trace_path), "what_if": json.dumps(dict(knobs or {})),
             "scheduler": scheduler}  # fmt: skip
-    record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls)
+    record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls, sinks=sinks)
     seconds: dict[str, tuple[float | None, float | None]] = {}
     if model is not None and usable:
         with open_trace(output) as replayed:
