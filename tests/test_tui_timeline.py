@@ -204,3 +204,16 @@ def test_a_broken_trace_opens_with_a_notice_and_keys_do_no_harm() -> None:
         assert isinstance(pilot.app.screen, TimelineScreen)
 
     drive(StepscopeApp(trace("broken")), scenario)
+
+
+def test_the_step_detail_is_usable_in_small_terminals() -> None:
+    for size in ((80, 24), (100, 30)):
+
+        async def scenario(pilot: Pilot[Any]) -> None:
+            text = await press(pilot, "colon", "3", "enter")
+            view = pilot.app.screen.query_one("#detail-a", StepDetailView)
+            assert view.region.width >= 60 and view.region.height >= 8, view.region
+            assert "step 3   16/512 tokens" in text and "preempted_this_step" in text
+            assert table(pilot).region.height >= 6
+
+        drive(storm_app(), scenario, size=size)

@@ -43,12 +43,21 @@ if TYPE_CHECKING:
 
 _ERRORS = (TraceError, duckdb.Error)
 
+NARROW_BELOW = 130
+"""The step table's 91 columns and a detail of about 40 beside it."""
+
 PREFETCH_AFTER_S = 0.05
 """Quiet time after a step's detail shows before the next step's is read ahead."""
 
 
 class TimelineScreen(Screen[None]):
     """Step through a trace; with `other`, beside a second trace, divergent steps marked."""
+
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+        (0, "-narrow"),
+        (NARROW_BELOW, "-wide"),
+    ]
+    """Narrower than the table and a usable detail side by side: the detail goes below."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "interesting(True)", "next interesting"),
