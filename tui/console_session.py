@@ -30,18 +30,22 @@ class ConsoleSession:
         self.running = threading.Event()
 
     def run(self, query: str, max_rows: int = MAX_ROWS) -> QueryResult:
-        """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError)."""
+        """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError).
+
+        A DuckDB error is kept whole (its hints and the caret under the bad token)."""
         started = time.perf_counter()
         with self._lock:
             self.running.set()
             try:
-                relation = self.trace.sql(query)
+                relation = self._connection.sql(query)
+                if relation is None:
+                    raise TraceError("the statement returned no rows (only queries are allowed)")
                 rows = relation.limit(max_rows + 1).fetchall()
                 columns, types = tuple(relation.columns), tuple(map(str, relation.types))
             except duckdb.InterruptException:
                 raise QueryCancelledError(query) from None
             except duckdb.Error as error:
-                raise TraceError(str(error).strip().splitlines()[0]) from None
+                raise TraceError(str(error).strip() or type(error).__name__) from None
             finally:
                 self.running.clear()
         return QueryResult(
