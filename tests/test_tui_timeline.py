@@ -6,6 +6,7 @@ from typing import Any
 
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.screens.console import ConsoleScreen
+from stepscope.tui.screens.pick_request import PickRequestScreen
 from stepscope.tui.screens.request_life import RequestLifeScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from stepscope.tui.trace_source import PAGE_SIZE
@@ -14,7 +15,7 @@ from stepscope.tui.widgets.step_detail import StepDetailView
 from stepscope.tui.widgets.step_plot import StepPlot
 from stepscope.tui.widgets.step_table import StepTable
 from textual.pilot import Pilot
-from textual.widgets import DataTable, HelpPanel
+from textual.widgets import DataTable, HelpPanel, OptionList
 from tui_support import cells, drive, press, screen_text, trace
 
 
@@ -217,3 +218,21 @@ def test_the_step_detail_is_usable_in_small_terminals() -> None:
             assert table(pilot).region.height >= 6
 
         drive(storm_app(), scenario, size=size)
+
+
+def test_finding_a_request_that_many_match_offers_a_choice() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        text = await press(pilot, "slash", *"chat", "enter")
+        assert isinstance(pilot.app.screen, PickRequestScreen)
+        assert "24 requests match 'chat': pick one" in text
+        options = pilot.app.screen.query_one(OptionList)
+        assert options.option_count == 24
+        await press(pilot, "escape")
+        assert isinstance(pilot.app.screen, TimelineScreen)
+        await press(pilot, "slash", *"chat-1", "enter")
+        assert pilot.app.screen.query_one(OptionList).option_count == 10  # chat-1, chat-10..19
+        await press(pilot, "down", "down", "enter")
+        assert isinstance(pilot.app.screen, RequestLifeScreen)
+        assert pilot.app.screen.request_id == "chat-12"
+
+    drive(storm_app(), scenario)

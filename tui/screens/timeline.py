@@ -36,6 +36,7 @@ from ..widgets.step_table import StepTable
 from .console import ConsoleScreen
 from .find_request import FindRequestScreen
 from .goto_step import GotoStepScreen
+from .pick_request import PickRequestScreen
 from .request_life import RequestLifeScreen
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ PREFETCH_AFTER_S = 0.05
 class TimelineScreen(Screen[None]):
     """Step through a trace; with `other`, beside a second trace, divergent steps marked."""
 
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+    HORIZONTAL_BREAKPOINTS = [  # noqa: RUF012 (Screen declares it; mypy refuses a ClassVar)
         (0, "-narrow"),
         (NARROW_BELOW, "-wide"),
     ]
@@ -330,10 +331,16 @@ class TimelineScreen(Screen[None]):
         def chosen(text: str | None) -> None:
             if not text:
                 return
-            request_id = source.find_request(text)
-            if request_id is None:
+            matches = source.find_requests(text)
+            if not matches:
                 self.notify(f"no request matches {text!r}", severity="warning", timeout=4)
+            elif len(matches) == 1:
+                self.open_request(matches[0])
             else:
+                self.app.push_screen(PickRequestScreen(text, matches), picked)
+
+        def picked(request_id: str | None) -> None:
+            if request_id is not None:
                 self.open_request(request_id)
 
         self.app.push_screen(FindRequestScreen(source.request_ids), chosen)
