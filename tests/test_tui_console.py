@@ -11,6 +11,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static, TextArea
 from tui_support import cells, drive, press, screen_text, trace, until
 
+import stepscope
+
 LONG_QUERY = "SELECT sum(a.range * b.range) FROM range(100000000) a, range(100000000) b"
 
 
@@ -125,3 +127,25 @@ def test_an_error_replaces_the_result_whole_and_the_editor_keeps_typed_text() ->
         assert results(pilot).display and not error.display
 
     drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_when_diffing_the_console_queries_b_as_schema_b() -> None:
+    with stepscope.open(trace("storm_fewer_seqs")) as b:
+        (b_preemptions,) = b.sql("SELECT count(*) FROM why_preempted").fetchall()[0]
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "s")
+        await until(pilot, lambda: "ready" in status(pilot))
+        editor(pilot).text = (
+            "SELECT (SELECT max_num_seqs FROM config) AS a_seqs, "
+            "(SELECT max_num_seqs FROM b.config) AS b_seqs, "
+            "(SELECT count(*) FROM b.why_preempted) AS b_why, (SELECT count(*) FROM b._steps)"
+        )
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: status(pilot) == "1 rows")
+        assert cells(results(pilot)) == [["24", "18", str(b_preemptions), "380"]]
+        editor(pilot).text = "SELECT * FROM read_csv('/etc/passwd')"
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: "error" in status(pilot))  # as sandboxed as one trace
+
+    drive(StepscopeApp(trace("storm"), trace("storm_fewer_seqs")), scenario)

@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 from stepscope.schema import Trace, TraceError, open_trace
 
+from .both_traces import connect_both
 from .connection import connection_of
 from .models import QueryResult
 
@@ -21,11 +22,17 @@ class QueryCancelledError(Exception):
 
 
 class ConsoleSession:
-    """Runs the console's queries on a connection of its own (read-only, as every trace)."""
+    """Runs the console's queries on a connection of its own (read-only, as every trace).
 
-    def __init__(self, path: str | Path) -> None:
-        self.trace: Trace = open_trace(path)
-        self._connection = connection_of(self.trace)
+    With `other` (diffing), B's tables and views are there too, as `b.<name>`."""
+
+    def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
+        self.trace: Trace | None = None
+        if other is None:
+            self.trace = open_trace(path)
+            self._connection = connection_of(self.trace)
+        else:
+            self._connection = connect_both(Path(path), Path(other))
         self._lock = threading.Lock()
         self.running = threading.Event()
 
@@ -62,4 +69,7 @@ class ConsoleSession:
         self._connection.interrupt()
 
     def close(self) -> None:
-        self.trace.close()
+        if self.trace is not None:
+            self.trace.close()
+        else:
+            self._connection.close()

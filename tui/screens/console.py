@@ -49,12 +49,14 @@ Write a query over the trace's views (listed left) and tables, and run it with
 shows its whole error in their place. `escape` cancels a running query (DuckDB's
 interrupt), otherwise goes back. `ctrl+a` selects the whole query. Pick a view to
 start a query on it (into a typed query, its name goes in at the cursor), or a past
-query from the history.
+query from the history. When diffing, the views and tables are A's, and B's are
+there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, other: Path | None = None) -> None:
         super().__init__()
         self.path = path
+        self.other = other
         self.session: ConsoleSession | None = None
         self.history: list[str] = []
         self._query_running = False
@@ -80,7 +82,9 @@ query from the history.
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"SQL · {self.path.name}"
+        self.sub_title = f"SQL · {self.path.name}" + (
+            f" (B {self.other.name}: b.<view or table>)" if self.other is not None else ""
+        )
         views = self.query_one("#console-views", OptionList)
         views.tooltip = "\n".join(f"{v.name}: {v.description}" for v in view_infos())
         self.query_one("#console-query", QueryEditor).focus()
@@ -97,7 +101,7 @@ query from the history.
     @work(thread=True, exclusive=True, group="console-open")
     def open_session(self) -> None:
         try:
-            self.post_message(ConsoleReady(ConsoleSession(self.path)))
+            self.post_message(ConsoleReady(ConsoleSession(self.path, self.other)))
         except TraceError as error:
             self.post_message(QueryFailed(str(error), "open"))
 

@@ -370,7 +370,7 @@ class TimelineScreen(Screen[None]):
 
     def action_console(self) -> None:
         if self.source is not None:
-            self.app.push_screen(ConsoleScreen(self.path))
+            self.app.push_screen(ConsoleScreen(self.path, self.other_path))
 
     def action_replay(self) -> None:
         if self.source is None:
