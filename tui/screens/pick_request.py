@@ -13,6 +13,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+MAX_SHOWN = 120
+"""Characters of an id drawn in the list (a crafted id can be megabytes)."""
+
+
+def _shown(request_id: str) -> str:
+    return request_id if len(request_id) <= MAX_SHOWN else request_id[: MAX_SHOWN - 1] + "…"
+
 
 class PickRequestScreen(ModalScreen[str | None]):
     """The matching request ids; dismissed with the one chosen, or None on escape."""
@@ -28,7 +35,7 @@ class PickRequestScreen(ModalScreen[str | None]):
         with Vertical(classes="prompt"):
             yield Label(Text(f"{len(self.request_ids):,} requests match {self.text!r}: pick one"))
             yield OptionList(
-                *(Option(Text(rid), id=str(i)) for i, rid in enumerate(self.request_ids)),
+                *(Option(Text(_shown(rid)), id=str(i)) for i, rid in enumerate(self.request_ids)),
                 id="pick-request",
             )
 
