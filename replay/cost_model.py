@@ -2,6 +2,8 @@
 
 seconds per step = base + per_token * scheduled tokens + per_request * scheduled requests,
 fitted by least squares to the recorded schedule + model + update times.
+A fit is usable only when it explains most of the variance (R² at least MIN_R_SQUARED)
+and every cost is non-negative; otherwise its seconds would contradict the step counts.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from stepscope.schema import Trace
 from .sql import query
 
 MIN_STEPS = 8
+MIN_R_SQUARED = 0.5
+"""Below this the timings are mostly noise the model does not explain."""
+NEGLIGIBLE_S = 1e-12
+"""A cost this close below zero is rounding in the solve, not a negative cost."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +28,17 @@ class CostModel:
     per_request: float
     r_squared: float
     num_steps: int
+
+    @property
+    def problem(self) -> str | None:
+        """Why the fit is too poor to turn steps into seconds, or None when it is usable."""
+        costs = (("base", self.base), ("per-token", self.per_token),
+                 ("per-request", self.per_request))  # fmt: skip
+        negative = [name for name, cost in costs if cost < -NEGLIGIBLE_S]
+        problems = [f"negative {' and '.join(negative)} cost"] if negative else []
+        if self.r_squared < MIN_R_SQUARED:
+            problems.append(f"R² {self.r_squared:.2f} < {MIN_R_SQUARED}")
+        return "; ".join(problems) or None
 
     def describe(self) -> str:
         return (

@@ -8,14 +8,14 @@ the first that differs is reported with both sides and the decisions that led th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.engine import EngineLoop, Scheduler, StepRecord, Workload
 from stepscope.engine.probe import Decision, ScheduleEnd, ScheduleStart
 from stepscope.schema import Trace, open_trace
-from stepscope.tracer.record_workload import trace_meta
+from stepscope.tracer.record_workload import StepSink, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
 from .inputs import workload_from_trace
@@ -71,13 +71,14 @@ def replay_exact(
     output: Path | None = None,
     scheduler_cls: type[Scheduler] | None = None,
     stop_at_divergence: bool = True,
+    sinks: Sequence[StepSink] = (),
 ) -> ExactReplay:
     """Replay `trace_path`; with `output`, the replay is recorded there as a trace too."""
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace)
         recorded = iter(RecordedDecisions(trace))
         num_recorded = trace.num_steps
-        replay = _Replay(workload, recorded, output, scheduler_cls, trace)
+        replay = _Replay(workload, recorded, output, scheduler_cls, trace, sinks)
         divergence, compared = replay.run(stop_at_divergence, trace.complete)
     return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)
 
@@ -92,8 +93,10 @@ class _Replay:
         output: Path | None,
         scheduler_cls: type[Scheduler] | None,
         trace: Trace,
+        sinks: Sequence[StepSink] = (),
     ) -> None:
         self.recorded = recorded
+        self.sinks = sinks
         self.recorder = (
             TraceRecorder(output, workload, _replay_meta(workload, trace))
             if output is not None
@@ -120,6 +123,8 @@ class _Replay:
                 )
                 if self.recorder is not None:
                     self.recorder.record_step(record, self.loop.core.scheduler)
+                for sink in self.sinks:
+                    sink.on_step(record, self.loop.core.scheduler)
                 if divergence is not None:
                     continue
                 expected = next(self.recorded, None)

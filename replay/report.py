@@ -161,9 +161,13 @@ def diff_to_json(diff: TraceDiff, verdict: Verdict) -> dict[str, Any]:
     return data
 
 
-def diff_to_markdown(diff: TraceDiff, verdict: Verdict, title: str = "stepscope diff") -> str:
+def diff_to_markdown(
+    diff: TraceDiff, verdict: Verdict, title: str = "stepscope diff", b_label: str | None = None
+) -> str:
+    """`b_label` names side B when its file is not what it is (a check's replay, say)."""
     verdict_line = "❌ FAIL: " + "; ".join(verdict.reasons) if verdict.failed else "✅ pass"
-    lines = [f"### {title}", "", f"`{diff.a}` vs `{diff.b}` — {verdict_line}", ""]
+    side_b = b_label or f"`{diff.b}`"
+    lines = [f"### {title}", "", f"`{diff.a}` vs {side_b} — {verdict_line}", ""]
     lines.append(f"**{headline_text(diff).plain}**")
     if diff.config_differences:
         lines += ["", "Configs differ: " + ", ".join(
@@ -361,7 +365,13 @@ def print_whatif(
     where = f"new trace {result.output}" if kept else "new trace not kept (-o to keep it)"
     console.print(f"what-if: {changes}; scheduler {result.scheduler}; {where}", highlight=False)
     print_diff(console, result.diff, verdict)
-    if result.cost_model is not None:
+    if result.cost_model is not None and result.cost_model.problem is not None:
+        console.print(
+            f"[yellow]no modelled seconds: the step-time fit is poor "
+            f"({result.cost_model.problem}): {result.cost_model.describe()}[/]",
+            highlight=False,
+        )
+    elif result.cost_model is not None:
         table = Table(
             title=f"in seconds, modelled: {result.cost_model.describe()}", title_justify="left"
         )

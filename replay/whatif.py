@@ -9,14 +9,14 @@ abort, say) gets a placeholder token; the summary counts them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stepscope.engine import Scheduler, TapeModelRunner, default_scheduler_cls
 from stepscope.schema import open_trace
-from stepscope.tracer.record_workload import record_workload
+from stepscope.tracer.record_workload import StepSink, record_workload
 
 from .cost_model import CostModel, fit_cost_model, latency_seconds
 from .diff import TraceDiff, diff_traces
@@ -32,7 +32,7 @@ class WhatIfReplay:
     diff: TraceDiff
     cost_model: CostModel | None
     seconds: dict[str, tuple[float | None, float | None]]
-    """Modelled seconds, original vs what-if (empty without step timings)."""
+    """Modelled seconds, original vs what-if (empty without step timings or a usable fit)."""
     num_placeholder_tokens: int
 
 
@@ -41,19 +41,21 @@ def replay_whatif(
     output: Path,
     knobs: Mapping[str, Any] | None = None,
     scheduler_cls: type[Scheduler] | None = None,
+    sinks: Sequence[StepSink] = (),
 ) -> WhatIfReplay:
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)
         model = fit_cost_model(trace)
-        original_seconds = latency_seconds(trace, model) if model else {}
+        usable = model is not None and model.problem is None
+        original_seconds = latency_seconds(trace, model) if model and usable else {}
     runner = TapeModelRunner.for_workload(workload)
     cls = scheduler_cls or default_scheduler_cls(workload.config)
     scheduler = f"{cls.__module__}.{cls.__qualname__}"
     meta = {"replay_of": str(trace_path), "what_if": json.dumps(dict(knobs or {})),
             "scheduler": scheduler}  # fmt: skip
-    record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls)
+    record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls, sinks=sinks)
     seconds: dict[str, tuple[float | None, float | None]] = {}
-    if model is not None:
+    if model is not None and usable:
         with open_trace(output) as replayed:
             new_seconds = latency_seconds(replayed, model)
         seconds = {name: (original_seconds[name], new_seconds[name]) for name in new_seconds}

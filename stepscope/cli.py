@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from stepscope import __version__
 from stepscope.engine import InputError
 from stepscope.safe_text import safe_text
 from stepscope.schema import TraceError
@@ -27,9 +29,27 @@ app = typer.Typer(
     name="stepscope",
     help="Record, replay and diff a vLLM-style LLM-serving scheduler, step by step.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"stepscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Record, replay and diff a vLLM-style LLM-serving scheduler, step by step."""
+
 
 for command in (run, record, info, sql, replay, diff, check, tui, demo):
     app.command()(command)
@@ -38,7 +58,7 @@ for command in (run, record, info, sql, replay, diff, check, tui, demo):
 def main() -> None:
     """Console entry point: bad input is one line on stderr and exit code 2."""
     try:
-        app()
+        app(prog_name="stepscope")
     except (InputError, TraceError, TraceWriteError) as error:
         message = escape(safe_text(str(error)))
         Console(stderr=True).print(

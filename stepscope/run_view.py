@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 
@@ -42,6 +43,19 @@ CAPTION = (
     "free: KV blocks free after schedule()"
 )
 ADMISSION_WIDTH = max(len(reason) for reason in AdmissionStop)
+ADMISSION_LEAST = 10
+"""In a narrow terminal the reason folds at `_` so `scheduled` keeps its least width."""
+SCHEDULED_LEAST = 20
+PIPE_WIDTH = 160
+"""The table's width in a pipe without `COLUMNS`: wide enough that a log keeps rows whole."""
+
+
+def run_console() -> Console:
+    """The console `stepscope run` prints to: the terminal's width, or PIPE_WIDTH in a pipe."""
+    console = Console()
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(width=PIPE_WIDTH)
 
 
 def new_step_table(console: Console, workload: Workload) -> StepTable:
@@ -52,13 +66,13 @@ def new_step_table(console: Console, workload: Workload) -> StepTable:
         console,
         [
             Column("step", len(str(workload.max_steps)), right=True, style="cyan"),
-            Column("scheduled", 0, share=3),
+            Column("scheduled", 0, share=3, min_width=SCHEDULED_LEAST),
             Column("tokens", len(f"{budget}/{budget}"), right=True),
             Column("preempted", 0, share=1, style="red"),
             Column("finished", 0, share=1, style="green"),
             Column("free", len(str(config.num_blocks)), right=True),
             Column("run/wait", len(f"{config.max_num_seqs}/{len(workload.requests)}"), right=True),
-            Column("admission", ADMISSION_WIDTH, style="dim"),
+            Column("admission", ADMISSION_WIDTH, style="dim", min_width=ADMISSION_LEAST),
         ],
     )
 

@@ -27,6 +27,9 @@ class Column:
     share: int = 0
     right: bool = False
     style: str = ""
+    min_width: int = 0
+    """A fixed column may shrink to this (never below its header) so the shared ones get
+    their least; a shared column's least width (8 when 0)."""
 
 
 def cell_width(text: str) -> int:
@@ -38,18 +41,19 @@ class StepTable:
 
     def __init__(self, console: Console, columns: Sequence[Column]) -> None:
         self.console = console
-        self.widths = _widths(columns, console.width)
+        self.widths, self.gap = _layout(columns, console.width)
         self.columns = columns
         self._style_codes: dict[str, tuple[str, str]] = {}
         self._blanks = [" " * width for width in self.widths]
+        self._sep = " " * self.gap + "│" + " " * self.gap
 
     def print_header(self) -> None:
         self._rule("┏", "━", "┳", "┓")
         line = Text()
         for index, (column, width) in enumerate(zip(self.columns, self.widths, strict=True)):
-            line.append("┃" if index == 0 else " ┃ ")
+            line.append("┃" if index == 0 else self._sep.replace("│", "┃"))
             line.append(_pad(column.header, width, column.right), style="bold")
-        line.append(" ┃")
+        line.append(" " * self.gap + "┃")
         self.console.print(line, soft_wrap=True, highlight=False)
         self._rule("┡", "━", "╇", "┩")
 
@@ -64,7 +68,7 @@ class StepTable:
                 lines[line_index] if line_index < len(lines) else blanks[index]
                 for index, lines in enumerate(rendered)
             ]
-            out.append("│" + " │ ".join(parts) + " │\n")
+            out.append("│" + self._sep.join(parts) + " " * self.gap + "│\n")
         self.console.file.write("".join(out))
 
     def _cell_lines(self, cell: Cell, index: int) -> list[str]:
@@ -100,21 +104,37 @@ class StepTable:
 
     def _rule(self, left: str, fill: str, cross: str, right: str) -> None:
         inner = cross.join(
-            fill * (width + (1 if i == 0 else 2)) for i, width in enumerate(self.widths)
+            fill * (width + self.gap * (1 if i == 0 else 2)) for i, width in enumerate(self.widths)
         )
         self.console.print(left + inner + right, soft_wrap=True, highlight=False, markup=False)
 
 
-def _widths(columns: Sequence[Column], total: int) -> list[int]:
-    """Fixed widths as given; the rest of `total` shared by ratio (each at least 8)."""
-    borders = 3 * len(columns)
-    fixed = sum(max(c.width, len(c.header)) for c in columns if not c.share)
-    left = max(0, total - borders - fixed)
-    shares = sum(c.share for c in columns)
-    return [
-        max(8, len(c.header), left * c.share // shares) if c.share else max(c.width, len(c.header))
-        for c in columns
-    ]
+def _layout(columns: Sequence[Column], total: int) -> tuple[list[int], int]:
+    """Column widths and the padding beside each border: one space, none when it does not fit."""
+    for gap in (1, 0):
+        borders = 2 + gap + (len(columns) - 1) * (2 * gap + 1)
+        widths = _widths(columns, total - borders)
+        if sum(widths) + borders <= total:
+            break
+    return widths, gap
+
+
+def _widths(columns: Sequence[Column], room: int) -> list[int]:
+    """Fixed columns at their width, shrunk toward their least if the shared ones need it; the
+    shared columns get their least and then what is left by ratio."""
+    widths = [0 if c.share else max(c.width, len(c.header)) for c in columns]
+    least = [max(c.min_width or 8, len(c.header)) if c.share else 0 for c in columns]
+    shortfall = sum(widths) + sum(least) - room
+    for index, column in enumerate(columns):
+        floor = max(column.min_width, len(column.header))
+        if shortfall > 0 and not column.share and column.min_width and widths[index] > floor:
+            cut = min(shortfall, widths[index] - floor)
+            widths[index] -= cut
+            shortfall -= cut
+    extra = max(0, room - sum(widths) - sum(least))
+    shares = sum(c.share for c in columns) or 1
+    return [w if not c.share else lo + extra * c.share // shares
+            for c, w, lo in zip(columns, widths, least, strict=True)]  # fmt: skip
 
 
 def _pad(text: str, width: int, right: bool) -> str:
@@ -153,12 +173,15 @@ def _wrap(cell: Cell, width: int) -> list[list[Piece]]:
 
 
 def _fold(text: str, width: int) -> list[str]:
+    """`text` in pieces of at most `width`, broken after a `_`, `-` or `/` where there is one."""
     if cell_width(text) <= width:
         return [text]
     parts, part = [], ""
     for char in text:
         if cell_width(part + char) > width:
-            parts.append(part)
-            part = ""
+            cut = max(part.rfind("_"), part.rfind("-"), part.rfind("/")) + 1
+            cut = cut if 0 < cut < len(part) else len(part)
+            parts.append(part[:cut])
+            part = part[cut:]
         part += char
     return [*parts, part] if part else parts

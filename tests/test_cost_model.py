@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 from stepscope.replay.cost_model import fit_cost_model, latency_seconds
+from test_cli import stepscope as stepscope_cli
 from traces import case, prefill_heavy_workload, record
 
 import stepscope
@@ -57,3 +59,43 @@ def test_too_few_timed_steps_fit_nothing(tmp_path: Path) -> None:
     record(case("14"), trace)  # three steps
     with stepscope.open(trace) as opened:
         assert fit_cost_model(opened) is None
+
+
+def _retimed(original: Path, target: Path, schedule_ns: str) -> Path:
+    shutil.copy(original, target)
+    with duckdb.connect(str(target)) as con:
+        con.execute(
+            f"UPDATE _steps SET schedule_ns = {schedule_ns}, model_ns = 0, update_ns = 0 "
+            "WHERE NOT idle"
+        )
+    return target
+
+
+@pytest.mark.parametrize(
+    ("schedule_ns", "problem"),
+    [
+        ("1000000 + (step * 7919) % 1000 * 1000", "R²"),  # timings that tokens do not explain
+        ("5000000 - 1000 * num_scheduled_tokens", "negative per-token cost"),
+    ],
+)
+def test_a_poor_fit_gives_a_warning_and_no_seconds(
+    timed_trace: Path, tmp_path: Path, schedule_ns: str, problem: str
+) -> None:
+    trace = _retimed(timed_trace, tmp_path / "poor.duckdb", schedule_ns)
+    with stepscope.open(trace) as opened:
+        model = fit_cost_model(opened)
+    assert model is not None and model.problem is not None and problem in model.problem
+    result = stepscope_cli("replay", str(trace), "--set", "max_num_batched_tokens=512")
+    assert result.returncode == 0, result.stderr
+    assert "step-time fit is poor" in result.stdout
+    assert "in seconds" not in result.stdout
+    as_json = json.loads(
+        stepscope_cli("replay", str(trace), "--set", "max_num_batched_tokens=512", "--json").stdout
+    )
+    assert as_json["seconds"] == {} and problem in as_json["cost_model_problem"]
+
+
+def test_a_good_fit_is_presented_in_seconds(timed_trace: Path) -> None:
+    result = stepscope_cli("replay", str(timed_trace), "--set", "max_num_batched_tokens=512")
+    assert result.returncode == 0, result.stderr
+    assert "in seconds, modelled" in result.stdout and "fit is poor" not in result.stdout

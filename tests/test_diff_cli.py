@@ -125,3 +125,22 @@ def stepscope_in(cwd: Path, *args: str):  # type: ignore[no-untyped-def]
     env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
     return subprocess.run([sys.executable, "-m", "stepscope", *args], cwd=cwd,
                           capture_output=True, text=True, env=env)  # fmt: skip
+
+
+def test_check_names_baselines_apart_and_side_b_as_the_scheduler(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    deep = tmp_path / ("a_long_folder_name_for_baselines_" * 2)
+    for suite in ("first", "second"):
+        (deep / suite).mkdir(parents=True)
+        shutil.copy(traces["base"], deep / suite / "anti_thrash.duckdb")
+    markdown = tmp_path / "check.md"
+    result = stepscope("check", str(deep), "--markdown", str(markdown), columns=80)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = [line for line in result.stdout.splitlines() if "anti_thrash" in line]
+    assert any("first/anti_thrash.duckdb" in row for row in rows), result.stdout
+    assert any("second/anti_thrash.duckdb" in row for row in rows), result.stdout
+    report = markdown.read_text()
+    assert "### first/anti_thrash.duckdb" in report and "### second/anti_thrash.duckdb" in report
+    assert "replay through stepscope.engine" in report
+    assert ".duckdb` —" not in report  # side B is not named by its deleted temp file

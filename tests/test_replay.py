@@ -109,7 +109,9 @@ def test_what_if_with_a_doubled_budget_drains_in_fewer_steps(tmp_path: Path) -> 
     assert after < before
     assert result.diff.config_differences == {"max_num_batched_tokens": (256, 512)}
     assert result.num_placeholder_tokens == 0
-    assert result.cost_model is not None and set(result.seconds) >= {"total_s", "mean_ttft_s"}
+    assert result.cost_model is not None
+    usable = result.cost_model.problem is None  # the fit is to this machine's wall clock
+    assert set(result.seconds) >= {"total_s", "mean_ttft_s"} if usable else result.seconds == {}
 
 
 def test_exact_replay_of_an_incomplete_trace_compares_what_it_holds(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 from stepscope.engine import EngineLoop, StepRecord
+from test_cli import CASE as CASE_03
+from test_cli import stepscope as stepscope_cli
 
 from stepscope.commands import run as run_command
 from stepscope.safe_text import safe_text as plain
@@ -104,3 +107,30 @@ def test_unprintable_characters_in_request_ids_are_escaped() -> None:
     table.print_row([[(plain("a\x07b"), ""), ("[red]c[/red]", "")]])
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "a\\x07b [red]c[/red]" in text and "\x07" not in text
+
+
+def _header_cells(output: str) -> dict[str, int]:
+    """Each column's width, read off the header line."""
+    header = next(line for line in output.splitlines() if line.startswith("┃"))
+    return {cell.strip(): len(cell) for cell in header.strip("┃").split("┃")}
+
+
+def test_at_80_columns_the_table_fits_and_scheduled_gets_the_room() -> None:
+    result = stepscope_cli("run", str(CASE_03), columns=80)
+    assert result.returncode == 0, result.stderr
+    table = [line for line in result.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and all(len(line) <= 80 for line in table), table
+    widths = _header_cells(result.stdout)
+    assert widths["scheduled"] >= 20 and widths["scheduled"] > widths["admission"]
+    assert "+r0:7 +r1:7" in result.stdout  # one step's admissions on one line
+
+
+def test_a_pipe_without_columns_is_not_wrapped_at_80() -> None:
+    env = {"PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "run"], capture_output=True, text=True, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) > 80
+    assert "chat-0:1 chat-1:1 +doc:22" in result.stdout

@@ -52,6 +52,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
         "arrived_ids": [],
     },
     "tui/sql/step_page.sql": [0, 9],
+    "tui/sql/attached_tables.sql": ["t"],
     "tui/sql/step_preemptions.sql": [3],
     "tui/sql/step_drafts.sql": [3],
     "replay/sql/decision_block_ids.sql": [0, 9],
@@ -214,6 +215,9 @@ ALLOWED = {
     ("tui/screens/console.py", "SELECT * FROM summary"): "the console's first text to edit",
     ("tui/screens/console.py", "SELECT * FROM {event.option.id}"): "text to edit: a view picked",
     ("tui/replay_session.py", "SELECT coalesce(({self.condition})"): "the user's condition",
+    ("tui/both_traces.py", "CREATE SCHEMA IF NOT EXISTS memory.{schema}"): "a schema's name",
+    ("tui/both_traces.py", 'CREATE VIEW memory.{schema}."{table}"'): "a table's name spliced in",
+    ("tui/both_traces.py", "CREATE VIEW memory.{schema}.{info.name} AS"): "a view spliced in",
 }
 """SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,24 @@ def test_demo_records_the_bundled_example(tmp_path: Path) -> None:
     with stepscope_package.open(output) as opened:
         assert opened.complete
         assert opened.sql("SELECT num_preemptions FROM summary").fetchall() == [(40,)]
+
+
+def test_demo_rewrites_one_cached_trace_and_leaves_no_temp_folders(tmp_path: Path) -> None:
+    home, scratch = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir(), scratch.mkdir()
+    env = {"HOME": str(home), "TMPDIR": str(scratch), "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
+    outputs = []
+    for _ in range(2):
+        result = subprocess.run(
+            [sys.executable, "-m", "stepscope", "demo", "--no-tui"],
+            capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        outputs.append(result.stderr.split(" to ")[-1].strip())
+    assert outputs[0] == outputs[1] == str(home / ".cache/stepscope/demo/preemption_storm.duckdb")
+    assert list(scratch.iterdir()) == []
+    with stepscope_package.open(outputs[1]) as opened:
+        assert opened.complete
 
 
 def test_the_bundled_demo_workload_is_the_preemption_storm_example() -> None:

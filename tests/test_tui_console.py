@@ -9,7 +9,9 @@ from stepscope.tui.screens.console import ConsoleScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static, TextArea
-from tui_support import cells, drive, press, trace, until
+from tui_support import cells, drive, press, screen_text, trace, until
+
+import stepscope
 
 LONG_QUERY = "SELECT sum(a.range * b.range) FROM range(100000000) a, range(100000000) b"
 
@@ -91,3 +93,59 @@ def test_a_long_query_is_cancelled_and_escape_goes_back() -> None:
         assert isinstance(pilot.app.screen, TimelineScreen)
 
     drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_an_error_replaces_the_result_whole_and_the_editor_keeps_typed_text() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "s")
+        await until(pilot, lambda: "ready" in status(pilot))
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: status(pilot) == "1 rows")
+        bad = "SELECT " + ", ".join(f"column_{i}" for i in range(40)) + " FROM steps"
+        editor(pilot).text = bad
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: "error" in status(pilot))
+        error = pilot.app.screen.query_one("#console-error", Static)
+        assert error.display and not results(pilot).display
+        shown = str(error.render())
+        assert shown.startswith("Binder Error") and "Candidate bindings" in shown  # whole
+        assert error.region.width > 0 and error.region.height >= 3
+        assert "Candidate bindings" in screen_text(pilot.app)
+
+        await press(pilot, "ctrl+a")
+        assert editor(pilot).selected_text == bad
+        editor(pilot).text = "SELECT count(*) FROM "
+        editor(pilot).move_cursor((0, len(editor(pilot).text)))
+        views = pilot.app.screen.query_one("#console-views", OptionList)
+        names = [str(views.get_option_at_index(i).prompt) for i in range(views.option_count)]
+        views.focus()
+        views.highlighted = names.index("why_preempted")
+        await press(pilot, "enter")
+        assert editor(pilot).text == "SELECT count(*) FROM why_preempted"
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: status(pilot) == "1 rows")
+        assert results(pilot).display and not error.display
+
+    drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_when_diffing_the_console_queries_b_as_schema_b() -> None:
+    with stepscope.open(trace("storm_fewer_seqs")) as b:
+        (b_preemptions,) = b.sql("SELECT count(*) FROM why_preempted").fetchall()[0]
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "s")
+        await until(pilot, lambda: "ready" in status(pilot))
+        editor(pilot).text = (
+            "SELECT (SELECT max_num_seqs FROM config) AS a_seqs, "
+            "(SELECT max_num_seqs FROM b.config) AS b_seqs, "
+            "(SELECT count(*) FROM b.why_preempted) AS b_why, (SELECT count(*) FROM b._steps)"
+        )
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: status(pilot) == "1 rows")
+        assert cells(results(pilot)) == [["24", "18", str(b_preemptions), "380"]]
+        editor(pilot).text = "SELECT * FROM read_csv('/etc/passwd')"
+        await press(pilot, "ctrl+j")
+        await until(pilot, lambda: "error" in status(pilot))  # as sandboxed as one trace
+
+    drive(StepscopeApp(trace("storm"), trace("storm_fewer_seqs")), scenario)

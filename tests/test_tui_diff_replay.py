@@ -28,6 +28,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 from tui_support import STORM, cells, drive, press, screen_text, trace, until
 
+import stepscope
+
 
 def test_a_trace_does_not_diverge_from_itself() -> None:
     source = TraceSource(trace("storm"))
@@ -225,3 +227,37 @@ def test_a_long_replay_reports_progress_and_can_be_stopped() -> None:
     assert stopped == "stopped" and seen == [1023] and steps[-1].step == 1023
     steps, stopped = session.run(lambda replayed: replayed.diverged)
     assert stopped == "end" and session.num_divergent == 0
+
+
+def test_steps_only_the_longer_trace_has_are_flagged_and_visited() -> None:
+    app = StepscopeApp(trace("incomplete"), trace("storm"))
+    with stepscope.open(trace("incomplete")) as shorter:
+        last = shorter.num_steps - 1
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: "divergent" in banner(pilot))
+        steps = pilot.app.screen.query_one(StepTable)
+        await press(pilot, "colon", *str(last), "enter")
+        assert steps.cursor_step == last
+        text = await press(pilot, "d")
+        assert steps.cursor_step == last + 1
+        flagged = {int(line.split()[1]) for line in text.splitlines() if line.startswith("≠")}
+        assert last + 1 in flagged
+        await press(pilot, "G", "D")
+        assert steps.cursor_step == 378
+
+    drive(app, scenario, size=(160, 48))
+
+
+def test_replay_help_fits_or_scrolls_at_160_by_45() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "p")
+        await until(pilot, lambda: replay_status(pilot).startswith("ready"))
+        await press(pilot, "question_mark")
+        help_text = pilot.app.screen.query_one("#widget-help")
+        fits = help_text.virtual_size.height <= help_text.scrollable_content_region.height
+        assert fits or help_text.show_vertical_scrollbar
+        help_text.scroll_end(animate=False)
+        assert "back to the timeline at this step" in await press(pilot)
+
+    drive(StepscopeApp(trace("storm")), scenario, size=(160, 45))

@@ -6,6 +6,7 @@ from typing import Any
 
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.screens.console import ConsoleScreen
+from stepscope.tui.screens.pick_request import PickRequestScreen
 from stepscope.tui.screens.request_life import RequestLifeScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from stepscope.tui.trace_source import PAGE_SIZE
@@ -14,7 +15,7 @@ from stepscope.tui.widgets.step_detail import StepDetailView
 from stepscope.tui.widgets.step_plot import StepPlot
 from stepscope.tui.widgets.step_table import StepTable
 from textual.pilot import Pilot
-from textual.widgets import DataTable, HelpPanel
+from textual.widgets import DataTable, HelpPanel, OptionList
 from tui_support import cells, drive, press, screen_text, trace
 
 
@@ -204,3 +205,34 @@ def test_a_broken_trace_opens_with_a_notice_and_keys_do_no_harm() -> None:
         assert isinstance(pilot.app.screen, TimelineScreen)
 
     drive(StepscopeApp(trace("broken")), scenario)
+
+
+def test_the_step_detail_is_usable_in_small_terminals() -> None:
+    for size in ((80, 24), (100, 30)):
+
+        async def scenario(pilot: Pilot[Any]) -> None:
+            text = await press(pilot, "colon", "3", "enter")
+            view = pilot.app.screen.query_one("#detail-a", StepDetailView)
+            assert view.region.width >= 60 and view.region.height >= 8, view.region
+            assert "step 3   16/512 tokens" in text and "preempted_this_step" in text
+            assert table(pilot).region.height >= 6
+
+        drive(storm_app(), scenario, size=size)
+
+
+def test_finding_a_request_that_many_match_offers_a_choice() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        text = await press(pilot, "slash", *"chat", "enter")
+        assert isinstance(pilot.app.screen, PickRequestScreen)
+        assert "24 requests match 'chat': pick one" in text
+        options = pilot.app.screen.query_one(OptionList)
+        assert options.option_count == 24
+        await press(pilot, "escape")
+        assert isinstance(pilot.app.screen, TimelineScreen)
+        await press(pilot, "slash", *"chat-1", "enter")
+        assert pilot.app.screen.query_one(OptionList).option_count == 10  # chat-1, chat-10..19
+        await press(pilot, "down", "down", "enter")
+        assert isinstance(pilot.app.screen, RequestLifeScreen)
+        assert pilot.app.screen.request_id == "chat-12"
+
+    drive(storm_app(), scenario)

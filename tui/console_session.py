@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 from stepscope.schema import Trace, TraceError, open_trace
 
+from .both_traces import connect_both
 from .connection import connection_of
 from .models import QueryResult
 
@@ -21,27 +22,37 @@ class QueryCancelledError(Exception):
 
 
 class ConsoleSession:
-    """Runs the console's queries on a connection of its own (read-only, as every trace)."""
+    """Runs the console's queries on a connection of its own (read-only, as every trace).
 
-    def __init__(self, path: str | Path) -> None:
-        self.trace: Trace = open_trace(path)
-        self._connection = connection_of(self.trace)
+    With `other` (diffing), B's tables and views are there too, as `b.<name>`."""
+
+    def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
+        self.trace: Trace | None = None
+        if other is None:
+            self.trace = open_trace(path)
+            self._connection = connection_of(self.trace)
+        else:
+            self._connection = connect_both(Path(path), Path(other))
         self._lock = threading.Lock()
         self.running = threading.Event()
 
     def run(self, query: str, max_rows: int = MAX_ROWS) -> QueryResult:
-        """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError)."""
+        """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError).
+
+        A DuckDB error is kept whole (its hints and the caret under the bad token)."""
         started = time.perf_counter()
         with self._lock:
             self.running.set()
             try:
-                relation = self.trace.sql(query)
+                relation = self._connection.sql(query)
+                if relation is None:
+                    raise TraceError("the statement returned no rows (only queries are allowed)")
                 rows = relation.limit(max_rows + 1).fetchall()
                 columns, types = tuple(relation.columns), tuple(map(str, relation.types))
             except duckdb.InterruptException:
                 raise QueryCancelledError(query) from None
             except duckdb.Error as error:
-                raise TraceError(str(error).strip().splitlines()[0]) from None
+                raise TraceError(str(error).strip() or type(error).__name__) from None
             finally:
                 self.running.clear()
         return QueryResult(
@@ -58,4 +69,7 @@ class ConsoleSession:
         self._connection.interrupt()
 
     def close(self) -> None:
-        self.trace.close()
+        if self.trace is not None:
+            self.trace.close()
+        else:
+            self._connection.close()

@@ -28,6 +28,9 @@ DETAILS_KEPT = 64
 PLOT_BUCKETS = 1024
 """Points of the timeline plot; the widget resamples them to its width."""
 
+MAX_MATCHES = 500
+"""Request ids `/` offers to choose from when several match."""
+
 
 class TraceSource:
     """The TUI's read side of one trace."""
@@ -138,6 +141,17 @@ class TraceSource:
                 if match(request_id):
                     return request_id
         return None
+
+    def find_requests(self, text: str, limit: int = MAX_MATCHES) -> list[str]:
+        """The request whose id is `text`; else every id starting with it, then containing it."""
+        needle = text.strip()
+        if needle in self.request_ids:
+            return [needle]
+        lowered = needle.lower()
+        starts = [rid for rid in self.request_ids if rid.startswith(needle)]
+        contains = [rid for rid in self.request_ids
+                    if lowered in rid.lower() and not rid.startswith(needle)]  # fmt: skip
+        return (starts + contains)[:limit]
 
     def request_life(self, request_id: str) -> RequestLife | None:
         facts = next(self.rows("request_facts", [request_id]).dicts(), None)

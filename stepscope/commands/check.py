@@ -11,13 +11,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from stepscope.engine import InputError
+from stepscope.baseline_names import distinct_names
+from stepscope.engine import InputError, Scheduler
 from stepscope.inputs import load_scheduler_class, parse_knob
+from stepscope.progress import StepProgress
 from stepscope.replay.diff import TraceDiff
 from stepscope.replay.report import diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
-from stepscope.replay.whatif import replay_whatif
+from stepscope.replay.whatif import WhatIfReplay, replay_whatif
 from stepscope.safe_text import safe_text
+from stepscope.schema import open_trace
 
 from .diff import FailOnOption, ToleranceOption
 from .options import KnobsOption
@@ -47,24 +50,50 @@ def check(
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
     knob_values = dict(parse_knob(k) for k in knobs or [])
     tolerances = parse_tolerances(tolerance or [])
+    names = distinct_names(traces)
+    replays = _replay_all(traces, names, scheduler_cls, knob_values)
+    results = [(name, r.diff, judge(r.diff, fail_on, tolerances))
+               for name, r in zip(names, replays, strict=True)]  # fmt: skip
     console = Console()
-    results: list[tuple[str, TraceDiff, Verdict]] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for index, trace in enumerate(traces):
-            output = Path(scratch) / f"{index}.duckdb"
-            extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
-            replayed = replay_whatif(trace, output, knob_values, **extra)
-            verdict = judge(replayed.diff, fail_on, tolerances)
-            results.append((str(trace), replayed.diff, verdict))
-            if verbose:
-                print_diff(console, replayed.diff, verdict)
+    for _, diff, verdict in results if verbose else []:
+        print_diff(console, diff, verdict)
     console.print(_summary(results))
     if junit is not None:
         junit.write_text(diffs_to_junit(results))
     if markdown is not None:
-        markdown.write_text("".join(diff_to_markdown(d, v, title=n) for n, d, v in results))
+        markdown.write_text("".join(
+            diff_to_markdown(d, v, title=n, b_label=_under_test(r))
+            for (n, d, v), r in zip(results, replays, strict=True)))  # fmt: skip
     if any(verdict.failed for _, _, verdict in results):
         raise typer.Exit(1)
+
+
+def _replay_all(
+    traces: list[Path],
+    names: list[str],
+    scheduler_cls: type[Scheduler] | None,
+    knobs: dict[str, object],
+) -> list[WhatIfReplay]:
+    """Each baseline's inputs through the scheduler under test, with a progress line."""
+    replays: list[WhatIfReplay] = []
+    extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
+    with tempfile.TemporaryDirectory() as scratch, StepProgress() as progress:
+        for index, (trace, name) in enumerate(zip(traces, names, strict=True)):
+            progress.start(f"[{index + 1}/{len(traces)}] {name}", _num_steps(trace))
+            output = Path(scratch) / f"{index}.duckdb"
+            replays.append(replay_whatif(trace, output, knobs, sinks=[progress], **extra))
+    return replays
+
+
+def _num_steps(trace: Path) -> int:
+    with open_trace(trace) as opened:
+        return opened.num_steps
+
+
+def _under_test(replayed: WhatIfReplay) -> str:
+    """Side B of a check: the baseline's inputs replayed through the scheduler under test."""
+    knobs = ", ".join(f"{k}={v}" for k, v in replayed.knobs.items())
+    return f"replay through {replayed.scheduler}" + (f" with {knobs}" if knobs else "")
 
 
 def _traces(paths: list[Path]) -> list[Path]:
@@ -83,7 +112,9 @@ def _traces(paths: list[Path]) -> list[Path]:
 
 def _summary(results: list[tuple[str, TraceDiff, Verdict]]) -> Table:
     table = Table(title="stepscope check", title_justify="left")
-    for name in ("baseline", "result", "first divergence", "steps", "preemptions", "mean ttft"):
+    widest = max((len(name) for name, _, _ in results), default=0)
+    table.add_column("baseline", min_width=min(widest, 40), overflow="fold")
+    for name in ("result", "first divergence", "steps", "preemptions", "mean ttft"):
         table.add_column(name)
     for name, diff, verdict in results:
         outcome = "[red]FAIL[/]" if verdict.failed else "[green]pass[/]"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import tempfile
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +18,19 @@ DEMO_WORKLOAD = "preemption_storm.json"
 """24 chats that outgrow a 40-block KV pool: storms of preemptions to step through."""
 
 
+def demo_path() -> Path:
+    """One fixed place, rewritten by each run, so repeated demos leave nothing behind."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "stepscope" / "demo" / "preemption_storm.duckdb"
+
+
+def _clear(output: Path) -> None:
+    """The previous demo's trace and its write-ahead log, if any."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    for path in (output, output.with_name(output.name + ".wal")):
+        path.unlink(missing_ok=True)
+
+
 def _model_runner(workload: Workload) -> ModelRunner:
     """The workload's recorded outputs: the demo needs no torch (`--model tiny` does)."""
     return TapeModelRunner(tapes(workload))
@@ -26,7 +39,12 @@ def _model_runner(workload: Workload) -> ModelRunner:
 def demo(
     output: Annotated[
         Path | None,
-        typer.Option("-o", "--output", help="Where to write the trace (default: a temp folder)."),
+        typer.Option(
+            "-o",
+            "--output",
+            help="Where to write the trace (default: one file under ~/.cache/stepscope/demo, "
+            "rewritten each run).",
+        ),
     ] = None,
     no_tui: Annotated[
         bool, typer.Option("--no-tui", help="Record the trace and print its path; no TUI.")
@@ -37,11 +55,13 @@ def demo(
     with resources.as_file(bundled) as path:
         workload = load_workload(path)
     if output is None:
-        output = Path(tempfile.mkdtemp(prefix="stepscope-demo-")) / "preemption_storm.duckdb"
+        output = demo_path()
+        _clear(output)
     summary = record_workload(workload, _model_runner(workload), output)
     Console(stderr=True).print(
         f"recorded {summary.num_steps} steps of {len(workload.requests)} requests to {output}",
         highlight=False,
+        soft_wrap=True,
     )
     if no_tui:
         return

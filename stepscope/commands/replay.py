@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from stepscope.engine import InputError
 from stepscope.inputs import load_scheduler_class, load_vllm_scheduler_class, parse_knob
+from stepscope.progress import StepProgress
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.report import (
     diff_to_json,
@@ -61,12 +62,15 @@ def replay(
         return
     if scheduler_cls:
         raise InputError("--scheduler-cls needs --engine vllm")
-    _warn_outside_subset(trace)
+    num_steps = _warn_outside_subset(trace)
     scheduler_class = load_scheduler_class(scheduler) if scheduler else None
     if knobs or scheduler_class is not None:
-        _what_if(trace, output, dict(parse_knob(k) for k in knobs or []), scheduler_class, as_json)
+        changed = dict(parse_knob(k) for k in knobs or [])
+        _what_if(trace, output, changed, scheduler_class, as_json, num_steps)
         return
-    result = replay_exact(trace, output)
+    with StepProgress() as progress:
+        progress.start(f"replay {trace.name}", num_steps)
+        result = replay_exact(trace, output, sinks=[progress])
     if as_json:
         typer.echo(json.dumps(exact_to_json(result)))
     else:
@@ -75,16 +79,20 @@ def replay(
         raise typer.Exit(1)
 
 
-def _warn_outside_subset(trace: Path) -> None:
-    """A vLLM trace that used features this engine leaves out cannot be expected to match."""
+def _warn_outside_subset(trace: Path) -> int:
+    """A vLLM trace that used features this engine leaves out cannot be expected to match.
+
+    Returns the trace's number of steps, for the progress line."""
     with open_trace(trace) as opened:
         reasons = escape(safe_text(opened.meta.get("outside_subset", "")))
+        num_steps = opened.num_steps
     if reasons:
         Console(stderr=True).print(
             f"[yellow]warning:[/] {trace} was recorded from vLLM with features stepscope's "
             f"engine does not model ({reasons}); --engine vllm replays it exactly",
             highlight=False,
         )
+    return num_steps
 
 
 def _replay_with_vllm(
@@ -123,11 +131,14 @@ def _what_if(
     knobs: dict[str, object],
     scheduler_cls: type | None,
     as_json: bool,
+    num_steps: int,
 ) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         target = output or Path(scratch) / "what-if.duckdb"
         extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
-        result = replay_whatif(trace, target, knobs, **extra)
+        with StepProgress() as progress:
+            progress.start(f"what-if {trace.name}", num_steps)
+            result = replay_whatif(trace, target, knobs, sinks=[progress], **extra)
         verdict = judge(result.diff, FailOn.METRICS, {})
         if as_json:
             typer.echo(json.dumps(_whatif_json(result), default=str))
@@ -147,6 +158,7 @@ def _whatif_json(result: object) -> dict[str, object]:
         "scheduler": result.scheduler,
         "diff": diff_to_json(result.diff, judge(result.diff, FailOn.METRICS, {})),
         "cost_model": None if result.cost_model is None else result.cost_model.describe(),
+        "cost_model_problem": None if result.cost_model is None else result.cost_model.problem,
         "seconds": result.seconds,
         "num_placeholder_tokens": result.num_placeholder_tokens,
     }

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from stepscope import run_view
 from stepscope.engine import EngineLoop, Workload
@@ -45,7 +44,7 @@ def run(
         for line in decision_lines(loop):
             sys.stdout.write(json.dumps(line) + "\n")
         return
-    console = Console()
+    console = run_view.run_console()
     # One line however long the path: the terminal wraps it, a pipe keeps it whole.
     console.print(f"{loaded.source}  ({_config_line(loaded)}; model {model})", soft_wrap=True)
     table = run_view.new_step_table(console, loaded)

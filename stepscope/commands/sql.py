@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,8 +11,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stepscope.engine import InputError
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
+from stepscope.sql_output import as_text, write_csv, write_json_lines
 
 
 def sql(
@@ -23,9 +23,16 @@ def sql(
         str | None, typer.Argument(help="A SQL query. Without one, the views are listed.")
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="JSON lines, one object per row.")
+        bool,
+        typer.Option(
+            "--json",
+            help="JSON lines, one object per row (NaN/Infinity as null, intervals as ISO 8601 "
+            "durations, BLOBs as base64).",
+        ),
     ] = False,
-    as_csv: Annotated[bool, typer.Option("--csv", help="CSV with a header row.")] = False,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="CSV with a header row, as DuckDB's COPY writes it.")
+    ] = False,
     limit: Annotated[
         int, typer.Option("--limit", min=1, help="Most rows shown in the table view.")
     ] = 200,
@@ -37,20 +44,19 @@ def sql(
     ] = False,
 ) -> None:
     """Run a read-only SQL query against a trace (tables and views: see `stepscope sql TRACE`)."""
+    if as_json and as_csv:
+        raise InputError("--json and --csv: choose one output format")
     with open_trace(trace) as opened:
         if query is None:
             _print_views(Console(), opened.views())
             return
         relation = opened.sql(query)
         columns = relation.columns
-        rows = relation.fetchall()
+        rows = (as_text(relation) if as_csv else relation).fetchall()
     if as_json:
-        for row in rows:
-            sys.stdout.write(json.dumps(dict(zip(columns, row, strict=True)), default=str) + "\n")
+        write_json_lines(sys.stdout, columns, rows)
     elif as_csv:
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
+        write_csv(sys.stdout, columns, rows)
     else:
         _print_rows(Console(), columns, rows, limit, vertical)
 

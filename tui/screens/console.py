@@ -13,13 +13,14 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, OptionList, Static, TextArea
+from textual.widgets import DataTable, Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..console_session import ConsoleSession, QueryCancelledError
 from ..messages import ConsoleReady, QueryCancelled, QueryFailed, QueryFinished
 from ..models import QueryResult
 from ..widgets.auto_width_table import AutoWidthTable
+from ..widgets.query_editor import QueryEditor
 
 _FIRST_QUERY = "SELECT * FROM summary"
 """The editor's first text: the user's to edit and run, like the text a picked view puts there."""
@@ -44,18 +45,24 @@ class ConsoleScreen(Screen[None]):
 ## SQL console
 
 Write a query over the trace's views (listed left) and tables, and run it with
-`ctrl+enter` (or `ctrl+j`). Results show the first 1,000 rows. `escape` cancels
-a running query (DuckDB's interrupt), otherwise goes back. Pick a view to start
-a query on it, or a past query from the history.
+`ctrl+enter` (or `ctrl+j`). Results show the first 1,000 rows; a query that fails
+shows its whole error in their place. `escape` cancels a running query (DuckDB's
+interrupt), otherwise goes back. `ctrl+a` selects the whole query. Pick a view to
+start a query on it (into a typed query, its name goes in at the cursor), or a past
+query from the history. When diffing, the views and tables are A's, and B's are
+there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, other: Path | None = None) -> None:
         super().__init__()
         self.path = path
+        self.other = other
         self.session: ConsoleSession | None = None
         self.history: list[str] = []
         self._query_running = False
         self._interrupter: Timer | None = None
+        self._placed = _FIRST_QUERY
+        """The editor's text as the console last put it there (not typed by the user)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -68,16 +75,20 @@ a query on it, or a past query from the history.
                 yield Static("history", classes="detail-heading")
                 yield OptionList(id="console-history")
             with Vertical(id="console-main"):
-                yield TextArea(_FIRST_QUERY, id="console-query", soft_wrap=True)
+                yield QueryEditor(_FIRST_QUERY, id="console-query", soft_wrap=True)
                 yield Static("opening…", id="console-status")
                 yield AutoWidthTable(id="console-results", zebra_stripes=True)
+                yield Static("", id="console-error")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"SQL · {self.path.name}"
+        self.sub_title = f"SQL · {self.path.name}" + (
+            f" (B {self.other.name}: b.<view or table>)" if self.other is not None else ""
+        )
         views = self.query_one("#console-views", OptionList)
         views.tooltip = "\n".join(f"{v.name}: {v.description}" for v in view_infos())
-        self.query_one("#console-query", TextArea).focus()
+        self.query_one("#console-query", QueryEditor).focus()
+        self.query_one("#console-error").display = False
         self.open_session()
 
     def on_unmount(self) -> None:
@@ -90,7 +101,7 @@ a query on it, or a past query from the history.
     @work(thread=True, exclusive=True, group="console-open")
     def open_session(self) -> None:
         try:
-            self.post_message(ConsoleReady(ConsoleSession(self.path)))
+            self.post_message(ConsoleReady(ConsoleSession(self.path, self.other)))
         except TraceError as error:
             self.post_message(QueryFailed(str(error), "open"))
 
@@ -121,24 +132,32 @@ a query on it, or a past query from the history.
 
     def on_query_failed(self, message: QueryFailed) -> None:
         self._done()
-        self._status(f"error: {message.error}", "bold red")
+        first_line = message.error.splitlines()[0] if message.error else "error"
+        self._status(f"error: {first_line}", "bold red")
+        error = self.query_one("#console-error", Static)
+        error.update(Text(message.error, style="red"))
+        self._show_error(True)
 
     def on_query_cancelled(self, message: QueryCancelled) -> None:
         self._done()
         self._status("cancelled", "bold yellow")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        editor = self.query_one("#console-query", TextArea)
-        if event.option_list.id == "console-views":
-            editor.text = f"SELECT * FROM {event.option.id} LIMIT 100"
+        """A view starts a query on it, unless the user typed one: then its name goes in."""
+        editor = self.query_one("#console-query", QueryEditor)
+        typed = editor.text.strip() not in ("", self._placed.strip())
+        if event.option_list.id == "console-views" and typed:
+            editor.insert_name(str(event.option.id))
         else:
-            editor.text = self.history[event.option_index]
+            view = f"SELECT * FROM {event.option.id} LIMIT 100"
+            is_view = event.option_list.id == "console-views"
+            editor.text = self._placed = view if is_view else self.history[event.option_index]
         editor.focus()
 
     # -- actions -------------------------------------------------------------------
 
     def action_run(self) -> None:
-        query = self.query_one("#console-query", TextArea).text.strip()
+        query = self.query_one("#console-query", QueryEditor).text.strip()
         if not query or self.session is None or self._query_running:
             return
         self._query_running = True
@@ -175,7 +194,13 @@ a query on it, or a past query from the history.
     def _status(self, text: str, style: str) -> None:
         self.query_one("#console-status", Static).update(Text(text, style=style))
 
+    def _show_error(self, shown: bool) -> None:
+        """The error in the results' place, or the results."""
+        self.query_one("#console-error").display = shown
+        self.query_one("#console-results").display = not shown
+
     def _show(self, result: QueryResult) -> None:
+        self._show_error(False)
         table = self.query_one("#console-results", DataTable)
         table.clear(columns=True)
         table.add_columns(*result.columns)

@@ -36,6 +36,7 @@ from ..widgets.step_table import StepTable
 from .console import ConsoleScreen
 from .find_request import FindRequestScreen
 from .goto_step import GotoStepScreen
+from .pick_request import PickRequestScreen
 from .request_life import RequestLifeScreen
 
 if TYPE_CHECKING:
@@ -43,12 +44,21 @@ if TYPE_CHECKING:
 
 _ERRORS = (TraceError, duckdb.Error)
 
+NARROW_BELOW = 130
+"""The step table's 91 columns and a detail of about 40 beside it."""
+
 PREFETCH_AFTER_S = 0.05
 """Quiet time after a step's detail shows before the next step's is read ahead."""
 
 
 class TimelineScreen(Screen[None]):
     """Step through a trace; with `other`, beside a second trace, divergent steps marked."""
+
+    HORIZONTAL_BREAKPOINTS = [  # noqa: RUF012 (Screen declares it; mypy refuses a ClassVar)
+        (0, "-narrow"),
+        (NARROW_BELOW, "-wide"),
+    ]
+    """Narrower than the table and a usable detail side by side: the detail goes below."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "interesting(True)", "next interesting"),
@@ -321,10 +331,16 @@ class TimelineScreen(Screen[None]):
         def chosen(text: str | None) -> None:
             if not text:
                 return
-            request_id = source.find_request(text)
-            if request_id is None:
+            matches = source.find_requests(text)
+            if not matches:
                 self.notify(f"no request matches {text!r}", severity="warning", timeout=4)
+            elif len(matches) == 1:
+                self.open_request(matches[0])
             else:
+                self.app.push_screen(PickRequestScreen(text, matches), picked)
+
+        def picked(request_id: str | None) -> None:
+            if request_id is not None:
                 self.open_request(request_id)
 
         self.app.push_screen(FindRequestScreen(source.request_ids), chosen)
@@ -354,7 +370,7 @@ class TimelineScreen(Screen[None]):
 
     def action_console(self) -> None:
         if self.source is not None:
-            self.app.push_screen(ConsoleScreen(self.path))
+            self.app.push_screen(ConsoleScreen(self.path, self.other_path))
 
     def action_replay(self) -> None:
         if self.source is None:
