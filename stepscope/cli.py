@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import duckdb
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -21,6 +22,7 @@ from .commands.replay import replay
 from .commands.run import run
 from .commands.sql import sql
 from .commands.tui import tui
+from .closed_pipe import ClosedPipeSafe
 
 app = typer.Typer(
     name="stepscope",
@@ -36,14 +38,15 @@ for command in (run, record, info, sql, replay, diff, check, tui, demo):
 
 def main() -> None:
     """Console entry point: bad input is one line on stderr and exit code 2."""
+    sys.stdout = ClosedPipeSafe(sys.stdout)  # type: ignore[assignment]
     try:
-        app()
-    except (InputError, TraceError, TraceWriteError) as error:
-        message = escape(str(error))
+        try:
+            app()
+        finally:
+            sys.stdout.flush()
+    except (InputError, TraceError, TraceWriteError, duckdb.Error) as error:
+        message = escape(str(error).strip().split("\n")[0])
         Console(stderr=True).print(
             f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True
         )
         raise SystemExit(2) from None
-    except BrokenPipeError:
-        sys.stderr.close()
-        raise SystemExit(1) from None

@@ -13,6 +13,7 @@ from stepscope.engine import InputError
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, judge, parse_tolerances
+from stepscope.schema.trace import check_readable
 
 IgnoreOption = Annotated[
     list[str] | None,
@@ -58,6 +59,8 @@ def diff(
     """Compare two traces: configs, the first divergent step and its cause, requests, metrics.
 
     Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input."""
+    for trace in (a, b):
+        check_readable(trace)
     result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore))
     verdict = judge(result, fail_on, parse_tolerances(tolerance or []))
     if junit is not None:

@@ -24,6 +24,7 @@ from stepscope.replay.verdict import FailOn, judge
 from stepscope.replay.vllm_replay import replay_with_vllm, require_vllm
 from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
+from stepscope.schema.trace import check_readable
 
 from .options import Engine, EngineOption, KnobsOption, SchedulerClsOption
 
@@ -51,6 +52,7 @@ def replay(
     against it (exit 0 identical decisions, 1 not)."""
     if output is not None and output.exists():
         raise InputError(f"{output}: already exists (remove it or choose another -o)")
+    check_readable(trace)
     if engine is Engine.VLLM:
         if scheduler:
             raise InputError("--scheduler takes a stepscope Scheduler; with --engine vllm use "
