@@ -8,6 +8,7 @@ abort, say) gets a placeholder token; the summary counts them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -41,9 +42,13 @@ def replay_whatif(
     output: Path,
     knobs: Mapping[str, Any] | None = None,
     scheduler_cls: type[Scheduler] | None = None,
+    max_steps: int | None = None,
 ) -> WhatIfReplay:
+    """Replay the trace's arrivals; with `max_steps`, stop there (a recording cut short)."""
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)
+        if max_steps is not None:
+            workload = dataclasses.replace(workload, max_steps=max_steps)
         model = fit_cost_model(trace)
         original_seconds = latency_seconds(trace, model) if model else {}
     runner = TapeModelRunner({spec.request_id: spec.output_token_ids for spec in workload.requests})

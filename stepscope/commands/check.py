@@ -16,6 +16,8 @@ from stepscope.replay.diff import TraceDiff
 from stepscope.replay.report import diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
 from stepscope.replay.whatif import replay_whatif
+from stepscope.report_files import check_report_path, write_report
+from stepscope.schema import open_trace
 
 from .diff import FailOnOption, ToleranceOption
 from .options import KnobsOption
@@ -41,7 +43,10 @@ def check(
     """Replay each baseline's inputs through the current scheduler and diff it with the baseline.
 
     Exit 0 when every baseline passes (--fail-on), 1 when one does not, 2 on bad input."""
+    check_report_path(junit, "--junit")
+    check_report_path(markdown, "--markdown")
     traces = _traces(baselines)
+    held = {trace: _steps_held(trace) for trace in traces}
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
     knob_values = dict(parse_knob(k) for k in knobs or [])
     tolerances = parse_tolerances(tolerance or [])
@@ -51,16 +56,21 @@ def check(
         for index, trace in enumerate(traces):
             output = Path(scratch) / f"{index}.duckdb"
             extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
-            replayed = replay_whatif(trace, output, knob_values, **extra)
+            replayed = replay_whatif(trace, output, knob_values, max_steps=held[trace], **extra)
             verdict = judge(replayed.diff, fail_on, tolerances)
             results.append((str(trace), replayed.diff, verdict))
             if verbose:
                 print_diff(console, replayed.diff, verdict)
     console.print(_summary(results))
+    for trace, steps in held.items():
+        if steps is not None:
+            console.print(f"{trace} is incomplete (recording stopped early): "
+                          f"compared the {steps} steps it holds", highlight=False)  # fmt: skip
     if junit is not None:
-        junit.write_text(diffs_to_junit(results))
+        write_report(junit, diffs_to_junit(results), "--junit")
     if markdown is not None:
-        markdown.write_text("".join(diff_to_markdown(d, v, title=n) for n, d, v in results))
+        report = "".join(diff_to_markdown(d, v, title=n) for n, d, v in results)
+        write_report(markdown, report, "--markdown")
     if any(verdict.failed for _, _, verdict in results):
         raise typer.Exit(1)
 
@@ -77,6 +87,13 @@ def _traces(paths: list[Path]) -> list[Path]:
     if not traces:
         raise InputError(f"no *.duckdb traces under {', '.join(map(str, paths))}")
     return traces
+
+
+def _steps_held(trace: Path) -> int | None:
+    """Read the whole baseline; the steps it holds when it is incomplete, else None."""
+    with open_trace(trace) as opened:
+        opened.read_all()
+        return None if opened.complete else opened.num_steps
 
 
 def _summary(results: list[tuple[str, TraceDiff, Verdict]]) -> Table:
