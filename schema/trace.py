@@ -110,9 +110,7 @@ class Trace:
         try:
             relation = self._con.sql(query, params=params)
         except duckdb.CatalogException as error:
-            raise TraceError(
-                f"{first_line(error)} (list the views: stepscope sql TRACE)"
-            ) from None
+            raise TraceError(f"{first_line(error)} (list the views: stepscope sql TRACE)") from None
         except duckdb.Error as error:
             raise TraceError(self._message(error)) from None
         if relation is None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import duckdb
 import typer
 from rich.console import Console
@@ -13,6 +11,7 @@ from stepscope.engine import InputError
 from stepscope.schema import TraceError
 from stepscope.tracer.writer import TraceWriteError
 
+from .closed_pipe import closed_pipe_safe_stdout
 from .commands.check import check
 from .commands.demo import demo
 from .commands.diff import diff
@@ -22,7 +21,6 @@ from .commands.replay import replay
 from .commands.run import run
 from .commands.sql import sql
 from .commands.tui import tui
-from .closed_pipe import ClosedPipeSafe
 
 app = typer.Typer(
     name="stepscope",
@@ -38,12 +36,9 @@ for command in (run, record, info, sql, replay, diff, check, tui, demo):
 
 def main() -> None:
     """Console entry point: bad input is one line on stderr and exit code 2."""
-    sys.stdout = ClosedPipeSafe(sys.stdout)  # type: ignore[assignment]
     try:
-        try:
+        with closed_pipe_safe_stdout():
             app()
-        finally:
-            sys.stdout.flush()
     except (InputError, TraceError, TraceWriteError, duckdb.Error) as error:
         message = escape(str(error).strip().split("\n")[0])
         Console(stderr=True).print(

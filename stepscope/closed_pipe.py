@@ -8,7 +8,10 @@ the broken pipe.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 
@@ -40,3 +43,15 @@ class ClosedPipeSafe:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def closed_pipe_safe_stdout() -> Iterator[None]:
+    """Run the body with `sys.stdout` wrapped in `ClosedPipeSafe`, flushed at the end."""
+    stdout = sys.stdout
+    sys.stdout = ClosedPipeSafe(stdout)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -126,7 +126,7 @@ def _what_if(
 ) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         target = output or Path(scratch) / "what-if.duckdb"
-        extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
+        extra: dict[str, Any] = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
         result = replay_whatif(trace, target, knobs, **extra)
         verdict = judge(result.diff, FailOn.METRICS, {})
         if as_json:
