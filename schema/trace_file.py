@@ -45,7 +45,7 @@ def not_duckdb(path: Path) -> str | None:
         )
     if not head:
         return f"{path}: an empty file, not a trace"
-    return f"{path}: not a trace (not a DuckDB file)"
+    return f"{path}: not a readable trace (not a DuckDB file)"
 
 
 def _is_workload(head: bytes) -> bool:

@@ -52,11 +52,11 @@ def replay(
     against it (exit 0 identical decisions, 1 not)."""
     if output is not None and output.exists():
         raise InputError(f"{output}: already exists (remove it or choose another -o)")
-    check_readable(trace)
     if engine is Engine.VLLM:
         if scheduler:
             raise InputError("--scheduler takes a stepscope Scheduler; with --engine vllm use "
                              "--scheduler-cls")  # fmt: skip
+        check_readable(trace)
         _replay_with_vllm(trace, output, knobs, scheduler_cls, as_json)
         return
     if scheduler_cls:
@@ -76,8 +76,12 @@ def replay(
 
 
 def _warn_outside_subset(trace: Path) -> None:
-    """A vLLM trace that used features this engine leaves out cannot be expected to match."""
+    """A vLLM trace that used features this engine leaves out cannot be expected to match.
+
+    The whole trace is read first: a damaged block is an error, never a missed difference.
+    """
     with open_trace(trace) as opened:
+        opened.read_all()
         reasons = opened.meta.get("outside_subset", "")
     if reasons:
         Console(stderr=True).print(
