@@ -54,6 +54,8 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "tui/sql/step_page.sql": [0, 9],
     "tui/sql/step_preemptions.sql": [3],
     "replay/sql/decision_block_ids.sql": [0, 9],
+    "schema/sql/read_table.sql": ["_steps"],
+    "schema/sql/used_blocks.sql": ["_steps"],
     "replay/sql/decision_preemptions.sql": [0, 9],
     "replay/sql/decision_scheduled.sql": [0, 9],
     "replay/sql/decision_steps.sql": [0, 9],
