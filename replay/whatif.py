@@ -8,6 +8,7 @@ abort, say) gets a placeholder token; the summary counts them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,9 +43,13 @@ def replay_whatif(
     knobs: Mapping[str, Any] | None = None,
     scheduler_cls: type[Scheduler] | None = None,
     sinks: Sequence[StepSink] = (),
+    max_steps: int | None = None,
 ) -> WhatIfReplay:
+    """Replay the trace's arrivals; with `max_steps`, stop there (a recording cut short)."""
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)
+        if max_steps is not None:
+            workload = dataclasses.replace(workload, max_steps=max_steps)
         model = fit_cost_model(trace)
         usable = model is not None and model.problem is None
         original_seconds = latency_seconds(trace, model) if model and usable else {}

@@ -11,8 +11,18 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from .ddl import table_specs
 from .older_traces import shadow_missing_columns
 from .sql_files import header, names, query, source, strip_comments
+from .trace_file import (
+    check_length,
+    damaged,
+    first_line,
+    is_file_error,
+    not_duckdb,
+    read_every_block,
+    stored_tables,
+)
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
 _LOCKED_CONFIG: dict[str, str | bool | int | float | list[str]] = {
@@ -94,7 +104,7 @@ class Trace:
         try:
             return self._con.view(name)
         except duckdb.Error as error:
-            raise TraceError(_first_line(error)) from None
+            raise TraceError(self._message(error)) from None
 
     def sql(
         self, query: str, params: list[Any] | dict[str, Any] | None = None
@@ -103,11 +113,9 @@ class Trace:
         try:
             relation = self._con.sql(query, params=params)
         except duckdb.CatalogException as error:
-            raise TraceError(
-                f"{_first_line(error)} (list the views: stepscope sql TRACE)"
-            ) from None
+            raise TraceError(f"{first_line(error)} (list the views: stepscope sql TRACE)") from None
         except duckdb.Error as error:
-            raise TraceError(_first_line(error)) from None
+            raise TraceError(self._message(error)) from None
         if relation is None:
             raise TraceError("the statement returned no rows (only queries are allowed)")
         return relation
@@ -123,7 +131,13 @@ class Trace:
         try:
             return self._con.cursor().sql(query, params=params).to_arrow_reader(batch_rows)
         except duckdb.Error as error:
-            raise TraceError(_first_line(error)) from None
+            raise TraceError(self._message(error)) from None
+
+    def read_all(self) -> None:
+        """Read every stored byte, so a damaged block is an error now, not a missed difference."""
+        problem = read_every_block(self._con, self.path)
+        if problem is not None:
+            raise TraceError(problem)
 
     def close(self) -> None:
         self._con.close()
@@ -137,7 +151,14 @@ class Trace:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        """Close the file; a DuckDB error while it was read becomes a TraceError naming it."""
         self.close()
+        if isinstance(exc, duckdb.Error):
+            raise TraceError(self._message(exc)) from None
+
+    def _message(self, error: duckdb.Error) -> str:
+        """A query's error as is; one from the file's bytes names the file."""
+        return damaged(self.path, error) if is_file_error(error) else first_line(error)
 
 
 def open_trace(path: str | Path) -> Trace:
@@ -150,40 +171,29 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
         raise TraceError(f"{path}: no such file")
     if path.is_dir():
         raise TraceError(f"{path}: is a directory, not a trace")
+    problem = not_duckdb(path)
+    if problem is not None:
+        raise TraceError(problem)
     try:
         con = duckdb.connect(str(path), read_only=True, config=_LOCKED_CONFIG)
     except duckdb.Error as error:
-        raise TraceError(f"{path}: not a readable trace ({_first_line(error)})") from None
-    expected = _expected_size(con)
-    if expected is not None and path.stat().st_size < expected:
-        con.close()
-        raise TraceError(
-            f"{path}: truncated trace ({path.stat().st_size} of {expected} bytes are there)"
-        )
-    return con
-
-
-_DUCKDB_HEADER_BYTES = 3 * 4096
-"""DuckDB's main header and its two database headers, before the first block."""
-
-
-def _expected_size(con: duckdb.DuckDBPyConnection) -> int | None:
-    """The least file size the database's own header allows, when DuckDB reports it.
-
-    That is room for every block in use: a checkpoint cuts free blocks off the
-    file's end, so `total_blocks` can count blocks the file no longer holds.
-    """
+        raise TraceError(damaged(path, error)) from None
     try:
-        ((block_size, used_blocks),) = con.execute(query(__package__, "database_size")).fetchall()
-    except duckdb.Error:
-        return None
-    return _DUCKDB_HEADER_BYTES + int(block_size) * int(used_blocks)
+        problem = check_length(con, path)
+    except duckdb.Error as error:
+        problem = damaged(path, error)
+    if problem is not None:
+        con.close()
+        raise TraceError(problem)
+    return con
 
 
 def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     try:
         rows = con.table("_meta").select("key", "value").fetchall()
-    except duckdb.Error:
+    except duckdb.Error as error:
+        if is_file_error(error):
+            raise TraceError(damaged(path, error)) from None
         raise TraceError(
             f"{path}: a DuckDB file, but not a stepscope trace (no _meta table)"
         ) from None
@@ -221,14 +231,26 @@ def _create_views(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             except duckdb.BinderException as error:
                 raise TraceError(
                     f"{path}: its tables do not match trace schema version "
-                    f"{SCHEMA_VERSION} (view {info.name}: {_first_line(error)}); "
+                    f"{SCHEMA_VERSION} (view {info.name}: {first_line(error)}); "
                     "re-record the trace"
                 ) from None
         if len(failed) == len(pending):
-            names = ", ".join(v.name for v in failed)
-            raise TraceError(f"{path}: views cannot be created: {names}")
+            raise TraceError(_views_failed(con, path, failed))
         pending = failed
 
 
-def _first_line(error: BaseException) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+def _views_failed(con: duckdb.DuckDBPyConnection, path: Path, failed: list[ViewInfo]) -> str:
+    """Why views did not bind: most often a table the trace should hold is not there."""
+    missing = sorted({spec.name for spec in table_specs()} - set(stored_tables(con)))
+    if missing:
+        return (
+            f"{path}: a stepscope trace without its {', '.join(missing)} table"
+            f"{'s' if len(missing) > 1 else ''} (an edited or damaged file); re-record it"
+        )
+    return f"{path}: views cannot be created: {', '.join(v.name for v in failed)}"
+
+
+def check_readable(path: str | Path) -> None:
+    """Open the trace and read every stored byte: a TraceError naming what cannot be read."""
+    with open_trace(path) as trace:
+        trace.read_all()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
+import duckdb
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +15,7 @@ from stepscope.safe_text import safe_text
 from stepscope.schema import TraceError
 from stepscope.tracer.writer import TraceWriteError
 
+from .closed_pipe import closed_pipe_safe_stdout
 from .commands.check import check
 from .commands.demo import demo
 from .commands.diff import diff
@@ -58,13 +59,11 @@ for command in (run, record, info, sql, replay, diff, check, tui, demo):
 def main() -> None:
     """Console entry point: bad input is one line on stderr and exit code 2."""
     try:
-        app(prog_name="stepscope")
-    except (InputError, TraceError, TraceWriteError) as error:
-        message = escape(safe_text(str(error)))
+        with closed_pipe_safe_stdout():
+            app(prog_name="stepscope")
+    except (InputError, TraceError, TraceWriteError, duckdb.Error) as error:
+        message = escape(safe_text(str(error).strip().split("\n")[0]))
         Console(stderr=True).print(
             f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True
         )
         raise SystemExit(2) from None
-    except BrokenPipeError:
-        sys.stderr.close()
-        raise SystemExit(1) from None

@@ -56,6 +56,8 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "tui/sql/step_preemptions.sql": [3],
     "tui/sql/step_drafts.sql": [3],
     "replay/sql/decision_block_ids.sql": [0, 9],
+    "schema/sql/read_table.sql": ["_steps"],
+    "schema/sql/used_blocks.sql": ["_steps"],
     "replay/sql/decision_preemptions.sql": [0, 9],
     "replay/sql/decision_scheduled.sql": [0, 9],
     "replay/sql/decision_steps.sql": [0, 9],

@@ -3,7 +3,9 @@
 The engine hands over a batch and goes on; a bounded queue gives backpressure
 (the engine waits only when the disk falls behind, and nothing is dropped). Each
 batch is one transaction, so a run killed at any point leaves a trace that
-opens with every batch committed before it and says it is incomplete.
+opens with every batch committed before it and says it is incomplete. The
+writer folds the write-ahead log into the file every few batches, so that the
+`.duckdb` file alone (copied without its `.wal`) holds all but the last few.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from stepscope.schema.sql_files import query
 from stepscope.schema.version import SCHEMA_VERSION
 
 QUEUE_DEPTH = 4
+CHECKPOINT_EVERY_BATCHES = 8
+CHECKPOINT_EVERY_S = 5.0
+"""Checkpoint after this many batches or seconds, whichever comes first (wall time paces
+writes only; it never touches a decision)."""
 
 _WRITER_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     # One thread: the writer should take as little CPU from the engine as it can.
@@ -73,6 +79,8 @@ class TraceWriter:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_DEPTH)
         self._error: BaseException | None = None
         self.rows_written = 0
+        self._batches_since_checkpoint = 0
+        self._last_checkpoint = time.monotonic()
         self.write_cpu_s = 0.0
         """CPU time the writer thread spent inserting batches (for the benchmarks)."""
         self._thread = threading.Thread(
@@ -88,6 +96,7 @@ class TraceWriter:
         rows = {"schema_version": str(SCHEMA_VERSION), "complete": "false", **meta}
         con.executemany(query(__package__, "set_meta"), list(rows.items()))
         con.commit()
+        con.checkpoint()
 
     def submit(self, batch: Batch) -> None:
         """Queue a batch for writing; blocks only while the queue is full."""
@@ -149,7 +158,19 @@ class TraceWriter:
             if name in batch:
                 self._run_with_batch(query(__package__, name), batch[name])
         con.commit()
+        self._batches_since_checkpoint += 1
+        if (
+            self._batches_since_checkpoint >= CHECKPOINT_EVERY_BATCHES
+            or time.monotonic() - self._last_checkpoint >= CHECKPOINT_EVERY_S
+        ):
+            self._checkpoint()
         self.write_cpu_s += time.thread_time() - started
+
+    def _checkpoint(self) -> None:
+        """Fold the write-ahead log into the file: the `.duckdb` alone then holds every batch."""
+        self._con.checkpoint()
+        self._batches_since_checkpoint = 0
+        self._last_checkpoint = time.monotonic()
 
     def _run_with_batch(self, sql: str, rows: pa.Table) -> None:
         """Run `sql` with `rows` visible as `_batch`."""
@@ -166,7 +187,7 @@ class TraceWriter:
             con.execute(query(__package__, "set_meta"), [key, value])
         con.commit()
         if update.checkpoint:
-            con.checkpoint()
+            self._checkpoint()
 
     def _drain(self) -> None:
         """After a failure, keep taking batches so the engine never blocks on a dead writer."""

@@ -1,3 +1,3 @@
--- The database's block size and the blocks in use, from its own header: (block_size BIGINT,
--- used_blocks BIGINT), one row. No parameters.
-SELECT block_size, used_blocks FROM pragma_database_size()
+-- The database's block size, from its own header: (block_size BIGINT), one row.
+-- No parameters.
+SELECT block_size FROM pragma_database_size()

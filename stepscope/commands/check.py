@@ -19,6 +19,7 @@ from stepscope.replay.diff import TraceDiff
 from stepscope.replay.report import diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
 from stepscope.replay.whatif import WhatIfReplay, replay_whatif
+from stepscope.report_files import check_report_path, write_report
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 
@@ -46,7 +47,10 @@ def check(
     """Replay each baseline's inputs through the current scheduler and diff it with the baseline.
 
     Exit 0 when every baseline passes (--fail-on), 1 when one does not, 2 on bad input."""
+    check_report_path(junit, "--junit")
+    check_report_path(markdown, "--markdown")
     traces = _traces(baselines)
+    held = {trace: _steps_held(trace) for trace in traces}
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
     knob_values = dict(parse_knob(k) for k in knobs or [])
     tolerances = parse_tolerances(tolerance or [])
@@ -58,12 +62,18 @@ def check(
     for _, diff, verdict in results if verbose else []:
         print_diff(console, diff, verdict)
     console.print(_summary(results))
+    for trace, steps in held.items():
+        if steps is not None:
+            console.print(f"{safe_text(str(trace))} is incomplete (recording stopped early): "
+                          f"compared the {steps} steps it holds", highlight=False)  # fmt: skip
     if junit is not None:
-        junit.write_text(diffs_to_junit(results))
+        write_report(junit, diffs_to_junit(results), "--junit")
     if markdown is not None:
-        markdown.write_text("".join(
+        report = "".join(
             diff_to_markdown(d, v, title=n, b_label=_under_test(r))
-            for (n, d, v), r in zip(results, replays, strict=True)))  # fmt: skip
+            for (n, d, v), r in zip(results, replays, strict=True)
+        )
+        write_report(markdown, report, "--markdown")
     if any(verdict.failed for _, _, verdict in results):
         raise typer.Exit(1)
 
@@ -71,17 +81,22 @@ def check(
 def _replay_all(
     traces: list[Path],
     names: list[str],
+    held: dict[Path, int | None],
     scheduler_cls: type[Scheduler] | None,
     knobs: dict[str, object],
 ) -> list[WhatIfReplay]:
-    """Each baseline's inputs through the scheduler under test, with a progress line."""
+    """Each baseline's inputs through the scheduler under test, with a progress line.
+
+    An incomplete baseline is replayed only as far as it was recorded."""
     replays: list[WhatIfReplay] = []
     extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
     with tempfile.TemporaryDirectory() as scratch, StepProgress() as progress:
         for index, (trace, name) in enumerate(zip(traces, names, strict=True)):
             progress.start(f"[{index + 1}/{len(traces)}] {name}", _num_steps(trace))
             output = Path(scratch) / f"{index}.duckdb"
-            replays.append(replay_whatif(trace, output, knobs, sinks=[progress], **extra))
+            replays.append(replay_whatif(
+                trace, output, knobs, sinks=[progress], max_steps=held[trace], **extra
+            ))  # fmt: skip
     return replays
 
 
@@ -108,6 +123,13 @@ def _traces(paths: list[Path]) -> list[Path]:
     if not traces:
         raise InputError(f"no *.duckdb traces under {', '.join(map(str, paths))}")
     return traces
+
+
+def _steps_held(trace: Path) -> int | None:
+    """Read the whole baseline; the steps it holds when it is incomplete, else None."""
+    with open_trace(trace) as opened:
+        opened.read_all()
+        return None if opened.complete else opened.num_steps
 
 
 def _summary(results: list[tuple[str, TraceDiff, Verdict]]) -> Table:

@@ -13,6 +13,8 @@ from stepscope.engine import InputError
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, judge, parse_tolerances
+from stepscope.report_files import check_report_path, write_report
+from stepscope.schema.trace import check_readable
 
 IgnoreOption = Annotated[
     list[str] | None,
@@ -58,12 +60,16 @@ def diff(
     """Compare two traces: configs, the first divergent step and its cause, requests, metrics.
 
     Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input."""
+    check_report_path(junit, "--junit")
+    check_report_path(markdown, "--markdown")
+    for trace in (a, b):
+        check_readable(trace)
     result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore))
     verdict = judge(result, fail_on, parse_tolerances(tolerance or []))
     if junit is not None:
-        junit.write_text(diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]))
+        write_report(junit, diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]), "--junit")
     if markdown is not None:
-        markdown.write_text(diff_to_markdown(result, verdict))
+        write_report(markdown, diff_to_markdown(result, verdict), "--markdown")
     if as_json:
         typer.echo(json.dumps(diff_to_json(result, verdict), default=str))
     else:

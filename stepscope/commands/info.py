@@ -37,9 +37,11 @@ def info(
     with open_trace(trace) as opened:
         summary_relation = opened.view("summary")
         summary = dict(zip(summary_relation.columns, summary_relation.fetchall()[0], strict=True))
+        wal = _wal_bytes(trace)
         report = {
             "path": str(trace),
-            "size_bytes": trace.stat().st_size,
+            "size_bytes": trace.stat().st_size + wal,
+            "wal_bytes": wal,
             "complete": opened.complete,
             "schema_version": opened.schema_version,
             "meta": opened.meta,
@@ -52,6 +54,12 @@ def info(
     _print_report(Console(), report)
 
 
+def _wal_bytes(trace: Path) -> int:
+    """The size of the trace's write-ahead log: steps not yet folded into the file itself."""
+    wal = trace.with_name(trace.name + ".wal")
+    return wal.stat().st_size if wal.is_file() else 0
+
+
 def _print_report(console: Console, report: dict[str, Any]) -> None:
     meta, summary = report["meta"], report["summary"]
     state = (
@@ -61,6 +69,12 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
     )
     path = _safe(report["path"])
     console.print(f"[bold]{path}[/]  {report['size_bytes'] / 1e6:.2f} MB  {state}")
+    if report["wal_bytes"]:
+        console.print(
+            f"[yellow]{report['wal_bytes'] / 1e6:.2f} MB of it in {path}.wal[/], "
+            "steps not yet folded into the file: copy both files",
+            highlight=False,
+        )
     console.print(
         "  ".join(f"{key} [cyan]{_safe(meta[key])}[/]" for key in _META_SHOWN if meta.get(key)),
         highlight=False,

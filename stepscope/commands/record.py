@@ -104,9 +104,13 @@ def record(
     dtype = dtype or "float32"
     runner = create_model_runner(model, loaded, device=device, dtype=dtype)
     meta = runner_meta(model, runner, dtype, from_trace)
-    summary = _record_with_progress(
-        loaded, runner, output, meta, redact, flush_every, otel, console
-    )
+    try:
+        summary = _record_with_progress(
+            loaded, runner, output, meta, redact, flush_every, otel, console
+        )
+    except KeyboardInterrupt:
+        _print_kept(console, output, len(loaded.requests))
+        raise
     _print_summary(console, output, summary.num_steps, len(loaded.requests), summary.complete)
 
 
@@ -197,6 +201,14 @@ def _print_summary(
         f"to {output} ({size_mb:.2f} MB, {state})",
         highlight=False,
     )
+
+
+def _print_kept(console: Console, output: Path, num_requests: int) -> None:
+    """After Ctrl-C: what the trace kept (it is closed and marked incomplete by then)."""
+    with open_trace(output) as trace:
+        num_steps = trace.num_steps
+    console.print("interrupted: ", end="", highlight=False)
+    _print_summary(console, output, num_steps, num_requests, complete=False)
 
 
 class _Progress:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,6 +27,7 @@ from stepscope.replay.vllm_replay import replay_with_vllm, require_vllm
 from stepscope.replay.whatif import replay_whatif
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
+from stepscope.schema.trace import check_readable
 
 from .options import Engine, EngineOption, KnobsOption, SchedulerClsOption
 
@@ -58,6 +59,7 @@ def replay(
         if scheduler:
             raise InputError("--scheduler takes a stepscope Scheduler; with --engine vllm use "
                              "--scheduler-cls")  # fmt: skip
+        check_readable(trace)
         _replay_with_vllm(trace, output, knobs, scheduler_cls, as_json)
         return
     if scheduler_cls:
@@ -82,8 +84,11 @@ def replay(
 def _warn_outside_subset(trace: Path) -> int:
     """A vLLM trace that used features this engine leaves out cannot be expected to match.
 
-    Returns the trace's number of steps, for the progress line."""
+    The whole trace is read first: a damaged block is an error, never a missed difference.
+    Returns the trace's number of steps, for the progress line.
+    """
     with open_trace(trace) as opened:
+        opened.read_all()
         reasons = escape(safe_text(opened.meta.get("outside_subset", "")))
         num_steps = opened.num_steps
     if reasons:
@@ -135,7 +140,7 @@ def _what_if(
 ) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         target = output or Path(scratch) / "what-if.duckdb"
-        extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
+        extra: dict[str, Any] = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
         with StepProgress() as progress:
             progress.start(f"what-if {trace.name}", num_steps)
             result = replay_whatif(trace, target, knobs, sinks=[progress], **extra)

@@ -1,0 +1,113 @@
+"""What is wrong with a file that does not read as a trace, said in a user's terms.
+
+DuckDB checksums every block (headers, catalog, table data) and checks a block
+only when it reads it, so a damaged block shows up at the first query that
+touches it; `read_every_block` touches them all, for commands whose answer is
+"nothing differs".
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import duckdb
+
+from .sql_files import query
+
+_DUCKDB_MAGIC = b"DUCK"
+_MAGIC_OFFSET = 8
+"""DuckDB's main header: an 8-byte checksum, then the magic bytes."""
+_DUCKDB_HEADER_BYTES = 3 * 4096
+"""DuckDB's main header and its two database headers, before the first block."""
+_WORKLOAD_PEEK_BYTES = 1 << 20
+
+_FILE_ERRORS = (
+    duckdb.IOException,
+    duckdb.InternalException,
+    duckdb.SerializationException,
+    duckdb.FatalException,
+)
+"""DuckDB errors that come from the file's bytes, not from a query's text."""
+
+
+def not_duckdb(path: Path) -> str | None:
+    """Why `path` is not a trace when it is not a DuckDB file at all (None when it is one)."""
+    with path.open("rb") as file:
+        head = file.read(_WORKLOAD_PEEK_BYTES)
+    if head[_MAGIC_OFFSET : _MAGIC_OFFSET + len(_DUCKDB_MAGIC)] == _DUCKDB_MAGIC:
+        return None
+    if _is_workload(head):
+        return (
+            f"{path}: a workload, not a trace: record it first "
+            f"(stepscope record {path} -o trace.duckdb)"
+        )
+    if not head:
+        return f"{path}: an empty file, not a trace"
+    return f"{path}: not a readable trace (not a DuckDB file)"
+
+
+def _is_workload(head: bytes) -> bool:
+    """Whether the bytes read as a JSON or TOML table naming requests or a config."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    for parse in (json.loads, tomllib.loads):
+        try:
+            document = parse(text)
+        except ValueError:
+            continue
+        return isinstance(document, dict) and bool({"requests", "config"} & set(document))
+    return False
+
+
+def is_file_error(error: duckdb.Error) -> bool:
+    """Whether DuckDB failed on the file's bytes (a damaged or cut file), not on a query."""
+    return type(error) is duckdb.Error or isinstance(error, _FILE_ERRORS)
+
+
+def damaged(path: Path, error: duckdb.Error, table: str | None = None) -> str:
+    """The one-line message for a file DuckDB could not read (in `table`, when known)."""
+    detail = first_line(error)
+    if "Could not read enough bytes" in detail:
+        return cut_short(path)
+    where = f"its table {table}" if table else "it"
+    return f"{path}: a damaged trace, {where} cannot be read ({detail}); record or copy it again"
+
+
+def cut_short(path: Path) -> str:
+    return (
+        f"{path}: a truncated trace: the file ends at byte {path.stat().st_size} but its "
+        "blocks go on past it (an unfinished copy?); copy it again in full"
+    )
+
+
+def check_length(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
+    """Why the file is too short for the blocks its catalog points at (None when it is not)."""
+    ((block_size,),) = con.execute(query(__package__, "database_size")).fetchall()
+    blocks = {row[0] for row in con.execute(query(__package__, "metadata_blocks")).fetchall()}
+    for table in stored_tables(con):
+        rows = con.execute(query(__package__, "used_blocks"), [table]).fetchall()
+        blocks.update(row[0] for row in rows)
+    needed = _DUCKDB_HEADER_BYTES + int(block_size) * (max(blocks, default=-1) + 1)
+    return cut_short(path) if path.stat().st_size < needed else None
+
+
+def stored_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [row[0] for row in con.execute(query(__package__, "stored_tables")).fetchall()]
+
+
+def read_every_block(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
+    """Read every column of every table: why the file is damaged, or None when all of it reads."""
+    for table in stored_tables(con):
+        try:
+            con.execute(query(__package__, "read_table"), [table]).fetchall()
+        except duckdb.Error as error:
+            return damaged(path, error, table)
+    return None
+
+
+def first_line(error: BaseException) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -1,0 +1,113 @@
+"""A recording killed mid-run: the `.duckdb` file alone holds all but its last few batches."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from stepscope.schema import TraceError
+from stepscope.tracer.writer import CHECKPOINT_EVERY_BATCHES
+from test_hardening_errors import CLI, ENV
+
+import stepscope as api
+
+FLUSH_EVERY = 16
+WAIT_S = 120.0
+"""How long to wait for the recording to reach the steps a test needs (a bound, not a pace)."""
+
+
+def _long_workload(path: Path, num_requests: int = 16, num_steps: int = 20_000) -> Path:
+    """Decoding requests that would take minutes to record: the test stops them long before."""
+    requests = [
+        {
+            "id": f"d{i}",
+            "prompt_token_ids": [100 + 16 * i + t for t in range(16)],
+            "output_token_ids": [(7 * i + k) % 50 + 3 for k in range(num_steps)],
+            "max_tokens": num_steps,
+        }
+        for i in range(num_requests)
+    ]
+    config = {"block_size": 16, "num_blocks": num_requests * (num_steps // 16 + 8),
+              "max_num_batched_tokens": 1024, "max_num_seqs": num_requests,
+              "max_model_len": num_steps + 64}  # fmt: skip
+    path.write_text(json.dumps({"config": config, "requests": requests, "max_steps": num_steps}))
+    return path
+
+
+def _steps_in_file_alone(trace: Path, scratch: Path) -> int:
+    """Steps a copy of the `.duckdb` file alone holds (0 while it holds none or reads torn)."""
+    copy = scratch / "probe.duckdb"
+    if not trace.exists():
+        return 0
+    shutil.copy(trace, copy)
+    try:
+        with api.open(copy) as opened:
+            return opened.num_steps
+    except TraceError:
+        return 0
+    finally:
+        copy.unlink()
+
+
+def _record_until(tmp_path: Path, num_steps: int) -> tuple[subprocess.Popen[str], Path]:
+    """Start `stepscope record` and wait until the file alone holds `num_steps` steps."""
+    trace = tmp_path / "t.duckdb"
+    command = [*CLI, "record", str(_long_workload(tmp_path / "long.json")), "-o", str(trace),
+               "--flush-every", str(FLUSH_EVERY)]  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + WAIT_S
+    while _steps_in_file_alone(trace, tmp_path) < num_steps:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the recording never held {num_steps} steps: {process.communicate()}")
+        time.sleep(0.2)
+    return process, trace
+
+
+def test_after_kill_9_the_duckdb_file_alone_holds_all_but_the_last_batches(
+    tmp_path: Path,
+) -> None:
+    process, trace = _record_until(tmp_path, num_steps=300)
+    process.kill()
+    process.communicate()
+    alone, with_wal = tmp_path / "alone", tmp_path / "with_wal"
+    alone.mkdir()
+    with_wal.mkdir()
+    shutil.copy(trace, alone / trace.name)
+    shutil.copy(trace, with_wal / trace.name)
+    wal = trace.with_name(trace.name + ".wal")
+    if wal.exists():
+        shutil.copy(wal, with_wal / wal.name)
+    with api.open(alone / trace.name) as copied, api.open(with_wal / trace.name) as whole:
+        assert not copied.complete and not whole.complete
+        assert copied.num_steps >= 300
+        # A kill during a checkpoint leaves the one before it: at most two intervals lost.
+        assert whole.num_steps - copied.num_steps <= 2 * CHECKPOINT_EVERY_BATCHES * FLUSH_EVERY
+        assert copied.config == whole.config
+
+
+def test_ctrl_c_says_what_was_kept(tmp_path: Path) -> None:
+    process, trace = _record_until(tmp_path, num_steps=100)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    with api.open(trace) as kept:
+        assert not kept.complete
+        num_steps = kept.num_steps
+    said = " ".join(stderr.split())
+    assert f"interrupted: recorded {num_steps} steps of 16 requests to {trace}" in said
+    assert "incomplete" in said
+    assert not trace.with_name(trace.name + ".wal").exists()
