@@ -55,7 +55,7 @@ def check(
     knob_values = dict(parse_knob(k) for k in knobs or [])
     tolerances = parse_tolerances(tolerance or [])
     names = distinct_names(traces)
-    replays = _replay_all(traces, names, scheduler_cls, knob_values)
+    replays = _replay_all(traces, names, held, scheduler_cls, knob_values)
     results = [(name, r.diff, judge(r.diff, fail_on, tolerances))
                for name, r in zip(names, replays, strict=True)]  # fmt: skip
     console = Console()
