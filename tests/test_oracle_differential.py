@@ -45,7 +45,10 @@ def _spec(rng: random.Random) -> dict[str, Any]:
 
 
 def _lora(rng: random.Random) -> dict[str, Any]:
-    return with_lora(rng, random_workload(rng, MAX_REQUESTS))
+    """The LoRA gate, a third of the time under async scheduling, a third with drafts."""
+    mode = rng.random()
+    workload = with_lora(rng, random_workload(rng, MAX_REQUESTS, async_scheduling=mode < 1 / 3))
+    return with_spec_decoding(rng, workload) if mode > 2 / 3 else workload
 
 
 KINDS = [
