@@ -56,7 +56,7 @@ class RecordedDrafter(TapeDrafter):
     def verify(self, req_id: str, tape: Sequence[int], base: int, drafts: Sequence[int]) -> int:
         queue = self.verdicts.get(req_id)
         accepted = queue[0].num_accepted if queue else None
-        return accepted or 0
+        return min(accepted or 0, len(drafts))
 
     def propose(self, req_id: str, tape: Sequence[int], base: int) -> tuple[int, ...]:
         queue = self.verdicts.get(req_id)

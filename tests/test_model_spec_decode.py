@@ -8,6 +8,7 @@ get drafts accepted.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,10 @@ from stepscope.engine.ngram_proposer import (  # noqa: E402
     find_longest_matched_ngram_and_propose_tokens,
 )
 from stepscope.engine.torch_runner import TorchModelRunner, accept_drafts  # noqa: E402
+from stepscope.replay.whatif import replay_whatif  # noqa: E402
+from stepscope.tracer.record_workload import record_workload  # noqa: E402
+
+import stepscope  # noqa: E402
 
 WORKLOAD = """
 seed = {seed}
@@ -156,3 +161,21 @@ def test_a_draft_model_is_refused_with_one_line() -> None:
     workload = toml_workload(text.replace("num_speculative_tokens = 2", method))
     with pytest.raises(InputError, match="speculative_method: 'draft_model' needs a draft model"):
         TorchModelRunner(tiny_model(), workload.config)
+
+
+def test_a_what_if_with_nothing_changed_keeps_the_real_models_verdicts(tmp_path: Path) -> None:
+    """A real model's drafts are not all right: what-if replays its recorded verdicts.
+
+    With no knob changed the what-if must decide exactly as the recording did; drafting
+    every token right (the tape's default) would finish requests sooner.
+    """
+    workload = toml_workload(WORKLOAD.format(seed=3, policy="fcfs", k=3))
+    trace = tmp_path / "spec.duckdb"
+    record_workload(workload, TorchModelRunner(tiny_model(), workload.config), trace)
+    with stepscope.open(trace) as opened:
+        (rejected,) = opened.sql(
+            "SELECT count(*) FROM _spec_decode WHERE num_accepted < len(scheduled_draft_token_ids)"
+        ).fetchall()[0]
+    assert rejected > 0
+    whatif = replay_whatif(trace, tmp_path / "whatif.duckdb", {"watermark": 0.0})
+    assert whatif.diff.identical, whatif.diff.first_decision_step
