@@ -6,24 +6,32 @@ Workloads: (a) N requests decoding together (N = 64, 256, 1024; prompt 128, bloc
 size 16, budget 8192, max_num_seqs 1024, prefix caching on, no preemption), timed
 once every request is decoding; (b) a mixed load with staggered arrivals, prompts
 64–2048, outputs 16–256 and a KV pool tight enough to preempt, timed over the whole
-run. Where the vLLM venv exists (`.ci/vllm-venv` builds it), the same workloads run
-through vLLM's own scheduler in a subprocess of the same run and the ratio
-stepscope / vLLM is printed (goal: at most 0.8).
+run; (c) production features: decode N=256 with ngram speculative decoding k=3 (the
+fake model accepts a seeded pattern of drafts and hands k new ones to
+`update_draft_token_ids` after each update, timed with the update), and the mixed load
+with LoRA (max_loras 2, 4 adapters, so the LoRA gate skips). Where the vLLM venv exists
+(`.ci/vllm-venv` builds it), the same workloads run through vLLM's own scheduler in a
+subprocess of the same run and the ratio stepscope / vLLM is printed (goal: at most
+0.8); the two must agree on preemptions and on scheduled tokens, else the run says so
+and exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import vllm_venv
+from fake_drafter import case_drafter
 from results import heading, write_section
 from step_timer import time_steps
 from stepscope.engine import ModelRunnerOutput, Scheduler
+from stepscope.engine.outputs import DraftTokenIds
 from stepscope.engine.workload import parse_workload
-from workloads import decode_case, mixed_case
+from workloads import decode_case, lora_mixed_case, mixed_case, spec_decode_case
 
 GOAL = 0.8
 
@@ -41,8 +49,13 @@ def time_stepscope(case: dict[str, Any]) -> dict[str, Any]:
         ModelRunnerOutput.from_sampled,
         case["measure_from"],
         case["num_steps"],
+        drafter=case_drafter(case, workload.config.num_speculative_tokens, draft_token_ids),
     )
     return {"name": case["name"], **timing}
+
+
+def draft_token_ids(req_ids: list[str], drafts: list[list[int]]) -> DraftTokenIds:
+    return DraftTokenIds(tuple(req_ids), tuple(tuple(d) for d in drafts))
 
 
 def time_vllm(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -53,33 +66,55 @@ def time_vllm(cases: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
 
 
 def table(ours: list[dict[str, Any]], theirs: list[dict[str, Any]] | None) -> str:
-    header = "| workload | steps | preemptions | stepscope schedule / update (µs) |"
+    header = (
+        "| workload | steps | preemptions | scheduled tokens | stepscope schedule / update (µs) |"
+    )
+    rule = "|---|---:|---:|---:|---:|"
     if theirs is not None:
-        header = header.replace("| preemptions |", "| preemptions (ours / vLLM) |")
-    rule = "|---|---:|---:|---:|"
-    if theirs is not None:
+        header = header.replace("preemptions |", "preemptions (ours / vLLM) |")
+        header = header.replace("tokens |", "tokens (ours / vLLM) |")
         header += " vLLM schedule / update (µs) | ratio (total) |"
         rule += "---:|---:|"
-    lines = [header, rule]
-    for index, mine in enumerate(ours):
-        preemptions = str(mine["preemptions"])
-        if theirs is not None:
-            preemptions += f" / {theirs[index]['preemptions']}"
-        row = (
-            f"| {mine['name']} | {mine['steps']} | {preemptions} | "
-            f"{mine['schedule_us']:.1f} / {mine['update_us']:.1f} |"
-        )
-        if theirs is not None:
-            other = theirs[index]
-            ratio = (mine["schedule_us"] + mine["update_us"]) / (
-                other["schedule_us"] + other["update_us"]
-            )
-            mark = "ok" if ratio <= GOAL else "over goal"
-            row += (
-                f" {other['schedule_us']:.1f} / {other['update_us']:.1f} | {ratio:.2f} ({mark}) |"
-            )
-        lines.append(row)
-    return "\n".join(lines)
+    rows = [row(mine, None if theirs is None else theirs[i]) for i, mine in enumerate(ours)]
+    return "\n".join([header, rule, *rows])
+
+
+def row(mine: dict[str, Any], other: dict[str, Any] | None) -> str:
+    """One case: its step count, decisions (both sides'), and times (with the ratio)."""
+    preemptions, tokens = str(mine["preemptions"]), str(mine["scheduled_tokens"])
+    if other is not None:
+        preemptions += f" / {other['preemptions']}"
+        tokens += f" / {other['scheduled_tokens']}"
+    line = (
+        f"| {mine['name']} | {mine['steps']} | {preemptions} | {tokens} | "
+        f"{mine['schedule_us']:.1f} / {mine['update_us']:.1f} |"
+    )
+    if other is None:
+        return line
+    ratio = (mine["schedule_us"] + mine["update_us"]) / (other["schedule_us"] + other["update_us"])
+    mark = "ok" if ratio <= GOAL else "over goal"
+    if disagreement(mine, other):
+        mark += ", DECISIONS DIFFER"
+    times = f"{other['schedule_us']:.1f} / {other['update_us']:.1f}"
+    return line + f" {times} | {ratio:.2f} ({mark}) |"
+
+
+def disagreement(mine: dict[str, Any], other: dict[str, Any]) -> str | None:
+    """What the two schedulers decided differently on a case, or None when they agree."""
+    keys = ("steps", "preemptions", "scheduled_tokens")
+    differ = [f"{key} {mine[key]} vs vLLM {other[key]}" for key in keys if mine[key] != other[key]]
+    return f"{mine['name']}: " + ", ".join(differ) if differ else None
+
+
+def cases(quick: bool) -> list[dict[str, Any]]:
+    num_steps = 20 if quick else 200
+    num_mixed = 40 if quick else 400
+    return [
+        *(decode_case(n, num_steps) for n in (64, 256, 1024)),
+        mixed_case(num_mixed),
+        spec_decode_case(256, num_steps, num_speculative_tokens=3),
+        lora_mixed_case(num_mixed, max_loras=2, num_adapters=4),
+    ]
 
 
 def main() -> None:
@@ -87,23 +122,36 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     args = parser.parse_args()
-    num_steps = 20 if args.quick else 200
-    cases = [decode_case(n, num_steps) for n in (64, 256, 1024)]
-    cases.append(mixed_case(40 if args.quick else 400))
-    ours = [time_stepscope(case) for case in cases]
-    theirs = time_vllm(cases)
+    workloads = cases(args.quick)
+    ours = [time_stepscope(case) for case in workloads]
+    theirs = time_vllm(workloads)
     text = table(ours, theirs)
     if theirs is None:
         text += "\n\nvLLM not available (build its venv with .ci/vllm-venv to compare)."
+    differ = (
+        [] if theirs is None else [disagreement(m, o) for m, o in zip(ours, theirs, strict=True)]
+    )
+    mismatches = [d for d in differ if d is not None]
+    if mismatches:
+        text += "\n\n**DECISIONS DIFFER from vLLM's** (timings not comparable):\n"
+        text += "\n".join(f"- {m}" for m in mismatches)
     print(text)
     if args.results:
-        intro = (
-            f"{heading('scheduler_cost.py')}\n\n"
-            "CPU time per step (mean over the measured steps); vLLM 0.33.0's `Scheduler` "
-            "with scheduler stats off, run in the same invocation. Ratio = stepscope / vLLM "
-            f"of schedule + update; goal ≤ {GOAL}.\n\n"
-        )
-        write_section(args.results, "scheduler_cost", intro + text)
+        write_section(args.results, "scheduler_cost", intro() + text)
+    if mismatches:
+        sys.exit(f"scheduler_cost: decisions differ from vLLM's on {len(mismatches)} case(s)")
+
+
+def intro() -> str:
+    return (
+        f"{heading('scheduler_cost.py')}\n\n"
+        "CPU time per step (mean over the measured steps); vLLM 0.33.0's `Scheduler` "
+        "with scheduler stats off, run in the same invocation. Update = "
+        "`update_from_output` (+ `update_draft_token_ids` with spec decoding: the fake model "
+        "accepts a seeded pattern of drafts and proposes k after each step, the same on both "
+        "sides). Preemptions and scheduled tokens count the whole run, both sides must agree. "
+        f"Ratio = stepscope / vLLM of schedule + update; goal ≤ {GOAL}.\n\n"
+    )
 
 
 if __name__ == "__main__":

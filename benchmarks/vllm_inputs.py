@@ -20,6 +20,13 @@ def runner_output(sampled: dict[str, list[int]]) -> Any:
     )
 
 
+def draft_token_ids(req_ids: list[str], drafts: list[list[int]]) -> Any:
+    """vLLM's `DraftTokenIds`, as the model runner hands them to `update_draft_token_ids`."""
+    from vllm.v1.outputs import DraftTokenIds
+
+    return DraftTokenIds(req_ids=req_ids, draft_token_ids=drafts)
+
+
 def arrivals(workload: Workload, block_hasher: Any) -> dict[int, list[Any]]:
     """vLLM requests by the step they arrive at."""
     by_step: dict[int, list[Any]] = {}

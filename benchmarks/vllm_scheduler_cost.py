@@ -2,8 +2,8 @@
 
     python vllm_scheduler_cost.py CASES.json SCRATCH_DIR
 
-CASES.json is a list of {"name", "workload", "measure_from", "num_steps"}; prints a
-JSON list of timings. Scheduler stats are off (`log_stats=False`, as vLLM's `LLM`
+CASES.json is a list of {"name", "workload", "measure_from", "num_steps", "draft_seed"?};
+prints a JSON list of timings. Scheduler stats are off (`log_stats=False`, as vLLM's `LLM`
 class runs), the faster of vLLM's two configurations.
 """
 
@@ -13,10 +13,11 @@ import json
 import sys
 from pathlib import Path
 
+from fake_drafter import case_drafter
 from step_timer import time_steps
 from stepscope.engine.workload import parse_workload
 from stepscope.tracer.vllm.driver import build_scheduler, prepare_environment
-from vllm_inputs import arrivals, runner_output
+from vllm_inputs import arrivals, draft_token_ids, runner_output
 
 
 def main() -> None:
@@ -31,6 +32,7 @@ def main() -> None:
             runner_output,
             case["measure_from"],
             case["num_steps"],
+            drafter=case_drafter(case, workload.config.num_speculative_tokens, draft_token_ids),
         )
         results.append({"name": case["name"], **timing})
     print(json.dumps(results))

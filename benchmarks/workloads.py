@@ -9,6 +9,31 @@ from typing import Any
 def decode_case(num_requests: int, num_steps: int) -> dict[str, Any]:
     prompt_len, block_size = 128, 16
     blocks_per_request = (prompt_len + num_steps + 64) // block_size + 1
+    return _decode_case(num_requests, num_steps, blocks_per_request, f"decode N={num_requests}")
+
+
+def spec_decode_case(
+    num_requests: int, num_steps: int, num_speculative_tokens: int, draft_seed: int = 0
+) -> dict[str, Any]:
+    """The decode case with ngram speculative decoding: each step proposes k drafts, accepted
+    per the fake drafter's seeded pattern (`fake_drafter.py`, both sides alike)."""
+    prompt_len, block_size = 128, 16
+    tokens_per_step = num_speculative_tokens + 1
+    blocks_per_request = (prompt_len + tokens_per_step * (num_steps + 64)) // block_size + 1
+    name = f"decode N={num_requests} spec k={num_speculative_tokens}"
+    case = _decode_case(num_requests, num_steps, blocks_per_request, name)
+    case["workload"]["config"] |= {
+        "num_speculative_tokens": num_speculative_tokens,
+        "speculative_method": "ngram",
+    }
+    case["draft_seed"] = draft_seed
+    return case
+
+
+def _decode_case(
+    num_requests: int, num_steps: int, blocks_per_request: int, name: str
+) -> dict[str, Any]:
+    prompt_len, block_size = 128, 16
     requests = [
         {
             "id": f"d{i}",
@@ -28,11 +53,22 @@ def decode_case(num_requests: int, num_steps: int) -> dict[str, Any]:
     }
     warmup = num_requests * prompt_len // 8192 + 2
     return {
-        "name": f"decode N={num_requests}",
+        "name": name,
         "workload": {"config": config, "requests": requests},
         "measure_from": warmup,
         "num_steps": num_steps,
     }
+
+
+def lora_mixed_case(num_requests: int, max_loras: int, num_adapters: int) -> dict[str, Any]:
+    """The mixed case with LoRA: request i uses adapter `i % num_adapters + 1`, at most
+    `max_loras` of them run at once (the rest wait at the LoRA gate)."""
+    case = mixed_case(num_requests)
+    case["name"] += f" LoRA {max_loras}/{num_adapters}"
+    case["workload"]["config"]["max_loras"] = max_loras
+    for i, request in enumerate(case["workload"]["requests"]):
+        request["lora_id"] = i % num_adapters + 1
+    return case
 
 
 def mixed_case(num_requests: int, seed: int = 0) -> dict[str, Any]:
