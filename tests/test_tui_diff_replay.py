@@ -210,7 +210,7 @@ def test_replay_of_a_trace_without_prompts_says_why(tmp_path: Any) -> None:
         pilot.app.screen.path = bad  # type: ignore[attr-defined]
         await press(pilot, "p")
         await until(pilot, lambda: "replay:" in replay_status(pilot))
-        assert "not a readable trace" in replay_status(pilot)
+        assert "a workload, not a trace" in replay_status(pilot)
 
     drive(StepscopeApp(trace("storm")), scenario)
 
