@@ -112,7 +112,7 @@ class TapeModelRunner:
             return 0
         if all(token == -1 for token in drafts):
             latest = self._latest_drafts.get(req_id)
-            if latest is not None and latest[0] == base:
+            if latest is not None and latest[0] == base and latest[1]:
                 drafts = latest[1][: len(drafts)]
         return drafter.verify(req_id, self.tapes.get(req_id, ()), base, drafts)
 
