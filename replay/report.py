@@ -36,10 +36,14 @@ MAX_LISTED_STEPS = 20
 # ----- diff ---------------------------------------------------------------------
 
 
-def print_diff(console: Console, diff: TraceDiff, verdict: Verdict) -> None:
+def print_diff(
+    console: Console, diff: TraceDiff, verdict: Verdict, b_label: str | None = None
+) -> None:
+    """The whole diff; `b_label` names side B when its file is not what it is."""
+    side_b = b_label or str(diff.b)
     console.print(
         safe_text(
-            f"A {diff.a} ({diff.num_steps[0]} steps)   B {diff.b} ({diff.num_steps[1]} steps)"
+            f"A {diff.a} ({diff.num_steps[0]} steps)   B {side_b} ({diff.num_steps[1]} steps)"
         ),
         markup=False,
     )

@@ -144,3 +144,12 @@ def test_check_names_baselines_apart_and_side_b_as_the_scheduler(
     assert "### first/anti_thrash.duckdb" in report and "### second/anti_thrash.duckdb" in report
     assert "replay through stepscope.engine" in report
     assert ".duckdb` —" not in report  # side B is not named by its deleted temp file
+
+
+def test_check_verbose_names_side_b_as_the_scheduler(traces: dict[str, Path]) -> None:
+    """`check -v` prints each diff with side B named as the replay, not its temp file."""
+    result = stepscope("check", str(traces["base"]), "-v", columns=200)
+    assert result.returncode == 0, result.stdout + result.stderr
+    header = next(line for line in result.stdout.splitlines() if line.startswith("A "))
+    assert "B replay through stepscope.engine" in header, header
+    assert "/tmp" not in header.split(" B ", 1)[1], header

@@ -59,8 +59,8 @@ def check(
     results = [(name, r.diff, judge(r.diff, fail_on, tolerances))
                for name, r in zip(names, replays, strict=True)]  # fmt: skip
     console = Console()
-    for _, diff, verdict in results if verbose else []:
-        print_diff(console, diff, verdict)
+    for (_, diff, verdict), replayed in zip(results, replays, strict=True) if verbose else []:
+        print_diff(console, diff, verdict, b_label=_under_test(replayed))
     console.print(_summary(results))
     for trace, steps in held.items():
         if steps is not None:
