@@ -16,6 +16,7 @@ from stepscope.tracer.redact import Redactor
 from stepscope import __version__
 
 from . import settings
+from .dp_rank import data_parallel_rank
 from .session import VllmRecording
 
 logger = logging.getLogger("stepscope.tracer.vllm")
@@ -42,7 +43,7 @@ def attach_recording(
 
 def start_from_settings(scheduler: Any) -> VllmRecording | None:
     """Record if `STEPSCOPE_TRACE` (or the config) asks to; never stops vLLM from starting."""
-    path = settings.trace_path(scheduler.vllm_config)
+    path = settings.trace_path(scheduler.vllm_config, data_parallel_rank(scheduler.vllm_config))
     if path is None:
         return None
     try:
@@ -57,11 +58,12 @@ def start_from_settings(scheduler: Any) -> VllmRecording | None:
 
 
 def vllm_meta(scheduler: Any) -> dict[str, str]:
-    """What the trace says about the engine that made it."""
+    """What the trace says about the engine that made it (and its rank, if data parallel)."""
     import vllm
 
     config = scheduler.vllm_config
     cls = type(scheduler)
+    dp_rank = data_parallel_rank(config)
     return {
         "tool_version": __version__,
         "engine": ENGINE_NAME,
@@ -79,4 +81,5 @@ def vllm_meta(scheduler: Any) -> dict[str, str]:
         else "unknown",
         "use_v2_model_runner": str(bool(scheduler.use_v2_model_runner)).lower(),
         "prefix_caching_hash_algo": str(config.cache_config.prefix_caching_hash_algo),
+        **(dp_rank.meta() if dp_rank is not None else {}),
     }

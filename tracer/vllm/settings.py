@@ -1,9 +1,16 @@
 """Whether, and where, a vLLM engine records: an environment variable or vLLM's config.
 
     STEPSCOPE_TRACE=/traces/run-{pid}.duckdb     a file ({pid}: the engine process)
+    STEPSCOPE_TRACE=/traces/run-{rank}.duckdb    a file per data-parallel rank ({rank}: 0..N-1)
     STEPSCOPE_TRACE=/traces/                     a directory (made if missing): a file per engine
     --additional-config '{"stepscope": {"trace": "/traces/"}}'
     STEPSCOPE_TRACE_REDACT=1                     token ids as keyed pseudonyms
+
+Each engine core of a data-parallel server records its own scheduler. A file path
+without `{rank}` gets `-rank{R}` before its suffix there, so the ranks never share a
+file; a directory gets one folder per server, `vllm-{instance_id}/rank{R}.duckdb`
+(vLLM's `instance_id`, which every rank of a server shares). `{rank}` is 0 on an engine
+that is not data parallel.
 
 Unset, nothing is wrapped and the scheduler runs exactly as vLLM's own class.
 """
@@ -15,22 +22,38 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .dp_rank import DataParallelRank
+
 TRACE_ENV = "STEPSCOPE_TRACE"
 REDACT_ENV = "STEPSCOPE_TRACE_REDACT"
 CONFIG_KEY = "stepscope"
+RANK_FIELD = "{rank}"
 
 
-def trace_path(vllm_config: Any) -> Path | None:
-    """The file this engine records into, or None when recording is off."""
+def trace_path(vllm_config: Any, dp_rank: DataParallelRank | None = None) -> Path | None:
+    """The file this engine core records into, or None when recording is off."""
     raw = os.environ.get(TRACE_ENV) or _from_config(vllm_config, "trace")
     if not raw:
         return None
-    path = Path(str(raw).replace("{pid}", str(os.getpid())))
-    if path.is_dir() or str(raw).endswith(os.sep):
-        path.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-        path = path / f"vllm-{stamp}-{os.getpid()}.duckdb"
+    template = str(raw)
+    rank = 0 if dp_rank is None else dp_rank.rank
+    path = Path(template.replace("{pid}", str(os.getpid())).replace(RANK_FIELD, str(rank)))
+    if path.is_dir() or template.endswith(os.sep):
+        return _in_directory(path, vllm_config, dp_rank)
+    if dp_rank is not None and RANK_FIELD not in template:
+        return path.with_name(f"{path.stem}-rank{rank}{path.suffix}")
     return path
+
+
+def _in_directory(directory: Path, vllm_config: Any, dp_rank: DataParallelRank | None) -> Path:
+    """A new file in `directory` (made if missing): per engine, or per server and rank."""
+    if dp_rank is not None:
+        server = directory / f"vllm-{vllm_config.instance_id}"
+        server.mkdir(parents=True, exist_ok=True)
+        return server / f"rank{dp_rank.rank}.duckdb"
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return directory / f"vllm-{stamp}-{os.getpid()}.duckdb"
 
 
 def redact(vllm_config: Any) -> bool:
