@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from stepscope.engine import InputError, ModelRunner, Scheduler, StepRecord, Workload
-from stepscope.engine.model_runner_choice import DTYPES, TAPE, create_model_runner
+from stepscope.engine.model_runner_choice import TAPE, create_model_runner
 from stepscope.inputs import apply_knobs, load_vllm_scheduler_class, load_workload_arg
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
@@ -34,55 +32,28 @@ from .options import (
     SchedulerClsOption,
 )
 from .record_live import record_with_vllm_live
+from .record_options import (
+    FlushEveryOption,
+    FromTraceOption,
+    OtelOption,
+    OutputOption,
+    RecordDtypeOption,
+    RedactOption,
+    WorkloadArgument,
+)
 
 
 def record(
-    workload: Annotated[
-        Path | None,
-        typer.Argument(help="Workload (.json or .toml). Default: the bundled example."),
-    ] = None,
-    from_trace: Annotated[
-        Path | None,
-        typer.Option(
-            "--from",
-            metavar="TRACE",
-            help="Run a trace's arrivals again (its config, requests, aborts), e.g. live with a "
-            "model on another device; diff the result with the trace.",
-        ),
-    ] = None,
+    workload: WorkloadArgument = None,
+    from_trace: FromTraceOption = None,
     model: ModelOption = TAPE,
     device: DeviceOption = "auto",
-    dtype: Annotated[
-        str | None,
-        typer.Option(
-            "--dtype",
-            help=f"For a real model: {'|'.join(DTYPES)} (default float32). With --engine "
-            "vllm-live: any dtype vLLM takes (default: the trace's, else the model's).",
-        ),
-    ] = None,
-    output: Annotated[
-        Path, typer.Option("-o", "--output", help="The trace file to write (must not exist).")
-    ] = Path("trace.duckdb"),
+    dtype: RecordDtypeOption = None,
+    output: OutputOption = Path("trace.duckdb"),
     knobs: KnobsOption = None,
-    redact: Annotated[
-        bool,
-        typer.Option(
-            "--redact",
-            help="Store keyed pseudonyms instead of token ids (equality survives; replay works).",
-        ),
-    ] = False,
-    flush_every: Annotated[
-        int, typer.Option("--flush-every", min=1, help="Steps per write to the file.")
-    ] = 256,
-    otel: Annotated[
-        str | None,
-        typer.Option(
-            "--otel",
-            metavar="console|otlp",
-            help="Also export OpenTelemetry spans (default: OTEL_TRACES_EXPORTER; otlp reads "
-            "OTEL_EXPORTER_OTLP_*).",
-        ),
-    ] = None,
+    redact: RedactOption = False,
+    flush_every: FlushEveryOption = 256,
+    otel: OtelOption = None,
     engine: RecordEngineOption = RecordEngine.STEPSCOPE,
     scheduler_cls: SchedulerClsOption = None,
     engine_args: EngineArgsOption = None,
@@ -95,23 +66,15 @@ def record(
     _check_engine_options(engine, scheduler_cls, engine_args, otel)
     if engine is RecordEngine.VLLM:
         _record_with_vllm(loaded, output, model, scheduler_cls, redact, console)
-        return
-    if engine is RecordEngine.VLLM_LIVE:
+    elif engine is RecordEngine.VLLM_LIVE:
         record_with_vllm_live(
             loaded, from_trace, output, model, device, dtype, engine_args or [], redact, console
         )
-        return
-    dtype = dtype or "float32"
-    runner = create_model_runner(model, loaded, device=device, dtype=dtype)
-    meta = runner_meta(model, runner, dtype, from_trace)
-    try:
-        summary = _record_with_progress(
-            loaded, runner, output, meta, redact, flush_every, otel, console
-        )
-    except KeyboardInterrupt:
-        _print_kept(console, output, len(loaded.requests))
-        raise
-    _print_summary(console, output, summary.num_steps, len(loaded.requests), summary.complete)
+    else:
+        dtype = dtype or "float32"
+        runner = create_model_runner(model, loaded, device=device, dtype=dtype)
+        meta = runner_meta(model, runner, dtype, from_trace)
+        _record_with_stepscope(loaded, runner, output, meta, redact, flush_every, otel, console)
 
 
 def _check_engine_options(
@@ -124,6 +87,27 @@ def _check_engine_options(
         raise InputError("--engine-arg needs --engine vllm-live")
     if otel is not None and engine is not RecordEngine.STEPSCOPE:
         raise InputError("--otel needs --engine stepscope")
+
+
+def _record_with_stepscope(
+    workload: Workload,
+    runner: ModelRunner,
+    output: Path,
+    meta: dict[str, str],
+    redact: bool,
+    flush_every: int,
+    otel: str | None,
+    console: Console,
+) -> None:
+    """Record through stepscope's engine and say what the trace holds, also after Ctrl-C."""
+    try:
+        summary = _record_with_progress(
+            workload, runner, output, meta, redact, flush_every, otel, console
+        )
+    except KeyboardInterrupt:
+        _print_kept(console, output, len(workload.requests))
+        raise
+    _print_summary(console, output, summary.num_steps, len(workload.requests), summary.complete)
 
 
 def _record_with_progress(

@@ -1,0 +1,54 @@
+"""The options only `stepscope record` takes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from stepscope.engine.model_runner_choice import DTYPES
+
+WorkloadArgument = Annotated[
+    Path | None,
+    typer.Argument(help="Workload (.json or .toml). Default: the bundled example."),
+]
+FromTraceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--from",
+        metavar="TRACE",
+        help="Run a trace's arrivals again (its config, requests, aborts), e.g. live with a "
+        "model on another device; diff the result with the trace.",
+    ),
+]
+RecordDtypeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dtype",
+        help=f"For a real model: {'|'.join(DTYPES)} (default float32). With --engine "
+        "vllm-live: any dtype vLLM takes (default: the trace's, else the model's).",
+    ),
+]
+OutputOption = Annotated[
+    Path, typer.Option("-o", "--output", help="The trace file to write (must not exist).")
+]
+RedactOption = Annotated[
+    bool,
+    typer.Option(
+        "--redact",
+        help="Store keyed pseudonyms instead of token ids (equality survives; replay works).",
+    ),
+]
+FlushEveryOption = Annotated[
+    int, typer.Option("--flush-every", min=1, help="Steps per write to the file.")
+]
+OtelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--otel",
+        metavar="console|otlp",
+        help="Also export OpenTelemetry spans (default: OTEL_TRACES_EXPORTER; otlp reads "
+        "OTEL_EXPORTER_OTLP_*).",
+    ),
+]
