@@ -19,7 +19,7 @@ from stepscope.tracer.otel import (
     make_span_exporter,
     make_tracer_provider,
 )
-from stepscope.tracer.record_workload import RecordSummary, StepSink, record_workload
+from stepscope.tracer.record_workload import StepSink, record_workload
 from stepscope.tracer.redact import Redactor
 
 from .options import (
@@ -99,46 +99,15 @@ def _record_with_stepscope(
     otel: str | None,
     console: Console,
 ) -> None:
-    """Record through stepscope's engine and say what the trace holds, also after Ctrl-C."""
-    try:
-        summary = _record_with_progress(
-            workload, runner, output, meta, redact, flush_every, otel, console
-        )
-    except KeyboardInterrupt:
-        _print_kept(console, output, len(workload.requests))
-        raise
-    _print_summary(console, output, summary.num_steps, len(workload.requests), summary.complete)
-
-
-def _record_with_progress(
-    workload: Workload,
-    runner: ModelRunner,
-    output: Path,
-    meta: dict[str, str],
-    redact: bool,
-    flush_every: int,
-    otel: str | None,
-    console: Console,
-) -> RecordSummary:
     """Record through stepscope's engine with a progress bar (and spans, when asked)."""
-    progress = Progress(
-        TextColumn("[cyan]step {task.fields[step]}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("requests done"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
+    progress = _progress_bar(console)
     sinks: list[StepSink] = [_Progress(progress, len(workload.requests))]
-    exporter = exporter_from_env(otel)
-    spans = None
-    if exporter is not None:
-        spans = StepSpans(make_tracer_provider(make_span_exporter(exporter)), workload)
+    spans = _step_spans(otel, workload)
+    if spans is not None:
         sinks.append(spans)
     try:
         with progress:
-            return record_workload(
+            summary = record_workload(
                 workload,
                 runner,
                 output,
@@ -147,9 +116,33 @@ def _record_with_progress(
                 sinks=sinks,
                 flush_every_steps=flush_every,
             )
+    except KeyboardInterrupt:
+        _print_kept(console, output, len(workload.requests))
+        raise
     finally:
         if spans is not None:
             spans.close()
+    _print_summary(console, output, summary.num_steps, len(workload.requests), summary.complete)
+
+
+def _progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[cyan]step {task.fields[step]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("requests done"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def _step_spans(otel: str | None, workload: Workload) -> StepSpans | None:
+    """OpenTelemetry spans of the steps, when `--otel` or the environment asks for them."""
+    exporter = exporter_from_env(otel)
+    if exporter is None:
+        return None
+    return StepSpans(make_tracer_provider(make_span_exporter(exporter)), workload)
 
 
 def _record_with_vllm(
