@@ -52,7 +52,9 @@ def parse_objective(text: str, columns: Sequence[str]) -> Objective:
     if sep and direction not in ("min", "max"):
         raise InputError(f"objective {text!r}: expected [min:|max:]COLUMN")
     if column not in columns:
-        raise InputError(f"objective {text!r}: no column {column!r}; one of: {', '.join(columns)}")
+        raise InputError(
+            f"objective {text!r}: no numeric column {column!r}; one of: {', '.join(columns)}"
+        )
     maximize = direction == "max" if sep else column in MAXIMIZED
     return Objective(column, maximize)
 

@@ -48,7 +48,8 @@ def render_sweep(
     for line in describe(result):
         console.print(safe_text(line), markup=False, highlight=False)
     console.print(rich_table(table))
-    console.print(f"{table.front_note}; {table.order_note}", markup=False, highlight=False)
+    for note in (table.front_note, table.order_note):
+        console.print(note, markup=False, highlight=False)
     if plot is not None:
         drawn = scatter(result, parse_objectives(plot, result.numeric_columns))
         if out is None:

@@ -139,9 +139,8 @@ def is_sweep_result(path: Path) -> bool:
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     if not path.is_file():
         raise SweepError(f"{path}: no such file")
-    problem = not_duckdb(path)
-    if problem is not None:
-        raise SweepError(problem.replace("not a trace", "not a sweep result"))
+    if not_duckdb(path) is not None:
+        raise SweepError(f"{path}: not a sweep result (not a DuckDB file)")
     try:
         return duckdb.connect(str(path), read_only=True, config=_LOCKED_CONFIG)
     except duckdb.Error as error:

@@ -54,8 +54,8 @@ class SweepTable:
     @property
     def order_note(self) -> str:
         if self.sort is None:
-            return "in grid order"
-        return f"sorted by {self.sort.spelled}, best first ({self.sort.better})"
+            return "points in grid order"
+        return f"points sorted by {self.sort.spelled}, best first ({self.sort.better})"
 
 
 def sweep_table(

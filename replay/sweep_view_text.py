@@ -63,7 +63,7 @@ def _row(fraction: float, rows: int) -> int:
 
 def _x_labels(plot: Scatter, columns: int) -> str:
     """Tick labels under their columns; one that would touch the previous one is left out."""
-    line = [" "] * (columns + 8)
+    line = [" "] * columns
     end = -2
     for tick, label in zip(plot.x_axis.ticks, plot.x_axis.labels(), strict=True):
         centre = round(plot.x_axis.fraction(tick) * (columns - 1))

@@ -93,10 +93,10 @@ def test_min_and_max_say_the_direction() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("ttft_p99", "no column 'ttft_p99'; one of: num_blocks, ttft_p99_steps"),
-        ("up:num_blocks", "objective 'up': no column 'up'"),
+        ("ttft_p99", "no numeric column 'ttft_p99'; one of: num_blocks, ttft_p99_steps"),
+        ("up:num_blocks", "objective 'up': no numeric column 'up'"),
         ("num_blocks:max", "a direction with no column after it"),
-        ("", "no column ''"),
+        ("", "no numeric column ''"),
     ],
 )
 def test_a_bad_objective_is_one_line_naming_it(text: str, message: str) -> None:
