@@ -7,6 +7,7 @@ someone else made carries data, never behaviour.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ _NUMERIC_TYPES = frozenset(
     }
 )
 """DuckDB types an objective can be taken over (DECIMAL too, by prefix)."""
+
+BUILT_IN_SCHEDULERS = "stepscope.engine."
+"""The engine's own schedulers: a replay picks the right one from the config by itself."""
 
 NOT_OBJECTIVES = frozenset({"point"})
 """Numeric columns that name a point rather than measure it."""
@@ -170,3 +174,16 @@ def _grid_knobs(meta: dict[str, str], path: Path) -> list[str]:
     if not isinstance(grid, dict):
         raise SweepError(f"{path}: sweep_meta's grid is not a JSON object of knob → values")
     return [str(knob) for knob in grid]
+
+
+def replay_command(result: SweepResult, row: dict[str, Any], output: str) -> str:
+    """The `stepscope replay` that writes this point's trace alone: the same run as its point."""
+    words = ["stepscope", "replay", str(result.meta.get("trace", "TRACE"))]
+    for knob in result.knobs:
+        value = row[knob]
+        words += ["--set", f"{knob}={value if isinstance(value, str) else json.dumps(value)}"]
+    scheduler = result.meta.get("scheduler", "")
+    if scheduler and not scheduler.startswith(BUILT_IN_SCHEDULERS):
+        module, _, name = scheduler.rpartition(".")
+        words += ["--scheduler", scheduler if ":" in scheduler else f"{module}:{name}"]
+    return shlex.join([*words, "-o", output])
