@@ -6,6 +6,7 @@ or on one written before (`--show`).
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -67,8 +68,11 @@ def describe(result: SweepResult) -> tuple[str, str]:
         f"{knob} ({', '.join(map(str, values))})" for knob, values in result.grid().items()
     )
     scheduler = result.meta.get("scheduler", "?")
+    trace = result.meta.get("trace", "?")
+    with contextlib.suppress(ValueError):
+        trace = str(Path(trace).relative_to(Path.cwd()))
     return (
-        f"sweep of {result.meta.get('trace', '?')}: {len(result.points)} points over {grid}; "
+        f"sweep of {trace}: {len(result.points)} points over {grid}; "
         f"scheduler {scheduler}",
         result.fit_note,
     )

@@ -45,7 +45,8 @@ _NUMERIC_TYPES = frozenset(
 """DuckDB types an objective can be taken over (DECIMAL too, by prefix)."""
 
 BUILT_IN_SCHEDULERS = "stepscope.engine."
-"""The engine's own schedulers: a replay picks the right one from the config by itself."""
+"""The engine's own schedulers (`sweep_meta.scheduler` joins several with `, `): a replay picks
+the right one from the config by itself."""
 
 NOT_OBJECTIVES = frozenset({"point"})
 """Numeric columns that name a point rather than measure it."""
@@ -74,7 +75,9 @@ class SweepResult:
     def fit_note(self) -> str:
         """What the step-time fit allows: seconds, or why they are NULL."""
         if self.fit_ok:
-            return f"step-time fit R² {self.meta.get('fit_r2', '?')}: seconds are modelled"
+            r2 = self.meta.get("fit_r2", "")
+            shown = f"{float(r2):.3f}" if r2.replace(".", "", 1).isdigit() else r2 or "?"
+            return f"step-time fit R² {shown}: seconds are modelled"
         problem = self.meta.get("fit_problem") or "no usable step timings"
         return f"no seconds: the step-time fit is poor ({problem})"
 
@@ -182,8 +185,9 @@ def replay_command(result: SweepResult, row: dict[str, Any], output: str) -> str
     for knob in result.knobs:
         value = row[knob]
         words += ["--set", f"{knob}={value if isinstance(value, str) else json.dumps(value)}"]
-    scheduler = result.meta.get("scheduler", "")
-    if scheduler and not scheduler.startswith(BUILT_IN_SCHEDULERS):
-        module, _, name = scheduler.rpartition(".")
-        words += ["--scheduler", scheduler if ":" in scheduler else f"{module}:{name}"]
+    schedulers = result.meta.get("scheduler", "").split(", ")
+    custom = [name for name in schedulers if name and not name.startswith(BUILT_IN_SCHEDULERS)]
+    if custom:
+        module, _, name = custom[0].rpartition(".")
+        words += ["--scheduler", custom[0] if ":" in custom[0] else f"{module}:{name}"]
     return shlex.join([*words, "-o", output])
