@@ -106,7 +106,7 @@ def read_sweep(path: Path) -> SweepResult:
     con = _connect(path)
     try:
         meta = _read_meta(con, path)
-        relation = con.sql(query("sweep_view_points"))
+        relation = con.table("sweep_points").order("point")
         columns = tuple(relation.columns)
         types = [str(t) for t in relation.types]
         rows = relation.fetchall()
@@ -159,7 +159,7 @@ def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     if not {"sweep_meta", "sweep_points"} <= tables:
         kind = "a stepscope trace" if "_meta" in tables else "a DuckDB file"
         raise SweepError(f"{path}: {kind}, not a sweep result (no sweep_meta and sweep_points)")
-    rows = con.sql(query("sweep_view_meta")).fetchall()
+    rows = con.table("sweep_meta").select("key", "value").fetchall()
     meta = {str(key): str(value) for key, value in rows if value is not None}
     version = meta.get("sweep_schema_version")
     if version != SWEEP_SCHEMA_VERSION:
