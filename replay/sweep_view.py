@@ -6,7 +6,6 @@ or on one written before (`--show`).
 
 from __future__ import annotations
 
-import contextlib
 import re
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from .pareto import parse_objectives
 from .sweep_view_plot import scatter
 from .sweep_view_result import SweepError, SweepResult, read_sweep
 from .sweep_view_svg import write_svg
-from .sweep_view_table import SweepTable, sweep_table
+from .sweep_view_table import SweepTable, shown_path, sweep_table
 from .sweep_view_text import text_plot
 
 PLOT_SUFFIXES = (".svg",)
@@ -49,8 +48,9 @@ def render_sweep(
     for line in describe(result):
         console.print(safe_text(line), markup=False, highlight=False)
     console.print(rich_table(table))
-    for note in (table.front_note, table.order_note):
-        console.print(note, markup=False, highlight=False)
+    for note in (table.front_note, table.order_note, table.kept_note):
+        if note is not None:
+            console.print(safe_text(note), markup=False, highlight=False)
     if plot is not None:
         drawn = scatter(result, parse_objectives(plot, result.numeric_columns))
         if out is None:
@@ -68,12 +68,9 @@ def describe(result: SweepResult) -> tuple[str, str]:
         f"{knob} ({', '.join(map(str, values))})" for knob, values in result.grid().items()
     )
     scheduler = result.meta.get("scheduler", "?")
-    trace = result.meta.get("trace", "?")
-    with contextlib.suppress(ValueError):
-        trace = str(Path(trace).relative_to(Path.cwd()))
+    trace = shown_path(result.meta.get("trace", "?"))
     return (
-        f"sweep of {trace}: {len(result.points)} points over {grid}; "
-        f"scheduler {scheduler}",
+        f"sweep of {trace}: {len(result.points)} points over {grid}; scheduler {scheduler}",
         result.fit_note,
     )
 

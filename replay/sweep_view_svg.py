@@ -111,6 +111,8 @@ def _legend(root: ET.Element, plot: Scatter) -> None:
     y = TOP - 12
     _dot(root, LEFT + 4, y - 4, FRONT_COLOUR)
     _text(root, LEFT + 12, y, plot.legend)
+    if len(plot.front) == len(plot.points) and not plot.num_unplotted:
+        return
     note = "other points"
     if plot.num_unplotted:
         note += f" ({plot.num_unplotted} without a value not drawn)"

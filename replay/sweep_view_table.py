@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .pareto import Objective, pareto_front, parse_objectives, ranked
@@ -23,6 +25,9 @@ SECONDS_METRICS = ("ttft_p99_s",)
 """Shown too when the step-time fit is good (they are NULL otherwise)."""
 
 FRONT_MARK = "◆"
+KEPT = "kept"
+"""The column that says a point's trace was kept (the paths are in `kept_note`)."""
+MAX_KEPT = 5
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,17 @@ class SweepTable:
     def cells(self, row: dict[str, Any]) -> list[str]:
         """The row as text: the front mark, then a cell per column."""
         mark = FRONT_MARK if self.on_front(row) else ""
-        return [mark, *(format_value(row[column]) for column in self.columns)]
+        return [mark, *(_cell(row, column) for column in self.columns)]
+
+    @property
+    def kept_note(self) -> str | None:
+        """Where the kept traces are, by point (relative to the working folder when inside it)."""
+        kept = [(row["point"], row["kept_trace"]) for row in self.rows if row.get("kept_trace")]
+        if not kept:
+            return None
+        listed = ", ".join(f"point {p} {shown_path(str(t))}" for p, t in sorted(kept)[:MAX_KEPT])
+        more = f" and {len(kept) - MAX_KEPT} more" if len(kept) > MAX_KEPT else ""
+        return f"kept traces: {listed}{more}"
 
     @property
     def front_note(self) -> str:
@@ -91,10 +106,23 @@ def _shown_columns(result: SweepResult, objectives: Sequence[Objective | None]) 
     wanted += SHOWN_METRICS
     if result.fit_ok:
         wanted += SECONDS_METRICS
-    if any(row.get("kept_trace") for row in result.points):
-        wanted.append("kept_trace")
     present = [column for column in wanted if column in result.columns]
+    if any(row.get("kept_trace") for row in result.points):
+        present.append(KEPT)
     return tuple(dict.fromkeys(present))
+
+
+def _cell(row: dict[str, Any], column: str) -> str:
+    if column == KEPT:
+        return "yes" if row.get("kept_trace") else ""
+    return format_value(row[column])
+
+
+def shown_path(path: str) -> str:
+    """`path` relative to the working folder when it lies inside it, else as it is."""
+    with contextlib.suppress(ValueError):
+        return str(Path(path).relative_to(Path.cwd()))
+    return path
 
 
 def format_value(value: Any) -> str:
