@@ -27,6 +27,7 @@ from .sweep_objectives import SweepObjectivesScreen
 from .sweep_point import SweepPointScreen
 
 PLOT_HEIGHT = 12
+OPEN_HINT = "enter: the point's kept trace diffed with the swept one"
 
 
 class SweepScreen(Screen[None]):
@@ -72,7 +73,9 @@ class SweepScreen(Screen[None]):
     def on_sweep_loaded(self, message: SweepLoaded) -> None:
         self.table = table = message.table
         self.query_one("#sweep-summary", Static).update(
-            Text("\n".join((*describe(table.result), table.front_note, table.order_note)))
+            Text(
+                "\n".join((*describe(table.result), table.front_note, table.order_note, OPEN_HINT))
+            )
         )
         self._fill(table)
         self._draw_plot()
