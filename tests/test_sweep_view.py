@@ -188,3 +188,16 @@ def test_long_column_names_break_after_underscores() -> None:
     assert wrap_name("max_num_batched_tokens", 3) == "max_num_\nbatched_\ntokens"
     assert wrap_name("ttft_p99_s", 4) == "ttft_p99_s"
     assert wrap_name("point", 2) == "point"
+
+
+def test_kept_points_are_marked_and_listed_relative_to_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = tmp_path / "sweep.points" / "point-1.duckdb"
+    points = [{**_metrics(24, 64)}, {**_metrics(24, 256), "kept_trace": str(kept)}]
+    path = write_sweep(tmp_path / "sweep.duckdb", tmp_path / "t.duckdb", GRID, points)
+    monkeypatch.chdir(tmp_path)
+    output = _render(path)
+    assert re.search(rf"^[{FRONT_MARK} ]\s+1\s+24\s+256\s.*\byes\s*$", output, re.MULTILINE)
+    assert "kept traces: point 1 sweep.points/point-1.duckdb" in output
+    assert "sweep of t.duckdb: 2 points" in output
