@@ -34,12 +34,21 @@ async def until(pilot: Pilot[Any], ready: Any) -> None:
     raise SystemExit("the screen never got ready")
 
 
+async def settle(pilot: Pilot[Any]) -> None:
+    """A few more rounds, so widgets that draw on idle (the footer, column widths) have."""
+    for _ in range(20):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause(0)
+        await asyncio.sleep(0.01)
+
+
 async def shoot(result: Path, point: int) -> None:
     app = StepscopeApp(result)
     async with app.run_test(size=SIZE) as pilot:
         await until(
             pilot, lambda: app.screen.query(DataTable) and app.screen.query_one(DataTable).row_count
         )
+        await settle(pilot)
         app.save_screenshot(str(HERE / "tui-sweep.svg"))
         await pilot.press(*["down"] * point, "enter")
 
@@ -48,9 +57,7 @@ async def shoot(result: Path, point: int) -> None:
             return isinstance(screen, SweepPointScreen) and screen.diff is not None
 
         await until(pilot, diffed)
-        for _ in range(20):
-            await pilot.app.workers.wait_for_complete()
-            await pilot.pause(0)
+        await settle(pilot)
         app.save_screenshot(str(HERE / "tui-point.svg"))
 
 
