@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,52 @@ def tiny_model(device: str = "cpu", dtype: str = "float32") -> LlamaForCausalLM:
 
 def toml_workload(text: str) -> Workload:
     return parse_toml_workload(text, source="<test>")
+
+
+PRESSURE_CONFIG: dict[str, int | str] = {
+    "block_size": 4,
+    "num_blocks": 40,
+    "max_num_batched_tokens": 24,
+    "max_num_seqs": 6,
+    "max_model_len": 96,
+}
+
+PRESSURE = """
+seed = {seed}
+num_requests = 16
+[config]
+{config}
+[arrivals]
+process = "poisson"
+rate = 0.8
+[prompt_len]
+distribution = "uniform"
+min = 6
+max = 50
+[output_len]
+distribution = "uniform"
+min = {output_min}
+max = {output_max}
+[[prefix_groups]]
+share = 0.3
+prefix_len = 12
+[[prefix_groups]]
+share = 0.3
+prefix_len = 21
+[priorities]
+values = [0, 1, 2]
+"""
+
+
+def pressure_workload(
+    seed: int, policy: str, output_len: tuple[int, int] = (4, 20), **knobs: int | str
+) -> Workload:
+    """KV pressure on the tiny model: prompts in chunks, preemption and recompute, shared
+    prefixes; `knobs` add to or change its config (drafts, say)."""
+    config = {**PRESSURE_CONFIG, "policy": policy, **knobs}
+    lines = "\n".join(f"{knob} = {json.dumps(value)}" for knob, value in config.items())
+    low, high = output_len
+    return toml_workload(PRESSURE.format(seed=seed, config=lines, output_min=low, output_max=high))
 
 
 @dataclass

@@ -8,13 +8,14 @@ torch = pytest.importorskip("torch")
 
 from model_checks import (  # noqa: E402
     check_against_dense,
+    pressure_workload,
     run_logged,
     tiny_model,
     toml_workload,
 )
 from stepscope.engine import EngineLoop  # noqa: E402
 from stepscope.engine.model_runner_choice import create_model_runner  # noqa: E402
-from test_model_paged_vs_dense import PRESSURE, assert_exercised  # noqa: E402
+from test_model_paged_vs_dense import assert_exercised  # noqa: E402
 from test_model_schedule_invariance import CONFIGS, SAMPLED, WORKLOAD  # noqa: E402
 
 pytestmark = [
@@ -29,13 +30,13 @@ TOLERANCE = {"float32": 1e-3, "bfloat16": 0.5}
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_paged_logits_equal_dense_on_cuda(dtype: str) -> None:
     model = tiny_model("cuda", dtype)
-    run = run_logged(toml_workload(PRESSURE.format(seed=1, policy="fcfs")), model)
+    run = run_logged(pressure_workload(1, "fcfs"), model)
     assert_exercised(run)
     assert check_against_dense(model, run, TOLERANCE[dtype]) > 100
 
 
 def test_cuda_logits_equal_the_cpu_dense_reference() -> None:
-    run = run_logged(toml_workload(PRESSURE.format(seed=2, policy="priority")), tiny_model("cuda"))
+    run = run_logged(pressure_workload(2, "priority"), tiny_model("cuda"))
     assert check_against_dense(tiny_model("cpu"), run, TOLERANCE["float32"]) > 100
 
 

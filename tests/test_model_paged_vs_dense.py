@@ -16,43 +16,12 @@ from model_checks import (  # noqa: E402
     Corruption,
     LoggedRun,
     check_against_dense,
+    pressure_workload,
     run_logged,
     tiny_model,
-    toml_workload,
 )
 from stepscope.engine.model.input_batch import BlockTableError  # noqa: E402
 from stepscope.engine.torch_runner import TorchModelRunner  # noqa: E402
-
-PRESSURE = """
-seed = {seed}
-num_requests = 16
-[config]
-block_size = 4
-num_blocks = 40
-max_num_batched_tokens = 24
-max_num_seqs = 6
-max_model_len = 96
-policy = "{policy}"
-[arrivals]
-process = "poisson"
-rate = 0.8
-[prompt_len]
-distribution = "uniform"
-min = 6
-max = 50
-[output_len]
-distribution = "uniform"
-min = 4
-max = 20
-[[prefix_groups]]
-share = 0.3
-prefix_len = 12
-[[prefix_groups]]
-share = 0.3
-prefix_len = 21
-[priorities]
-values = [0, 1, 2]
-"""
 
 
 def assert_exercised(run: LoggedRun) -> None:
@@ -68,7 +37,7 @@ def test_paged_logits_equal_dense_through_chunks_preemption_and_prefix_hits(
     seed: int, policy: str
 ) -> None:
     model = tiny_model()
-    run = run_logged(toml_workload(PRESSURE.format(seed=seed, policy=policy)), model)
+    run = run_logged(pressure_workload(seed, policy), model)
     assert_exercised(run)
     assert all(finish.finish_reason is not None for finish in run.final.values())
     assert check_against_dense(model, run, FLOAT32_ATOL) > 100
@@ -95,7 +64,7 @@ def _repeat_second_block(at_step: int) -> Corruption:
 
 def test_a_corrupted_block_table_fails_the_check() -> None:
     model = tiny_model()
-    workload = toml_workload(PRESSURE.format(seed=1, policy="fcfs"))
+    workload = pressure_workload(1, "fcfs")
     check_against_dense(model, run_logged(workload, model), FLOAT32_ATOL)
     corrupted = run_logged(workload, model, corrupt=_repeat_second_block(at_step=12))
     with pytest.raises(AssertionError, match=r"\|paged - dense\|"):
@@ -104,7 +73,7 @@ def test_a_corrupted_block_table_fails_the_check() -> None:
 
 def test_a_table_naming_the_null_block_is_refused_before_any_write() -> None:
     model = tiny_model()
-    workload = toml_workload(PRESSURE.format(seed=1, policy="fcfs"))
+    workload = pressure_workload(1, "fcfs")
 
     def point_at_null_block(runner: TorchModelRunner, step: int) -> None:
         if step == 5:
@@ -116,7 +85,7 @@ def test_a_table_naming_the_null_block_is_refused_before_any_write() -> None:
 
 def test_a_table_too_short_for_the_chunk_is_refused() -> None:
     model = tiny_model()
-    workload = toml_workload(PRESSURE.format(seed=1, policy="fcfs"))
+    workload = pressure_workload(1, "fcfs")
 
     def truncate(runner: TorchModelRunner, step: int) -> None:
         if step == 3:

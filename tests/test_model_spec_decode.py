@@ -18,9 +18,9 @@ from model_checks import (  # noqa: E402
     FLOAT32_ATOL,
     LoggedRun,
     check_against_dense,
+    pressure_workload,
     run_logged,
     tiny_model,
-    toml_workload,
 )
 from stepscope.engine import EngineLoop, InputError, Workload  # noqa: E402
 from stepscope.engine.ngram_proposer import (  # noqa: E402
@@ -33,34 +33,13 @@ from stepscope.tracer.record_workload import record_workload  # noqa: E402
 
 import stepscope  # noqa: E402
 
-WORKLOAD = """
-seed = {seed}
-num_requests = 12
-[config]
-block_size = 4
-num_blocks = 48
-max_num_batched_tokens = 24
-max_num_seqs = 5
-max_model_len = 128
-policy = "{policy}"
-num_speculative_tokens = {k}
-[arrivals]
-process = "poisson"
-rate = 0.8
-[prompt_len]
-distribution = "uniform"
-min = 6
-max = 40
-[output_len]
-distribution = "uniform"
-min = 8
-max = 40
-[[prefix_groups]]
-share = 0.3
-prefix_len = 12
-[priorities]
-values = [0, 1, 2]
-"""
+
+def spec_workload(seed: int, policy: str, k: int, **knobs: int | str) -> Workload:
+    """The model tests' KV-pressure workload with `k` drafts and outputs long enough for some
+    drafts to be wrong."""
+    return pressure_workload(
+        seed, policy, (8, 40), max_model_len=128, num_speculative_tokens=k, **knobs
+    )
 
 
 def brute_force_ngram(tokens: list[int], min_n: int, max_n: int, max_len: int, k: int) -> list[int]:
@@ -129,8 +108,8 @@ def _outputs(workload: Workload) -> tuple[dict[str, tuple[int, ...]], int, int]:
 
 @pytest.mark.parametrize(("seed", "policy"), [(3, "fcfs"), (4, "priority")])
 def test_drafts_do_not_change_greedy_outputs_and_some_are_accepted(seed: int, policy: str) -> None:
-    plain, no_drafts, _ = _outputs(toml_workload(WORKLOAD.format(seed=seed, policy=policy, k=0)))
-    spec = toml_workload(WORKLOAD.format(seed=seed, policy=policy, k=3))
+    plain, no_drafts, _ = _outputs(spec_workload(seed, policy, 0))
+    spec = spec_workload(seed, policy, 3)
     assert all(s.sampling_params.is_greedy for s in spec.requests)
     drafted, num_drafts, num_accepted = _outputs(spec)
     assert no_drafts == 0
@@ -150,15 +129,13 @@ def _appended_rows_only(run: LoggedRun) -> LoggedRun:
 
 def test_paged_logits_with_drafts_equal_dense() -> None:
     model = tiny_model()
-    run = run_logged(toml_workload(WORKLOAD.format(seed=5, policy="priority", k=4)), model)
+    run = run_logged(spec_workload(5, "priority", 4), model)
     assert run.coverage.num_preemptions > 0 and run.coverage.num_prefix_hit_tokens > 0
     assert check_against_dense(model, _appended_rows_only(run), FLOAT32_ATOL) > 100
 
 
 def test_a_draft_model_is_refused_with_one_line() -> None:
-    text = WORKLOAD.format(seed=1, policy="fcfs", k=2)
-    method = 'num_speculative_tokens = 2\nspeculative_method = "draft_model"'
-    workload = toml_workload(text.replace("num_speculative_tokens = 2", method))
+    workload = spec_workload(1, "fcfs", 2, speculative_method="draft_model")
     with pytest.raises(InputError, match="speculative_method: 'draft_model' needs a draft model"):
         TorchModelRunner(tiny_model(), workload.config)
 
@@ -169,7 +146,7 @@ def test_a_what_if_with_nothing_changed_keeps_the_real_models_verdicts(tmp_path:
     With no knob changed the what-if must decide exactly as the recording did; drafting
     every token right (the tape's default) would finish requests sooner.
     """
-    workload = toml_workload(WORKLOAD.format(seed=3, policy="fcfs", k=3))
+    workload = spec_workload(3, "fcfs", 3)
     trace = tmp_path / "spec.duckdb"
     record_workload(workload, TorchModelRunner(tiny_model(), workload.config), trace)
     with stepscope.open(trace) as opened:

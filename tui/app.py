@@ -5,16 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from stepscope.replay.sweep_view_result import is_sweep_result
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import HelpPanel
 
 from .commands import StepscopeCommands
+from .screens.sweep import SweepScreen
 from .screens.timeline import TimelineScreen
 
 
 class StepscopeApp(App[None]):
-    """Opens the timeline on `path` (beside `other` when diffing); `q` quits, `?` helps."""
+    """Opens the timeline on `path` (beside `other` when diffing), or the sweep screen on a
+    sweep result; `q` quits, `?` helps."""
 
     CSS_PATH = "stepscope.tcss"
     TITLE = "stepscope"
@@ -33,6 +36,9 @@ class StepscopeApp(App[None]):
         self.ignore_block_ids = ignore_block_ids
 
     def on_mount(self) -> None:
+        if self.other is None and is_sweep_result(self.path):
+            self.push_screen(SweepScreen(self.path))
+            return
         self.push_screen(TimelineScreen(self.path, self.other, self.ignore_block_ids))
 
     def action_toggle_help(self) -> None:

@@ -11,6 +11,7 @@ from .models import PlotSeries, QueryResult, RequestLife, StepDetail, TraceInfo
 
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison
+    from stepscope.replay.sweep_view_table import SweepTable
 
     from .console_session import ConsoleSession
     from .replay_session import ReplayedStep, ReplaySession
@@ -159,3 +160,11 @@ class ReplayProgress(Message):
     def __init__(self, step: int) -> None:
         super().__init__()
         self.step = step
+
+
+class SweepLoaded(Message):
+    """A sweep result read and ranked: its table, front marked."""
+
+    def __init__(self, table: SweepTable) -> None:
+        super().__init__()
+        self.table = table
