@@ -208,6 +208,7 @@ _STATEMENT = re.compile(
 
 ALLOWED = {
     ("tracer/writer.py", "INSERT INTO {table} BY NAME"): "the table's name spliced in",
+    ("tracer/compact.py", "COPY FROM DATABASE {_ORIGINAL} TO {_COPY}"): "catalog names spliced in",
     ("schema/trace.py", "CREATE TEMP VIEW {info.name} AS"): "the view's name spliced in",
     ("schema/older_traces.py", "CREATE TEMP VIEW {spec.name} AS"): "a table's name spliced in",
     ("schema/ddl.py", "COMMENT ON TABLE {table.name}"): "a table's name spliced in",
