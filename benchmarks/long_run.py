@@ -36,18 +36,18 @@ GOAL_RSS_MB = 300
 SAMPLE_EVERY_S = 0.1
 FRACTIONS = (0.1, 0.5, 1.0)
 
-WORKLOAD = """
-description = "Long run: one 64-token request every 3 steps, 600 output tokens each."
-seed = 5
+STREAM_WORKLOAD = """
+description = "A steady stream: one request every 3 steps, fixed prompt and output lengths."
+seed = {seed}
 num_requests = {num_requests}
 max_steps = {max_steps}
 
 [config]
 block_size = 16
-num_blocks = 12000
-max_num_batched_tokens = 8192
-max_num_seqs = 256
-max_model_len = 1024
+num_blocks = {num_blocks}
+max_num_batched_tokens = {max_num_batched_tokens}
+max_num_seqs = {max_num_seqs}
+max_model_len = {max_model_len}
 enable_prefix_caching = true
 
 [arrivals]
@@ -56,12 +56,36 @@ interval = 3
 
 [prompt_len]
 distribution = "fixed"
-value = 64
+value = {prompt_len}
 
 [output_len]
 distribution = "fixed"
-value = 600
+value = {output_len}
 """
+
+
+def stream_workload(
+    num_requests: int,
+    prompt_len: int = 64,
+    output_len: int = 600,
+    max_num_seqs: int = 256,
+    num_blocks: int = 12000,
+    max_num_batched_tokens: int = 8192,
+    max_model_len: int = 1024,
+    seed: int = 5,
+) -> str:
+    """The TOML of a steady stream: requests come and go, about `output_len / 3` at once."""
+    return STREAM_WORKLOAD.format(
+        seed=seed,
+        num_requests=num_requests,
+        max_steps=3 * num_requests + 2000,
+        num_blocks=num_blocks,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+        prompt_len=prompt_len,
+        output_len=output_len,
+    )
 
 
 CONCURRENT_WORKLOAD = """
@@ -143,8 +167,7 @@ def measure(name: str, args: list[str], stdout: Path, output: Path) -> Measured:
 
 def run_all(num_requests: int, folder: Path) -> list[Measured]:
     workload = folder / "long_run.toml"
-    max_steps = 3 * num_requests + 2000
-    workload.write_text(WORKLOAD.format(num_requests=num_requests, max_steps=max_steps))
+    workload.write_text(stream_workload(num_requests))
     base = ["--model", "tape"]
     table, jsonl, trace = folder / "table.txt", folder / "lines.jsonl", folder / "t.duckdb"
     return [
