@@ -113,7 +113,7 @@ def _shared_prefix_tokens(workload: Any) -> int:
     for spec in workload.requests:
         prompt = spec.prompt_token_ids
         for end in range(16, len(prompt) + 1, 16):
-            key = tuple(prompt[end - 16 : end]) + (end,)
+            key = (end, *prompt[end - 16 : end])
             if key in seen:
                 shared += 16
             seen.add(key)

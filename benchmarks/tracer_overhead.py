@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chat_traffic import chat_size_figures, chat_size_report
 from results import heading, write_section
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
@@ -31,7 +32,6 @@ from stepscope.engine.workload import parse_workload
 from stepscope.schema import open_trace
 from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
-from chat_traffic import chat_size_figures, chat_size_report
 from workloads import decode_case
 
 GOAL_RATIO = 1.05

@@ -14,7 +14,8 @@ from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from long_run import stream_workload  # noqa: E402  (the benchmark's workload, made small)
+from long_run import stream_workload  # the benchmark's workload, made small
+
 
 def _workload() -> Workload:
     text = stream_workload(

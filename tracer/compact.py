@@ -25,8 +25,10 @@ COMPACT_FROM_BYTES = 4 << 20
 
 _ORIGINAL, _COPY = "recorded", "compacted"
 
+Config = Mapping[str, str | bool | int | float | list[str]]
 
-def compact(path: Path, config: Mapping[str, str | bool | int | float | list[str]]) -> None:
+
+def compact(path: Path, config: Config) -> None:
     """Replace the closed trace at `path` by a compacted copy; on failure keep it as it is."""
     if path.stat().st_size < COMPACT_FROM_BYTES:
         return
@@ -41,7 +43,7 @@ def compact(path: Path, config: Mapping[str, str | bool | int | float | list[str
                 leftover.unlink()
 
 
-def _copy(path: Path, copy: Path, config: Mapping[str, str | bool | int | float | list[str]]) -> None:
+def _copy(path: Path, copy: Path, config: Config) -> None:
     """Copy every type, table, comment and row of `path` into the new file `copy`."""
     with contextlib.suppress(FileNotFoundError):
         copy.unlink()
