@@ -58,6 +58,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/decision_block_ids.sql": [0, 9],
     "schema/sql/read_table.sql": ["_steps"],
     "schema/sql/used_blocks.sql": ["_steps"],
+    "schema/sql/table_segments.sql": ["_steps"],
     "replay/sql/decision_preemptions.sql": [0, 9],
     "replay/sql/decision_scheduled.sql": [0, 9],
     "replay/sql/decision_steps.sql": [0, 9],

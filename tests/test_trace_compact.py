@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from stepscope.schema import open_trace
+from stepscope.schema.storage_size import table_bytes
 from stepscope.schema.trace_file import stored_tables
 from stepscope.tracer import compact
 from stepscope.tracer.writer import _WRITER_CONFIG
@@ -62,3 +63,12 @@ def test_a_failed_compaction_keeps_the_trace_as_written(
     path = record(case("22"), tmp_path / "t.duckdb").path
     with open_trace(path) as trace:
         assert trace.complete and trace.num_steps > 0
+
+
+def test_table_bytes_share_out_the_file(tmp_path: Path) -> None:
+    path = record(decode_workload(64, 400), tmp_path / "t.duckdb").path
+    with duckdb.connect(str(path), read_only=True) as con:
+        sizes = table_bytes(con)
+        assert set(sizes) <= set(stored_tables(con))
+    assert sizes["_scheduled"] == max(sizes.values())
+    assert 0 < sum(sizes.values()) <= path.stat().st_size
