@@ -64,27 +64,25 @@ value = {output_len}
 """
 
 
-def stream_workload(
-    num_requests: int,
-    prompt_len: int = 64,
-    output_len: int = 600,
-    max_num_seqs: int = 256,
-    num_blocks: int = 12000,
-    max_num_batched_tokens: int = 8192,
-    max_model_len: int = 1024,
-    seed: int = 5,
-) -> str:
+STREAM_DEFAULTS = {
+    "prompt_len": 64,
+    "output_len": 600,
+    "max_num_seqs": 256,
+    "num_blocks": 12000,
+    "max_num_batched_tokens": 8192,
+    "max_model_len": 1024,
+    "seed": 5,
+}
+"""The benchmark's stream; a test passes smaller values for any of them."""
+
+
+def stream_workload(num_requests: int, **overrides: int) -> str:
     """The TOML of a steady stream: requests come and go, about `output_len / 3` at once."""
+    unknown = overrides.keys() - STREAM_DEFAULTS.keys()
+    assert not unknown, f"not a stream setting: {sorted(unknown)}"
+    values = {**STREAM_DEFAULTS, **overrides}
     return STREAM_WORKLOAD.format(
-        seed=seed,
-        num_requests=num_requests,
-        max_steps=3 * num_requests + 2000,
-        num_blocks=num_blocks,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len,
-        prompt_len=prompt_len,
-        output_len=output_len,
+        num_requests=num_requests, max_steps=3 * num_requests + 2000, **values
     )
 
 
