@@ -1,6 +1,7 @@
 """Time and memory of `stepscope run` (table), `run --jsonl` and `record` over one long run.
 
     python benchmarks/long_run.py [--requests N] [--quick] [--results benchmarks/RESULTS.md]
+    python benchmarks/long_run.py --recording [--quick] [--results benchmarks/RESULTS.md]
 
 Workload: N requests (default 10,000; `--quick` 1,000) of 64 prompt tokens and 600
 output tokens, one arriving every 3 steps, max_num_seqs 256, prefix caching on, tape
@@ -10,6 +11,10 @@ a file; a sampler reads the process's VmRSS every 0.1 s, and the figures at 10 %
 and 100 % are the samples nearest to that fraction of the process's wall time (progress
 by elapsed time: the engine's steps cost about the same all run long). Max RSS is the
 kernel's peak for the process (wait4's ru_maxrss), not a sample.
+
+`--recording` measures `record` alone on two more runs: 1,000,000 steps of chat
+traffic (the TUI benchmark's trace, about six requests running) and 10,000
+requests running at once (64 + 300 tokens each, all arriving at step 0).
 """
 
 from __future__ import annotations
@@ -24,24 +29,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from results import heading, write_section
+from tracer_overhead import MILLION_STEP_TRAFFIC
 
 GOAL_TABLE_RATIO = 1.2
 GOAL_RSS_MB = 300
 SAMPLE_EVERY_S = 0.1
 FRACTIONS = (0.1, 0.5, 1.0)
 
-WORKLOAD = """
-description = "Long run: one 64-token request every 3 steps, 600 output tokens each."
-seed = 5
+STREAM_WORKLOAD = """
+description = "A steady stream: one request every 3 steps, fixed prompt and output lengths."
+seed = {seed}
 num_requests = {num_requests}
 max_steps = {max_steps}
 
 [config]
 block_size = 16
-num_blocks = 12000
-max_num_batched_tokens = 8192
-max_num_seqs = 256
-max_model_len = 1024
+num_blocks = {num_blocks}
+max_num_batched_tokens = {max_num_batched_tokens}
+max_num_seqs = {max_num_seqs}
+max_model_len = {max_model_len}
 enable_prefix_caching = true
 
 [arrivals]
@@ -50,11 +56,61 @@ interval = 3
 
 [prompt_len]
 distribution = "fixed"
+value = {prompt_len}
+
+[output_len]
+distribution = "fixed"
+value = {output_len}
+"""
+
+
+STREAM_DEFAULTS = {
+    "prompt_len": 64,
+    "output_len": 600,
+    "max_num_seqs": 256,
+    "num_blocks": 12000,
+    "max_num_batched_tokens": 8192,
+    "max_model_len": 1024,
+    "seed": 5,
+}
+"""The benchmark's stream; a test passes smaller values for any of them."""
+
+
+def stream_workload(num_requests: int, **overrides: int) -> str:
+    """The TOML of a steady stream: requests come and go, about `output_len / 3` at once."""
+    unknown = overrides.keys() - STREAM_DEFAULTS.keys()
+    assert not unknown, f"not a stream setting: {sorted(unknown)}"
+    values = {**STREAM_DEFAULTS, **overrides}
+    return STREAM_WORKLOAD.format(
+        num_requests=num_requests, max_steps=3 * num_requests + 2000, **values
+    )
+
+
+CONCURRENT_WORKLOAD = """
+description = "10,000 requests running at once: 64 prompt tokens, 300 outputs each."
+seed = 9
+num_requests = {num_requests}
+max_steps = 2000
+
+[config]
+block_size = 16
+num_blocks = {num_blocks}
+max_num_batched_tokens = 65536
+max_num_seqs = {num_requests}
+max_model_len = 1024
+
+[arrivals]
+process = "burst"
+size = {num_requests}
+every = 100000
+
+[prompt_len]
+distribution = "fixed"
 value = 64
 
 [output_len]
 distribution = "fixed"
-value = 600
+value = 300
 """
 
 
@@ -109,8 +165,7 @@ def measure(name: str, args: list[str], stdout: Path, output: Path) -> Measured:
 
 def run_all(num_requests: int, folder: Path) -> list[Measured]:
     workload = folder / "long_run.toml"
-    max_steps = 3 * num_requests + 2000
-    workload.write_text(WORKLOAD.format(num_requests=num_requests, max_steps=max_steps))
+    workload.write_text(stream_workload(num_requests))
     base = ["--model", "tape"]
     table, jsonl, trace = folder / "table.txt", folder / "lines.jsonl", folder / "t.duckdb"
     return [
@@ -118,6 +173,47 @@ def run_all(num_requests: int, folder: Path) -> list[Measured]:
         measure("run --jsonl", ["run", str(workload), *base, "--jsonl"], jsonl, jsonl),
         measure("record", ["record", str(workload), *base, "-o", str(trace)], folder / "o", trace),
     ]
+
+
+def run_recordings(quick: bool, folder: Path) -> list[Measured]:
+    """`record` on a million steps of chat traffic and on 10,000 concurrent requests."""
+    num_steps, concurrent = (100_000, 2_000) if quick else (1_000_000, 10_000)
+    million = folder / "million.toml"
+    million.write_text(
+        MILLION_STEP_TRAFFIC.format(num_requests=num_steps // 10 + 1000, num_steps=num_steps)
+    )
+    wide = folder / "concurrent.toml"
+    blocks = concurrent * (64 + 300 + 15) // 16 + 1
+    wide.write_text(CONCURRENT_WORKLOAD.format(num_requests=concurrent, num_blocks=blocks))
+    base = ["--model", "tape", "--flush-every", "4096"]
+    first, second = folder / "million.duckdb", folder / "concurrent.duckdb"
+    return [
+        measure(f"record {num_steps:,} steps", ["record", str(million), *base, "-o", str(first)],
+                folder / "o1", first),
+        measure(f"record {concurrent:,} concurrent",
+                ["record", str(wide), *base, "-o", str(second)], folder / "o2", second),
+    ]  # fmt: skip
+
+
+def recording_report(results: list[Measured]) -> str:
+    rows = [
+        "| recording | 10 % | 50 % | 100 % | max RSS | trace | RSS 100 % / 10 % |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for result in results:
+        samples = list(map(result.at, FRACTIONS))
+        cells = [f"{t:.1f} s, {rss:.0f} MB" for t, rss in samples]
+        growth = samples[-1][1] / samples[0][1]
+        rows.append(
+            f"| `{result.name}` | {' | '.join(cells)} | {result.max_rss_mb:.0f} MB | "
+            f"{result.output_bytes / 1e6:.1f} MB | {growth:.2f} |"
+        )
+    note = (
+        "`stepscope record --model tape --flush-every 4096`, one process per run; RSS sampled "
+        f"every {SAMPLE_EVERY_S} s, cells at that fraction of the wall time; max RSS is the "
+        "kernel's peak (the final checkpoint included)."
+    )
+    return "\n".join(rows) + "\n\n" + note
 
 
 def report(num_requests: int, results: list[Measured]) -> str:
@@ -152,8 +248,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=10_000, help="requests (default 10,000)")
     parser.add_argument("--quick", action="store_true", help="1,000 requests")
+    parser.add_argument(
+        "--recording", action="store_true", help="record 1M steps and 10,000 concurrent requests"
+    )
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     args = parser.parse_args()
+    if args.recording:
+        with tempfile.TemporaryDirectory() as folder:
+            text = recording_report(run_recordings(args.quick, Path(folder)))
+        print(text)
+        if args.results:
+            write_section(
+                args.results, "long_recording", f"{heading('long_run.py --recording')}\n\n{text}"
+            )
+        return
     num_requests = 1_000 if args.quick else args.requests
     with tempfile.TemporaryDirectory() as folder:
         results = run_all(num_requests, Path(folder))

@@ -5,6 +5,9 @@
 
 Engine: 1,024 requests decoding together (tape model). Untraced and traced runs
 alternate in the same invocation; each figure is the median over the repeats.
+Bytes per scheduled row are measured twice: on that uniform decode, and on chat
+traffic (`chat_traffic.py`: prefix caching, chunked prefill, preemptions, over a
+million rows), with each stored table's share of the file.
 Two ratios are printed: the engine thread's own cost (probe hooks plus turning each
 step into column buffers) and the end-to-end cost with the background DuckDB
 writer. On this kind of VM two busy threads each run at about half speed, so the
@@ -21,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chat_traffic import chat_size_figures, chat_size_report
 from results import heading, write_section
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
@@ -189,6 +193,10 @@ def generate_million_step_trace(path: Path, num_steps: int = 1_000_000) -> None:
     print(f"{path}: {summary.num_steps} steps, {path.stat().st_size / 1e6:.1f} MB")
 
 
+def size_report(figures: dict[str, Any], chat: dict[str, Any]) -> str:
+    return report(figures) + "\n\n" + chat_size_report(chat)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
@@ -200,9 +208,11 @@ def main() -> None:
         return
     if args.quick:
         figures = measure(num_steps=60, repeats=2, size_steps=200)
+        chat = chat_size_figures(num_requests=400)
     else:
         figures = measure(num_steps=300, repeats=5, size_steps=2000)
-    text = report(figures)
+        chat = chat_size_figures(num_requests=5200)
+    text = size_report(figures, chat)
     print(text)
     if args.results:
         write_section(args.results, "tracer_overhead", f"{heading('tracer_overhead.py')}\n\n{text}")

@@ -1,6 +1,15 @@
 """The trace schema: typed, commented tables, the reader's views, and the read API."""
 
+from .ddl import logical_tables
 from .trace import Trace, TraceError, ViewInfo, open_trace, view_infos
 from .version import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "Trace", "TraceError", "ViewInfo", "open_trace", "view_infos"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Trace",
+    "TraceError",
+    "ViewInfo",
+    "logical_tables",
+    "open_trace",
+    "view_infos",
+]

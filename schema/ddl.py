@@ -65,6 +65,11 @@ def table_specs() -> tuple[TableSpec, ...]:
     return tuple(specs)
 
 
+def logical_tables() -> tuple[str, ...]:
+    """The `_name` relations a reader sees, in `tables.sql` order (each table stored as read)."""
+    return tuple(spec.name for spec in table_specs())
+
+
 @cache
 def enum_types() -> dict[str, tuple[str, ...]]:
     """Each ENUM type of `tables.sql` with its values, in order."""

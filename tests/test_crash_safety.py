@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 from stepscope.schema import TraceError
 from stepscope.tracer.writer import CHECKPOINT_EVERY_BATCHES
 from test_hardening_errors import CLI, ENV
+from traces import decode_workload_json
 
 import stepscope as api
 
@@ -21,21 +21,9 @@ WAIT_S = 120.0
 """How long to wait for the recording to reach the steps a test needs (a bound, not a pace)."""
 
 
-def _long_workload(path: Path, num_requests: int = 16, num_steps: int = 20_000) -> Path:
+def _long_workload(path: Path) -> Path:
     """Decoding requests that would take minutes to record: the test stops them long before."""
-    requests = [
-        {
-            "id": f"d{i}",
-            "prompt_token_ids": [100 + 16 * i + t for t in range(16)],
-            "output_token_ids": [(7 * i + k) % 50 + 3 for k in range(num_steps)],
-            "max_tokens": num_steps,
-        }
-        for i in range(num_requests)
-    ]
-    config = {"block_size": 16, "num_blocks": num_requests * (num_steps // 16 + 8),
-              "max_num_batched_tokens": 1024, "max_num_seqs": num_requests,
-              "max_model_len": num_steps + 64}  # fmt: skip
-    path.write_text(json.dumps({"config": config, "requests": requests, "max_steps": num_steps}))
+    path.write_text(decode_workload_json(num_requests=16, num_steps=20_000))
     return path
 
 

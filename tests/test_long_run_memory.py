@@ -3,38 +3,26 @@
 from __future__ import annotations
 
 import gc
+import sys
 from pathlib import Path
 
+from conftest import REPO
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.request import Request
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
-STREAM = """
-num_requests = 60
-seed = 2
-[config]
-block_size = 16
-num_blocks = 200
-max_num_batched_tokens = 256
-max_num_seqs = 8
-max_model_len = 256
-enable_prefix_caching = true
-[arrivals]
-process = "constant"
-interval = 3
-[prompt_len]
-distribution = "fixed"
-value = 20
-[output_len]
-distribution = "fixed"
-value = 12
-"""
+sys.path.insert(0, str(REPO / "benchmarks"))
+from long_run import stream_workload  # the benchmark's workload, made small
 
 
 def _workload() -> Workload:
-    return parse_toml_workload(STREAM, source="stream")
+    text = stream_workload(
+        num_requests=60, prompt_len=20, output_len=12, max_num_seqs=8, num_blocks=200,
+        max_num_batched_tokens=256, max_model_len=256, seed=2,
+    )  # fmt: skip
+    return parse_toml_workload(text, source="stream")
 
 
 def _live_requests() -> int:

@@ -58,6 +58,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/decision_block_ids.sql": [0, 9],
     "schema/sql/read_table.sql": ["_steps"],
     "schema/sql/used_blocks.sql": ["_steps"],
+    "schema/sql/table_segments.sql": ["_steps"],
     "replay/sql/decision_preemptions.sql": [0, 9],
     "replay/sql/decision_scheduled.sql": [0, 9],
     "replay/sql/decision_steps.sql": [0, 9],
@@ -208,6 +209,7 @@ _STATEMENT = re.compile(
 
 ALLOWED = {
     ("tracer/writer.py", "INSERT INTO {table} BY NAME"): "the table's name spliced in",
+    ("tracer/compact.py", "COPY FROM DATABASE {_ORIGINAL} TO {_COPY}"): "catalog names spliced in",
     ("schema/trace.py", "CREATE TEMP VIEW {info.name} AS"): "the view's name spliced in",
     ("schema/older_traces.py", "CREATE TEMP VIEW {spec.name} AS"): "a table's name spliced in",
     ("schema/ddl.py", "COMMENT ON TABLE {table.name}"): "a table's name spliced in",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import read_jsonl
 from stepscope.engine import load_workload
-from stepscope.schema import Trace, view_infos
+from stepscope.schema import Trace, logical_tables, view_infos
 from traces import case, record
 
 import stepscope
@@ -286,3 +286,14 @@ def test_preemptions(traces: dict[str, Path]) -> None:
         "num_blocks_freed, num_tokens_refunded, num_preemptions, num_free_blocks_before, "
         "num_free_blocks_after FROM preemptions",
     ) == [(6, "r1", "r0", "fcfs", 12, 3, 0, 1, 0, 3)]
+
+
+def test_logical_tables_are_what_a_reader_sees_in_tables_sql_order(tmp_path: Path) -> None:
+    names = logical_tables()
+    assert names[:3] == ("_meta", "_config", "_requests") and len(names) == len(set(names))
+    path = record(case("01"), tmp_path / "t.duckdb").path
+    with Trace(path) as trace:
+        stored = trace.sql("SELECT table_name FROM duckdb_tables() WHERE NOT temporary").fetchall()
+        assert sorted(names) == sorted(name for (name,) in stored)
+        for name in names:
+            trace.sql(f"SELECT * FROM {name} LIMIT 0").fetchall()

@@ -32,6 +32,11 @@ def record(
 
 def decode_workload(num_requests: int, num_steps: int) -> Workload:
     """Requests with distinct 16-token prompts decoding for `num_steps` steps."""
+    return parse_workload(decode_workload_json(num_requests, num_steps), source="decode")
+
+
+def decode_workload_json(num_requests: int, num_steps: int) -> str:
+    """`decode_workload` as the JSON a workload file holds (for the CLI)."""
     requests = [
         {
             "id": f"d{i}",
@@ -48,8 +53,7 @@ def decode_workload(num_requests: int, num_steps: int) -> Workload:
         "max_num_seqs": num_requests,
         "max_model_len": num_steps + 64,
     }
-    text = json.dumps({"config": config, "requests": requests, "max_steps": num_steps + 10})
-    return parse_workload(text, source="decode")
+    return json.dumps({"config": config, "requests": requests, "max_steps": num_steps + 10})
 
 
 def prefill_heavy_workload(num_requests: int = 40, prompt_len: int = 200) -> Workload:

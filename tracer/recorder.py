@@ -363,6 +363,8 @@ class TraceRecorder:
     def _record_admission_events(self, step: int, engine_step: EngineStep, seq: Seq) -> None:
         output = engine_step.scheduler_output
         cached = output.scheduled_cached_reqs
+        if not output.scheduled_new_reqs and not cached.resumed_req_ids:
+            return
         num_running = len(cached.req_ids) - len(cached.resumed_req_ids)
         for req_id in itertools.islice(output.num_scheduled_tokens, num_running, None):
             kind = "resume" if req_id in cached.resumed_req_ids else "admit"

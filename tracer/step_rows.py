@@ -184,7 +184,9 @@ def _add_sampled(
         except IndexError:  # a prefill chunk sampled nothing: take the slow path
             pass
         else:
-            if sum(map(len, sampled)) == len(firsts):
+            # Without drafts scheduled no row samples more than one token.
+            drafts = engine_step.scheduler_output.scheduled_spec_decode_tokens
+            if not drafts or sum(map(len, sampled)) == len(firsts):
                 column.extend(firsts)
                 return
     for tokens in sampled:

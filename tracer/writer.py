@@ -6,6 +6,7 @@ batch is one transaction, so a run killed at any point leaves a trace that
 opens with every batch committed before it and says it is incomplete. The
 writer folds the write-ahead log into the file every few batches, so that the
 `.duckdb` file alone (copied without its `.wal`) holds all but the last few.
+A trace closed complete is then compacted (`compact.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import pyarrow as pa
 from stepscope.schema.ddl import statements
 from stepscope.schema.sql_files import query
 from stepscope.schema.version import SCHEMA_VERSION
+
+from .compact import compact
 
 QUEUE_DEPTH = 4
 CHECKPOINT_EVERY_BATCHES = 8
@@ -83,6 +86,8 @@ class TraceWriter:
         self._last_checkpoint = time.monotonic()
         self.write_cpu_s = 0.0
         """CPU time the writer thread spent inserting batches (for the benchmarks)."""
+        self._compact = False
+        """The last item closed the trace complete: compact the file once it is closed."""
         self._thread = threading.Thread(
             target=self._run, name="stepscope-trace-writer", daemon=True
         )
@@ -135,6 +140,8 @@ class TraceWriter:
             self._drain()
         finally:
             self._close_connection()
+        if self._compact and self._error is None:
+            compact(self.path, _WRITER_CONFIG)
 
     def _handle(self, item: object) -> bool:
         """Write one queued item; False once the file is to be closed."""
@@ -144,7 +151,10 @@ class TraceWriter:
             assert isinstance(item, Mapping)
             self._write(item)
         self._queue.task_done()
-        return not (isinstance(item, _MetaUpdate) and item.last)
+        if isinstance(item, _MetaUpdate) and item.last:
+            self._compact = item.meta.get("complete") == "true"
+            return False
+        return True
 
     def _write(self, batch: Batch) -> None:
         started = time.thread_time()
