@@ -13,7 +13,7 @@ from .outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from .request import Request, RequestStatus
 from .scheduler_output import SchedulerOutput
 from .scheduler_state import SchedulerState
-from .spec_decode import num_rejected, roll_back_rejected
+from .spec_decode import roll_back_rejected
 from .stop import check_stop
 
 _PREEMPTED = RequestStatus.PREEMPTED
@@ -45,7 +45,9 @@ class OutputUpdate(SchedulerState):
             if not generated:
                 continue  # a partial prefill chunk samples nothing
             if spec_tokens and not is_stale:
-                roll_back_rejected(request, num_rejected(request_id, len(generated), spec_tokens))
+                drafts = spec_tokens.get(request_id)
+                if drafts:
+                    roll_back_rejected(request, len(drafts), len(generated))
             status_before = request.status
             outputs.append(
                 self._update_request_with_output(request, generated, is_stale, caches_drafted)
@@ -62,39 +64,48 @@ class OutputUpdate(SchedulerState):
     def _update_request_with_output(
         self, request: Request, generated: Sequence[int], is_stale: bool, caches_drafted: bool
     ) -> EngineCoreOutput:
-        """Append the tokens, cache the blocks they complete, free the request if it stopped."""
+        """Append tokens one by one up to the first that ends the request; cache the blocks
+        they complete; free the request if it stopped."""
         status_before = request.status
         had_placeholders = request.num_output_placeholders > 0
-        new_token_ids = self._append_output_tokens(request, generated, is_stale)
-        if not is_stale and status_before == _RUNNING and (had_placeholders or caches_drafted):
-            # Blocks become cacheable as the tokens' output lands (async, or drafts).
-            self.kv_cache_manager.cache_blocks(
-                request, request.num_computed_tokens - request.num_in_flight_tokens
-            )
+        new_token_ids = tuple(generated)
+        if len(new_token_ids) == 1:
+            request.append_output_token_id(new_token_ids[0])
+            check_stop(request, self.max_model_len)
+        else:
+            new_token_ids = self._append_until_stop(request, new_token_ids, is_stale)
+        if not is_stale:
+            if had_placeholders:
+                # Every returned token resolves a placeholder, those trimmed at a stop too.
+                request.num_output_placeholders -= len(generated)
+            if status_before == _RUNNING and (had_placeholders or caches_drafted):
+                # Blocks become cacheable as the tokens' output lands (async, or drafts).
+                self.kv_cache_manager.cache_blocks(
+                    request, request.num_computed_tokens - request.num_in_flight_tokens
+                )
         if request.status <= _PREEMPTED:
             return EngineCoreOutput(request.request_id, new_token_ids)
+        return self._finish_stopped(request, new_token_ids)
+
+    def _append_until_stop(
+        self, request: Request, token_ids: tuple[int, ...], is_stale: bool
+    ) -> tuple[int, ...]:
+        """Append a step's tokens (accepted drafts, then the bonus token) up to the first that
+        stops the request; the positions past it are uncomputed. Returns those appended."""
+        for num_new, token_id in enumerate(token_ids, 1):
+            request.append_output_token_id(token_id)
+            if check_stop(request, self.max_model_len):
+                if not is_stale:
+                    request.num_computed_tokens -= len(token_ids) - num_new
+                return token_ids[:num_new]
+        return token_ids
+
+    def _finish_stopped(self, request: Request, new_token_ids: tuple[int, ...]) -> EngineCoreOutput:
+        """Free a request its output stopped; its last output carries the finish reason."""
         self._free_request(request)
         return EngineCoreOutput(
             request.request_id, new_token_ids, request.get_finished_reason(), request.stop_reason
         )
-
-    def _append_output_tokens(
-        self, request: Request, generated: Sequence[int], is_stale: bool
-    ) -> tuple[int, ...]:
-        """Append tokens one by one, stopping at the first that ends the request."""
-        max_model_len = self.max_model_len
-        new_token_ids = tuple(generated)
-        for num_new, token_id in enumerate(generated, 1):
-            request.append_output_token_id(token_id)
-            if check_stop(request, max_model_len):
-                if not is_stale:
-                    request.num_computed_tokens -= len(generated) - num_new
-                new_token_ids = new_token_ids[:num_new]
-                break
-        if not is_stale and request.num_output_placeholders > 0:
-            # Every returned token resolves a placeholder, those trimmed at a stop too.
-            request.num_output_placeholders -= len(generated)
-        return new_token_ids
 
     def _remove_stopped(self, stopped: list[Request]) -> None:
         stopped_set = set(stopped)
@@ -110,7 +121,7 @@ class OutputUpdate(SchedulerState):
             draft_token_ids.req_ids, draft_token_ids.draft_token_ids, strict=True
         ):
             request = requests.get(request_id)
-            if request is None or request.is_finished():
+            if request is None or request.status > _PREEMPTED:
                 continue
             if request.is_prefill_chunk:
                 if request.spec_token_ids:
