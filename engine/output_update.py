@@ -71,7 +71,7 @@ class OutputUpdate(SchedulerState):
         new_token_ids = tuple(generated)
         if len(new_token_ids) == 1:
             request.append_output_token_id(new_token_ids[0])
-            check_stop(request, self.max_model_len)
+            check_stop(request, self.max_model_len)  # a stop shows in request.status
         else:
             new_token_ids = self._append_until_stop(request, new_token_ids, is_stale)
         if not is_stale:
