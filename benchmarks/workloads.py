@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from step_timer import SAMPLED_TOKEN_ID
+
 
 def decode_case(num_requests: int, num_steps: int) -> dict[str, Any]:
     prompt_len, block_size = 128, 16
@@ -100,3 +102,61 @@ def mixed_case(num_requests: int, seed: int = 0) -> dict[str, Any]:
         "measure_from": 0,
         "num_steps": 100_000,
     }
+
+
+def chat_case(
+    num_conversations: int, measure_from: int, num_steps: int, seed: int = 0
+) -> dict[str, Any]:
+    """Multi-turn chat at `max_num_seqs` 256: each turn's prompt is a shared system prompt,
+    the conversation so far and a new user message, so admissions hit the prefix cache;
+    long prompts are prefilled in chunks; the KV pool is tight enough to preempt.
+
+    A conversation starts every other step; its next turn arrives when the previous
+    answer would be done unqueued, plus a pause. Timed from `measure_from` (the running
+    list is full by then) for `num_steps` steps.
+    """
+    rng = random.Random(seed)
+    system_prompts = [[rng.randint(3, 30000) for _ in range(512)] for _ in range(4)]
+    requests: list[dict[str, Any]] = []
+    for c in range(num_conversations):
+        requests.extend(_conversation(rng, f"c{c}", system_prompts[c % 4], c * 2))
+    config = {
+        "block_size": 16,
+        "num_blocks": 14_000,
+        "max_num_batched_tokens": 8192,
+        "max_num_seqs": 256,
+        "max_model_len": 8192,
+        "enable_prefix_caching": True,
+    }
+    return {
+        "name": f"chat {num_conversations} conversations",
+        "workload": {"config": config, "requests": requests},
+        "measure_from": measure_from,
+        "num_steps": num_steps,
+    }
+
+
+def _conversation(
+    rng: random.Random, name: str, system_prompt: list[int], start_step: int
+) -> list[dict[str, Any]]:
+    """Up to five turns; each prompt repeats the whole conversation before it, the earlier
+    answers as the fake model's sampled token, so their cached blocks can hit."""
+    context = list(system_prompt)
+    arrival_step = start_step
+    turns = []
+    for turn in range(rng.randint(2, 5)):
+        context += [rng.randint(3, 30000) for _ in range(rng.randint(16, 400))]
+        max_tokens = rng.randint(32, 384)
+        if len(context) + max_tokens > 6000:
+            break
+        turns.append(
+            {
+                "id": f"{name}t{turn}",
+                "arrival_step": arrival_step,
+                "prompt_token_ids": list(context),
+                "max_tokens": max_tokens,
+            }
+        )
+        context += [SAMPLED_TOKEN_ID] * max_tokens
+        arrival_step += max_tokens + rng.randint(5, 40)
+    return turns

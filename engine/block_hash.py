@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .lora import lora_hash_key
 
 if TYPE_CHECKING:
-    from .request import BlockHasher, Request
+    from .request import Request
 
 BlockHash = bytes
 
@@ -30,10 +30,16 @@ def hash_block_tokens(
     return hashlib.sha256(parent_hash + array("q", token_ids).tobytes() + extra_key).digest()
 
 
-def make_block_hasher(block_size: int) -> BlockHasher:
-    """A hasher that returns the hashes of a request's newly full blocks."""
+class ChainedBlockHasher:
+    """Returns the hashes of a request's newly full blocks, each chained to its parent's."""
 
-    def hash_new_full_blocks(request: Request) -> list[BlockHash]:
+    __slots__ = ("block_size",)
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+
+    def __call__(self, request: Request) -> list[BlockHash]:
+        block_size = self.block_size
         start = len(request.block_hashes) * block_size
         num_tokens = request.num_tokens
         if start + block_size > num_tokens:
@@ -48,4 +54,7 @@ def make_block_hasher(block_size: int) -> BlockHasher:
             start += block_size
         return new_hashes
 
-    return hash_new_full_blocks
+
+def make_block_hasher(block_size: int) -> ChainedBlockHasher:
+    """A hasher that returns the hashes of a request's newly full blocks."""
+    return ChainedBlockHasher(block_size)

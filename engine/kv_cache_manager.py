@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from .block_pool import BlockPool, KVCacheBlock
 from .request import Request, RequestStatus
 
+NO_BLOCKS: tuple[KVCacheBlock, ...] = ()
+"""The new blocks of a call that needed none (most running requests, most steps)."""
+
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -140,6 +143,33 @@ class KVCacheManager:
             self.cache_blocks(
                 request, min(total_computed_tokens + num_new_tokens, request.num_tokens)
             )
+        return new_blocks
+
+    def allocate_running_slots(
+        self, request: Request, num_new_tokens: int, num_lookahead_tokens: int = 0
+    ) -> Sequence[KVCacheBlock] | AllocationRefusal:
+        """`allocate_slots` for a running request: no hits to adopt, no watermark, no
+        full-sequence check (the running pass's call, made for every request every step).
+        """
+        request_id = request.request_id
+        req_blocks = self.req_to_blocks[request_id]
+        num_computed_tokens = request.num_computed_tokens
+        num_tokens_need_slot = min(
+            num_computed_tokens + num_new_tokens + num_lookahead_tokens, self.max_model_len
+        )
+        num_new_blocks = -(-num_tokens_need_slot // self.block_size) - len(req_blocks)
+        new_blocks: Sequence[KVCacheBlock] = NO_BLOCKS
+        if num_new_blocks > 0:
+            num_free_blocks = self.block_pool.get_num_free_blocks()
+            if num_new_blocks > num_free_blocks:
+                return AllocationRefusal(RefusalCheck.SLOTS, num_new_blocks, 0, num_free_blocks)
+            new_blocks = self.block_pool.get_new_blocks(num_new_blocks)
+            req_blocks.extend(new_blocks)
+        if self.enable_caching and len(request.block_hashes) > self.num_cached_block.get(
+            request_id, 0
+        ):
+            num_tokens = min(num_computed_tokens, self.max_model_len) + num_new_tokens
+            self.cache_blocks(request, min(num_tokens, request.num_tokens))
         return new_blocks
 
     def get_num_blocks_to_allocate(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .request import FinishReason
 
@@ -37,9 +38,12 @@ class DraftTokenIds:
     draft_token_ids: tuple[tuple[int, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class EngineCoreOutput:
-    """New tokens of one request this step, and its finish reason if it stopped."""
+class EngineCoreOutput(NamedTuple):
+    """New tokens of one request this step, and its finish reason if it stopped.
+
+    A named tuple: one is made per scheduled request per step, and it builds faster
+    than a frozen dataclass.
+    """
 
     request_id: str
     new_token_ids: tuple[int, ...]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+import sys
+from typing import Protocol
 
 from .lora import LoRARequest
 from .probe import RunningGrant
@@ -59,7 +60,13 @@ _FINISHED_REASON = {
     RequestStatus.FINISHED_REPETITION: FinishReason.REPETITION,
 }
 
-BlockHasher = Callable[["Request"], list[bytes]]
+
+class BlockHasher(Protocol):
+    """Hashes a request's newly full blocks (vLLM's `request_block_hasher`)."""
+
+    block_size: int
+
+    def __call__(self, request: Request) -> list[bytes]: ...
 
 
 class Request:
@@ -71,6 +78,7 @@ class Request:
 
     __slots__ = (
         "_block_hasher",
+        "_num_tokens_next_block",
         "all_token_ids",
         "arrival_time",
         "block_hashes",
@@ -83,6 +91,7 @@ class Request:
         "num_preemptions",
         "num_prompt_tokens",
         "num_stale_output_tokens",
+        "num_tokens",
         "output_token_ids",
         "priority",
         "prompt_token_ids",
@@ -112,6 +121,8 @@ class Request:
         self.prompt_token_ids = tuple(prompt_token_ids)
         self.num_prompt_tokens = len(prompt_token_ids)
         self.all_token_ids: list[int] = list(prompt_token_ids)
+        self.num_tokens = len(prompt_token_ids)
+        """`len(all_token_ids)`, kept as a field: the scheduler reads it for every request."""
         self.output_token_ids: list[int] = []
         self.sampling_params = sampling_params
         self.max_tokens = sampling_params.max_tokens
@@ -138,11 +149,9 @@ class Request:
         """Drafts to verify in its next decode step (async: -1 placeholders the worker fills)."""
         self._block_hasher = block_hasher
         self.block_hashes: list[bytes] = []
+        self._num_tokens_next_block = sys.maxsize
+        """`num_tokens` at which the next block is full and gets hashed (never: no hasher)."""
         self.update_block_hashes()
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.all_token_ids)
 
     @property
     def num_tokens_with_spec(self) -> int:
@@ -161,12 +170,16 @@ class Request:
     def append_output_token_id(self, token_id: int) -> None:
         self.output_token_ids.append(token_id)
         self.all_token_ids.append(token_id)
-        self.update_block_hashes()
+        self.num_tokens += 1
+        if self.num_tokens >= self._num_tokens_next_block:
+            self.update_block_hashes()
 
     def update_block_hashes(self) -> None:
         """Hash any block of `all_token_ids` that became full."""
-        if self._block_hasher is not None:
-            self.block_hashes.extend(self._block_hasher(self))
+        block_hasher = self._block_hasher
+        if block_hasher is not None:
+            self.block_hashes.extend(block_hasher(self))
+            self._num_tokens_next_block = (len(self.block_hashes) + 1) * block_hasher.block_size
 
     def __lt__(self, other: Request) -> bool:
         """The waiting heap's order: priority, then arrival time, then request id.

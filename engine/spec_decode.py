@@ -9,8 +9,6 @@ the update, rejected drafts roll `num_computed_tokens` (and async placeholders) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from .outputs import ModelRunnerOutput
 from .request import Request
 from .scheduler_output import SchedulerOutput
@@ -63,18 +61,13 @@ def pad_spec_decode(
     return padded_num_tokens
 
 
-def num_rejected(
-    request_id: str, num_generated: int, scheduled_spec_decode_tokens: Mapping[str, Sequence[int]]
-) -> int:
-    """Scheduled drafts the model did not accept (it returns the accepted ones plus one)."""
-    drafts = scheduled_spec_decode_tokens.get(request_id)
-    if not drafts:
-        return 0
-    return len(drafts) - max(num_generated - 1, 0)
+def roll_back_rejected(request: Request, num_drafts: int, num_generated: int) -> None:
+    """Forget the positions of the drafts the model rejected (and their async placeholders).
 
-
-def roll_back_rejected(request: Request, num_rejected_tokens: int) -> None:
-    """Forget the rejected drafts' positions (and their async placeholders)."""
+    The model returns the accepted drafts plus one token, so `num_drafts` scheduled and
+    `num_generated` returned leave `num_drafts - (num_generated - 1)` rejected.
+    """
+    num_rejected_tokens = num_drafts - max(num_generated - 1, 0)
     if request.num_computed_tokens > 0:
         request.num_computed_tokens -= num_rejected_tokens
     if request.num_output_placeholders > 0:

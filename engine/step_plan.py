@@ -7,6 +7,7 @@ named phases share, and that a what-if scheduler can read or change.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .block_pool import KVCacheBlock
@@ -59,7 +60,7 @@ class StepPlan:
     scheduled_new: list[Request] = field(default_factory=list)
     scheduled_resumed: list[Request] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
-    new_blocks: dict[str, list[KVCacheBlock]] = field(default_factory=dict)
+    new_blocks: dict[str, Sequence[KVCacheBlock]] = field(default_factory=dict)
     running_pass_end: RunningPassEnd = RunningPassEnd.ALL_VISITED
     admission_stop: AdmissionStop = AdmissionStop.NO_WAITING
     blocked_request_id: str | None = None
@@ -69,14 +70,14 @@ class StepPlan:
     prefill_scheduled: bool = False
     """A running request scheduled this step is still prefilling (no draft padding then)."""
 
-    def take(self, request: Request, num_new_tokens: int, blocks: list[KVCacheBlock]) -> None:
+    def take(self, request: Request, num_new_tokens: int, blocks: Sequence[KVCacheBlock]) -> None:
         request_id = request.request_id
         self.new_blocks[request_id] = blocks
         self.num_scheduled_tokens[request_id] = num_new_tokens
         self.token_budget -= num_new_tokens
         self.input_budget -= num_new_tokens + self.draft_slots
 
-    def refund(self, request: Request) -> tuple[int, list[KVCacheBlock]]:
+    def refund(self, request: Request) -> tuple[int, Sequence[KVCacheBlock]]:
         """Undo this step's scheduling of a preempted request; returns its tokens and blocks."""
         self.scheduled_running.remove(request)
         num_tokens = self.num_scheduled_tokens.pop(request.request_id)

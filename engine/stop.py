@@ -21,7 +21,7 @@ def check_stop(request: Request, max_model_len: int) -> bool:
         request.status = RequestStatus.FINISHED_STOPPED
         request.stop_reason = last_token_id
         return True
-    if request.num_tokens >= max_model_len or request.num_output_tokens >= request.max_tokens:
+    if request.num_tokens >= max_model_len or len(request.output_token_ids) >= request.max_tokens:
         request.status = RequestStatus.FINISHED_LENGTH_CAPPED
         return True
     return False

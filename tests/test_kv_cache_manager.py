@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
 from stepscope.engine import AllocationRefusal, Request, RequestStatus, SamplingParams
 from stepscope.engine.block_hash import make_block_hasher
 from stepscope.engine.kv_cache_manager import KVCacheManager, RefusalCheck
@@ -98,3 +100,45 @@ def test_blocks_are_cached_at_schedule_time_for_the_scheduled_tokens() -> None:
     request = _request("a", list(range(10)))
     manager.allocate_slots(request, 6)
     assert [b.block_hash is not None for b in manager.get_blocks("a")] == [True, False]
+
+
+@given(
+    prompt_len=st.integers(1, 30),
+    chunks=st.lists(st.integers(1, 9), min_size=1, max_size=6),
+    num_lookahead_tokens=st.integers(0, 3),
+    num_blocks=st.integers(3, 14),
+)
+def test_the_running_pass_call_decides_as_allocate_slots(
+    prompt_len: int, chunks: list[int], num_lookahead_tokens: int, num_blocks: int
+) -> None:
+    """`allocate_running_slots` is `allocate_slots` for a running request: the same grants,
+    refusals, block tables, cached blocks and free pool, chunk after chunk."""
+    general, running = _manager(num_blocks), _manager(num_blocks)
+    a, b = (_request("a", list(range(prompt_len))) for _ in range(2))
+    for manager, request in ((general, a), (running, b)):
+        assert not isinstance(manager.allocate_slots(request, 1), AllocationRefusal)
+        request.status = RequestStatus.RUNNING
+        _advance(request, 1)
+    for chunk in chunks:
+        num_new_tokens = min(chunk, a.num_tokens - a.num_computed_tokens)
+        expected = general.allocate_slots(
+            a, num_new_tokens, num_lookahead_tokens=num_lookahead_tokens
+        )
+        got = running.allocate_running_slots(b, num_new_tokens, num_lookahead_tokens)
+        if isinstance(expected, AllocationRefusal):
+            assert got == expected
+            return
+        assert not isinstance(got, AllocationRefusal)
+        assert [block.block_id for block in got] == [block.block_id for block in expected]
+        _advance(a, num_new_tokens)
+        _advance(b, num_new_tokens)
+        assert general.get_block_ids("a") == running.get_block_ids("a")
+        assert general.num_cached_block == running.num_cached_block
+        assert general.get_num_free_blocks() == running.get_num_free_blocks()
+
+
+def _advance(request: Request, num_tokens: int) -> None:
+    """Its tokens computed; once it has caught up, a sampled token appended (it decodes)."""
+    request.num_computed_tokens += num_tokens
+    if request.num_computed_tokens == request.num_tokens:
+        request.append_output_token_id(7)
