@@ -1,0 +1,123 @@
+"""What `stepscope sweep` shows: a line per finished point on a terminal, then the points table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from stepscope.replay.sweep import SweepOutcome
+from stepscope.replay.sweep_grid import SweepPoint
+from stepscope.replay.sweep_point import PointResult
+from stepscope.safe_text import safe_text
+
+SUMMARY_METRICS = {
+    "num_steps": "steps",
+    "num_preemptions": "preempted",
+    "recomputed_tokens": "recomputed",
+    "ttft_p99_steps": "TTFT p99",
+    "tpot_p99_steps": "TPOT p99",
+    "ttft_p99_s": "TTFT p99 s",
+    "tpot_p99_s": "TPOT p99 s",
+    "kv_usage_max": "KV max",
+    "tokens_per_step": "tokens/step",
+}
+"""The table's metric columns and their headings (all of them are in the result file)."""
+
+
+class PointProgress:
+    """Points done of the grid, and a line per point as it finishes; silent off a terminal."""
+
+    def __init__(self, description: str, num_points: int, console: Console | None = None):
+        self.console = console or Console(stderr=True)
+        self.num_points = num_points
+        self.progress = Progress(
+            TextColumn("[cyan]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("points"),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+            disable=not self.console.is_terminal,
+        )
+        self.task = self.progress.add_task(escape(description), total=num_points)
+
+    def __enter__(self) -> PointProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.progress.stop()
+
+    def on_point(self, point: SweepPoint, result: PointResult) -> None:
+        self.progress.advance(self.task)
+        if self.console.is_terminal:
+            metrics = result.metrics
+            self.progress.console.print(
+                f"point {point.index}/{self.num_points - 1} {escape(safe_text(point.label))}: "
+                f"{metrics['num_steps']} steps, {metrics['num_preemptions']} preemptions",
+                highlight=False,
+            )
+
+
+def print_summary(
+    console: Console,
+    outcome: SweepOutcome,
+    output: Path,
+    parquet: Path | None,
+    fit_problem: str | None,
+) -> None:
+    """The points table, where the result went, and why seconds are missing if they are."""
+    console.print(_table(outcome, seconds=fit_problem is None))
+    written = f"{outcome.points.num_rows} points written to {output}"
+    if parquet is not None:
+        written += f" and {parquet}"
+    if outcome.kept:
+        written += f"; kept traces in {next(iter(outcome.kept.values())).parent}"
+    console.print(escape(safe_text(written)), highlight=False, soft_wrap=True)
+    if fit_problem is not None:
+        console.print(
+            f"[yellow]no modelled seconds:[/] the step-time fit is poor "
+            f"({escape(safe_text(fit_problem))})",
+            highlight=False,
+        )
+
+
+def _table(outcome: SweepOutcome, seconds: bool) -> Table:
+    knobs = [name for name in outcome.points.column_names if name in _knob_names(outcome)]
+    metrics = {k: v for k, v in SUMMARY_METRICS.items() if seconds or not k.endswith("_s")}
+    table = Table(title="sweep points", title_justify="left")
+    table.add_column("point", justify="right")
+    for name in knobs:
+        table.add_column(escape(name), justify="right")
+    for heading in metrics.values():
+        table.add_column(heading, justify="right")
+    for row in outcome.points.select(["point", *knobs, *metrics]).to_pylist():
+        table.add_row(*(escape(safe_text(_cell(value))) for value in row.values()))
+    return table
+
+
+def _knob_names(outcome: SweepOutcome) -> set[str]:
+    return set(json.loads(outcome.meta["grid"] or "{}"))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1 else f"{value:,.2f}".rstrip("0").rstrip(".")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
