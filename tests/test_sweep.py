@@ -228,6 +228,20 @@ def test_a_bad_sweep_is_one_line_and_exit_2(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_bad_view_option_fails_before_any_work(trace: Path, tmp_path: Path) -> None:
+    args = ["--grid", "num_blocks=41", "-o", str(tmp_path / "s.duckdb"), "--sort", "no_such"]
+    result = stepscope("sweep", str(trace), *args)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_needs_a_trace_a_grid_and_a_result(trace: Path) -> None:
+    result = stepscope("sweep", str(trace), "--grid", "num_blocks=41")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: expected TRACE --grid KNOB=V1,V2,... -o SWEEP.duckdb")
+
+
 def test_an_existing_result_is_never_overwritten(trace: Path, tmp_path: Path) -> None:
     output = tmp_path / "s.duckdb"
     output.write_text("mine")

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
+import pyarrow as pa
 import typer
 
-from stepscope.engine import InputError
+from stepscope.engine import InputError, Scheduler
 from stepscope.inputs import load_scheduler_class, parse_knob
 from stepscope.replay.sweep import SweepPlan, fit_problem, run_sweep, trace_facts
 from stepscope.replay.sweep_grid import SweepGrid, build_grid, value_text
+from stepscope.replay.sweep_metrics import METRIC_TYPES, SECONDS_METRICS
 from stepscope.replay.sweep_point import point_trace_name
 from stepscope.replay.sweep_pool import default_jobs
 from stepscope.replay.sweep_ray import require_ray
@@ -20,86 +20,133 @@ from stepscope.replay.sweep_result import kept_folder
 from stepscope.run_view import run_console
 from stepscope.schema.trace import check_readable
 
-from .sweep_output import PointProgress, print_summary
+from .sweep_output import PointProgress, print_summary, print_written
+from .sweep_view_hook import (
+    ParetoOption,
+    PlotOption,
+    PlotOutOption,
+    ShowOption,
+    SortOption,
+    ViewRequest,
+    check_view,
+    render,
+)
 
-VIEW_MODULE = "stepscope.replay.sweep_view"
-"""The sweep view's module: `render_sweep(result, objective, plot, out)` sorts, marks, plots."""
+TraceArgument = Annotated[Path | None, typer.Argument(help="A recorded trace.", show_default=False)]
+GridOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--grid",
+        metavar="KNOB=V1,V2,...",
+        help="A knob and the values to sweep (each read as --set reads it); repeatable, "
+        "every combination is a point, the last --grid varying fastest.",
+    ),
+]
+OutputOption = Annotated[
+    Path | None,
+    typer.Option("-o", "--output", help="The result: a DuckDB file (sweep_meta, sweep_points)."),
+]
+ParquetOption = Annotated[
+    Path | None, typer.Option("--parquet", help="Also write sweep_points as Parquet here.")
+]
+JobsOption = Annotated[
+    int | None, typer.Option("--jobs", min=1, help="Worker processes (default: the cores).")
+]
+KeepOption = Annotated[
+    str | None,
+    typer.Option("--keep", metavar="POINTS", help="Keep these points' traces: 0,3 or all."),
+]
+RayOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="ADDRESS",
+        help="Run the points as Ray tasks: a cluster's address, auto, or local "
+        "(needs stepscope\\[ray]).",
+    ),
+]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option("--scheduler", metavar="module:Class", help="A Scheduler subclass."),
+]
 
 
 def sweep(
-    trace: Annotated[Path, typer.Argument(help="A recorded trace.")],
-    grid: Annotated[
-        list[str],
-        typer.Option(
-            "--grid",
-            metavar="KNOB=V1,V2,...",
-            help="A knob and the values to sweep (each read as --set reads it); repeatable, "
-            "every combination is a point, the last --grid varying fastest.",
-        ),
-    ],
-    output: Annotated[
-        Path, typer.Option("-o", "--output", help="The result: a DuckDB file (sweep_points).")
-    ],
-    parquet: Annotated[
-        Path | None, typer.Option("--parquet", help="Also write sweep_points as Parquet here.")
-    ] = None,
-    scheduler: Annotated[
-        str | None,
-        typer.Option("--scheduler", metavar="module:Class", help="A Scheduler subclass."),
-    ] = None,
-    jobs: Annotated[
-        int | None,
-        typer.Option("--jobs", min=1, help="Worker processes (default: the cores)."),
-    ] = None,
-    keep: Annotated[
-        str | None,
-        typer.Option(
-            "--keep", metavar="POINTS", help="Keep these points' traces, e.g. 0,3 (or all)."
-        ),
-    ] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            metavar="ADDRESS",
-            help="Run the points as Ray tasks: a cluster's address, auto, or local "
-            "(needs stepscope[ray]).",
-        ),
-    ] = None,
-    sort: Annotated[
-        str | None, typer.Option("--sort", metavar="METRIC", help="Sort the table by a metric.")
-    ] = None,
-    plot: Annotated[
-        str | None, typer.Option("--plot", metavar="X:Y", help="Plot one metric against another.")
-    ] = None,
-    plot_out: Annotated[
-        Path | None, typer.Option("--plot-out", help="Write the plot to a PNG or SVG file.")
-    ] = None,
+    trace: TraceArgument = None,
+    grid: GridOption = None,
+    output: OutputOption = None,
+    parquet: ParquetOption = None,
+    scheduler: SchedulerOption = None,
+    jobs: JobsOption = None,
+    keep: KeepOption = None,
+    ray: RayOption = None,
+    sort: SortOption = None,
+    plot: PlotOption = None,
+    plot_out: PlotOutOption = None,
+    pareto: ParetoOption = None,
+    show: ShowOption = None,
 ) -> None:
     """Replay a trace's arrivals under every combination of knob values (a what-if per
     point, the same as `stepscope replay TRACE --set ...`) in parallel, and write each
     point's steps to drain, preemptions, TTFT/TPOT, KV usage and throughput as one row of
     sweep_points in the -o DuckDB file."""
-    render = _view(sort, plot, plot_out)
+    view = ViewRequest(sort, plot, plot_out, pareto)
+    if show is not None:
+        if trace is not None or grid or output is not None:
+            raise InputError("--show reads a result written before: no TRACE, --grid or -o")
+        check_view(view, None)
+        render(show, view)
+        return
+    if trace is None or not grid or output is None:
+        raise InputError("expected TRACE --grid KNOB=V1,V2,... -o SWEEP.duckdb (or --show)")
+    check_view(view, None)
     _check_targets(output, parquet)
-    if ray is not None:
-        if jobs is not None:
-            raise InputError("--jobs and --ray: Ray places the tasks; give one of them")
-        require_ray()
+    _check_runner(jobs, ray)
     check_readable(trace)
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
-    values = parse_grid(grid)
-    facts = trace_facts(trace)
-    points = build_grid(facts.config, values)
-    keep_set = parse_keep(keep, points)
-    _check_kept(output, keep_set)
-    plan = SweepPlan(facts, points, scheduler_cls, keep_set, jobs or default_jobs(), ray)
-    with PointProgress(f"sweep {trace.name}", len(points.points)) as progress:
+    plan = _plan(trace, parse_grid(grid), scheduler_cls, keep, jobs, ray)
+    check_view(view, numeric_columns(plan))
+    _check_kept(output, plan.keep)
+    with PointProgress(f"sweep {trace.name}", len(plan.grid.points)) as progress:
         outcome = run_sweep(plan, output, parquet, progress.on_point)
-    if render is None:
-        print_summary(run_console(), outcome, output, parquet, fit_problem(facts.cost_model))
+    problem = fit_problem(plan.facts.cost_model)
+    if view.asked:
+        render(output, view)
+        print_written(run_console(), outcome, output, parquet)
     else:
-        render(output, sort, plot, plot_out)
+        print_summary(run_console(), outcome, output, parquet, problem)
+
+
+def _plan(
+    trace: Path,
+    values: dict[str, list[Any]],
+    scheduler_cls: type[Scheduler] | None,
+    keep: str | None,
+    jobs: int | None,
+    ray: str | None,
+) -> SweepPlan:
+    """The trace read, the grid checked on its config, the points to keep."""
+    facts = trace_facts(trace)
+    grid = build_grid(facts.config, values)
+    keep_set = parse_keep(keep, grid)
+    return SweepPlan(facts, grid, scheduler_cls, keep_set, jobs or default_jobs(), ray)
+
+
+def numeric_columns(plan: SweepPlan) -> list[str]:
+    """The result's columns an objective can name: numeric knobs and metrics (seconds if fit)."""
+    knobs = [n for n, t in plan.grid.column_types().items() if pa.types.is_integer(t)
+             or pa.types.is_floating(t)]  # fmt: skip
+    seconds = fit_problem(plan.facts.cost_model) is None
+    metrics = [name for name in METRIC_TYPES if seconds or name not in SECONDS_METRICS]
+    return ["point", *knobs, *metrics]
+
+
+def _check_runner(jobs: int | None, ray: str | None) -> None:
+    if ray is None:
+        return
+    if jobs is not None:
+        raise InputError("--jobs and --ray: Ray places the tasks; give one of them")
+    require_ray()
 
 
 def parse_grid(texts: list[str]) -> dict[str, list[Any]]:
@@ -160,21 +207,3 @@ def _check_kept(output: Path, keep: frozenset[int]) -> None:
     taken = [path for path in (folder / point_trace_name(i) for i in keep) if path.exists()]
     if taken:
         raise InputError(f"{taken[0]}: already exists (a kept trace of --keep)")
-
-
-def _view(
-    sort: str | None, plot: str | None, plot_out: Path | None
-) -> Callable[[Path, str | None, str | None, Path | None], None] | None:
-    """The sweep view's renderer when sorting or plotting is asked for, before any work."""
-    if sort is None and plot is None and plot_out is None:
-        return None
-    if plot_out is not None and plot is None:
-        raise InputError("--plot-out needs --plot X:Y")
-    try:
-        module = importlib.import_module(VIEW_MODULE)
-    except ImportError:
-        raise InputError(
-            f"--sort/--plot: this stepscope lacks the sweep view ({VIEW_MODULE})"
-        ) from None
-    render: Callable[[Path, str | None, str | None, Path | None], None] = module.render_sweep
-    return render

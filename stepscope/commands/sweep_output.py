@@ -81,18 +81,25 @@ def print_summary(
 ) -> None:
     """The points table, where the result went, and why seconds are missing if they are."""
     console.print(_table(outcome, seconds=fit_problem is None))
-    written = f"{outcome.points.num_rows} points written to {output}"
-    if parquet is not None:
-        written += f" and {parquet}"
-    if outcome.kept:
-        written += f"; kept traces in {next(iter(outcome.kept.values())).parent}"
-    console.print(escape(safe_text(written)), highlight=False, soft_wrap=True)
+    print_written(console, outcome, output, parquet)
     if fit_problem is not None:
         console.print(
             f"[yellow]no modelled seconds:[/] the step-time fit is poor "
             f"({escape(safe_text(fit_problem))})",
             highlight=False,
         )
+
+
+def print_written(
+    console: Console, outcome: SweepOutcome, output: Path, parquet: Path | None
+) -> None:
+    """Where the result (and the kept traces) went."""
+    written = f"{outcome.points.num_rows} points written to {output}"
+    if parquet is not None:
+        written += f" and {parquet}"
+    if outcome.kept:
+        written += f"; kept traces in {next(iter(outcome.kept.values())).parent}"
+    console.print(escape(safe_text(written)), highlight=False, soft_wrap=True)
 
 
 def _table(outcome: SweepOutcome, seconds: bool) -> Table:
