@@ -21,23 +21,13 @@ from stepscope.replay.sweep_metrics import SECONDS_METRICS, point_metrics
 from stepscope.replay.sweep_point import PointResult
 from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
+from test_hardening_limits import stepscope
 from traces import record
 
 from stepscope.commands.sweep_output import PointProgress
 
 WORKLOAD = REPO / "examples" / "workloads" / "burst_preemption.toml"
 GRID = ["--grid", "num_blocks=41,80", "--grid", "max_num_batched_tokens=128,256"]
-
-
-def stepscope(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {"COLUMNS": "200", "PATH": "/usr/bin:/bin", "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "stepscope", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-    )
 
 
 def rows(result: Path, table: str = "sweep_points") -> list[dict[str, Any]]:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from stepscope.progress import StepProgress
 from stepscope.replay.sweep import SweepOutcome
 from stepscope.replay.sweep_grid import SweepPoint
 from stepscope.replay.sweep_point import PointResult
@@ -31,35 +30,14 @@ SUMMARY_METRICS = {
 """The table's metric columns and their headings (all of them are in the result file)."""
 
 
-class PointProgress:
+class PointProgress(StepProgress):
     """Points done of the grid, and a line per point as it finishes; silent off a terminal."""
 
     def __init__(self, description: str, num_points: int, console: Console | None = None):
         self.console = console or Console(stderr=True)
+        super().__init__(self.console, unit="points")
+        self.start(description, num_points)
         self.num_points = num_points
-        self.progress = Progress(
-            TextColumn("[cyan]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("points"),
-            TimeElapsedColumn(),
-            console=self.console,
-            transient=True,
-            disable=not self.console.is_terminal,
-        )
-        self.task = self.progress.add_task(escape(description), total=num_points)
-
-    def __enter__(self) -> PointProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.progress.stop()
 
     def on_point(self, point: SweepPoint, result: PointResult) -> None:
         self.progress.advance(self.task)
