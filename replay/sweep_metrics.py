@@ -1,8 +1,8 @@
 """One sweep point's figures, read from its what-if trace: the `sweep_points` metric columns.
 
 Statistics are taken in Python over values fetched in request order (exactly rounded sums,
-interpolated quantiles as DuckDB's `quantile_cont`), so a point's row is the same bytes
-whichever process, machine or thread count computed it.
+quantiles by `quantile_cont`'s definition), so a point's row is the same bytes whichever
+process, machine or thread count computed it.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def mean(values: Sequence[float]) -> float | None:
 
 
 def quantile(ordered: Sequence[float], q: float) -> float | None:
-    """DuckDB's `quantile_cont`: linear interpolation between the closest ranks."""
+    """Linear interpolation between the closest ranks, as DuckDB's `quantile_cont` defines it."""
     if not ordered:
         return None
     position = (len(ordered) - 1) * q
