@@ -107,7 +107,8 @@ def sweep(
     plan = _plan(trace, parse_grid(grid), scheduler_cls, keep, jobs, ray)
     check_view(view, numeric_columns(plan))
     _check_kept(output, plan.keep)
-    with PointProgress(f"sweep {trace.name}", len(plan.grid.points)) as progress:
+    progress = PointProgress(f"sweep {trace.name}", len(plan.grid.points))
+    with progress:
         outcome = run_sweep(plan, output, parquet, progress.on_point)
     problem = fit_problem(plan.facts.cost_model)
     if view.asked:
