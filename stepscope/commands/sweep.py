@@ -30,6 +30,7 @@ from .sweep_view_hook import (
     ViewRequest,
     check_view,
     render,
+    view_available,
 )
 
 TraceArgument = Annotated[Path | None, typer.Argument(help="A recorded trace.", show_default=False)]
@@ -111,7 +112,7 @@ def sweep(
     with progress:
         outcome = run_sweep(plan, output, parquet, progress.on_point)
     problem = fit_problem(plan.facts.cost_model)
-    if view.asked:
+    if view.asked or view_available():
         render(output, view)
         print_written(run_console(), outcome, output, parquet)
     else:

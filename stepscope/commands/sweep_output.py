@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -18,14 +19,14 @@ from stepscope.safe_text import safe_text
 
 SUMMARY_METRICS = {
     "num_steps": "steps",
-    "num_preemptions": "preempted",
-    "recomputed_tokens": "recomputed",
-    "ttft_p99_steps": "TTFT p99",
-    "tpot_p99_steps": "TPOT p99",
-    "ttft_p99_s": "TTFT p99 s",
-    "tpot_p99_s": "TPOT p99 s",
-    "kv_usage_max": "KV max",
-    "tokens_per_step": "tokens/step",
+    "num_preemptions": "preempt-\nions",
+    "recomputed_tokens": "recom-\nputed",
+    "ttft_p99_steps": "TTFT\np99",
+    "tpot_p99_steps": "TPOT\np99",
+    "ttft_p99_s": "TTFT\np99 s",
+    "tpot_p99_s": "TPOT\np99 s",
+    "kv_usage_max": "KV\nmax",
+    "tokens_per_step": "tokens\n/step",
 }
 """The table's metric columns and their headings (all of them are in the result file)."""
 
@@ -83,12 +84,11 @@ def print_written(
 def _table(outcome: SweepOutcome, seconds: bool) -> Table:
     knobs = [name for name in outcome.points.column_names if name in _knob_names(outcome)]
     metrics = {k: v for k, v in SUMMARY_METRICS.items() if seconds or not k.endswith("_s")}
-    table = Table(title="sweep points", title_justify="left")
-    table.add_column("point", justify="right")
-    for name in knobs:
-        table.add_column(escape(name), justify="right")
-    for heading in metrics.values():
-        table.add_column(heading, justify="right")
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
+    headings = ["point", *(name.replace("_", "_\n") for name in knobs), *metrics.values()]
+    for heading in headings:
+        width = max(len(line) for line in heading.split("\n"))
+        table.add_column(escape(heading), justify="right", no_wrap=True, min_width=width)
     for row in outcome.points.select(["point", *knobs, *metrics]).to_pylist():
         table.add_row(*(escape(safe_text(_cell(value))) for value in row.values()))
     return table

@@ -8,6 +8,7 @@ a typo in an objective costs a moment, not a sweep.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,11 @@ def check_view(request: ViewRequest, numeric_columns: Sequence[str] | None) -> N
     for text in (request.plot, request.pareto):
         if text is not None:
             objectives.parse_objectives(text, numeric_columns)
+
+
+def view_available() -> bool:
+    """Whether the sweep view is installed: it then draws the table after every sweep."""
+    return importlib.util.find_spec(VIEW_MODULE) is not None
 
 
 def render(result: Path, request: ViewRequest) -> None:
