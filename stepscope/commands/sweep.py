@@ -135,12 +135,12 @@ def _plan(
 
 
 def numeric_columns(plan: SweepPlan) -> list[str]:
-    """The result's columns an objective can name: numeric knobs and metrics (seconds if fit)."""
+    """The result's columns an objective can name: numeric knobs, metrics (seconds if fit)."""
     knobs = [n for n, t in plan.grid.column_types().items() if pa.types.is_integer(t)
              or pa.types.is_floating(t)]  # fmt: skip
     seconds = fit_problem(plan.facts.cost_model) is None
     metrics = [name for name in METRIC_TYPES if seconds or name not in SECONDS_METRICS]
-    return ["point", *knobs, *metrics]
+    return [*knobs, *metrics]
 
 
 def _check_runner(jobs: int | None, ray: str | None) -> None:
