@@ -24,6 +24,7 @@ from .commands.record import record
 from .commands.replay import replay
 from .commands.run import run
 from .commands.sql import sql
+from .commands.sweep import sweep
 from .commands.tui import tui
 
 app = typer.Typer(
@@ -52,7 +53,7 @@ def _options(
     """Record, replay and diff a vLLM-style LLM-serving scheduler, step by step."""
 
 
-for command in (run, record, info, sql, replay, diff, check, tui, demo):
+for command in (run, record, info, sql, replay, diff, check, tui, demo, sweep):
     app.command()(command)
 
 

@@ -14,13 +14,13 @@ from stepscope.engine import Scheduler, StepRecord
 class StepProgress:
     """Steps replayed of the steps recorded, one bar per trace, erased when done."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, unit: str = "steps") -> None:
         console = console or Console(stderr=True)
         self.progress = Progress(
             TextColumn("[cyan]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("steps"),
+            TextColumn(unit),
             TimeElapsedColumn(),
             console=console,
             transient=True,

@@ -1,0 +1,128 @@
+"""A what-if sweep: the recorded arrivals replayed under every point of a grid of knobs.
+
+Each point is one what-if replay, the same as `stepscope replay TRACE --set ...` (the
+same function), run in worker processes or as Ray tasks; its figures become one row of
+`sweep_points`. Rows depend only on the trace, the grid and the scheduler, never on how
+many workers ran them or where. Seconds come from the step-time model fitted to the
+trace, only when that fit is usable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from stepscope.engine import EngineConfig, Scheduler, default_scheduler_cls
+from stepscope.schema import open_trace
+
+from .cost_model import CostModel, fit_cost_model
+from .inputs import workload_from_trace
+from .sweep_grid import SweepGrid, SweepPoint
+from .sweep_point import PointResult, PointTask, point_trace_name
+from .sweep_pool import run_local
+from .sweep_ray import run_ray
+from .sweep_result import SWEEP_SCHEMA_VERSION, kept_paths, move_kept, points_table, write_result
+
+
+@dataclass(frozen=True)
+class TraceFacts:
+    """What a sweep reads from the trace once, before any point runs."""
+
+    path: Path
+    config: EngineConfig
+    cost_model: CostModel | None
+    sha256: str
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    facts: TraceFacts
+    grid: SweepGrid
+    scheduler_cls: type[Scheduler] | None
+    keep: frozenset[int]
+    jobs: int
+    ray_address: str | None
+    """Run the points as Ray tasks there (`local`, `auto` or an address); None: processes."""
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    points: pa.Table
+    meta: dict[str, str | None]
+    kept: dict[int, Path]
+
+
+def trace_facts(path: Path) -> TraceFacts:
+    """The recorded config (grid values are checked against it), the fit and the file's hash."""
+    with open_trace(path) as trace:
+        config = workload_from_trace(trace).config
+        model = fit_cost_model(trace)
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return TraceFacts(path, config, model, digest.hexdigest())
+
+
+def fit_problem(model: CostModel | None) -> str | None:
+    """Why modelled seconds are left out, or None when the fit is usable."""
+    if model is None:
+        return "too few timed steps to fit a step-time model"
+    return None if model.problem is None else f"{model.problem}: {model.describe()}"
+
+
+def run_sweep(
+    plan: SweepPlan,
+    output: Path,
+    parquet: Path | None,
+    on_point: Callable[[SweepPoint, PointResult], None] = lambda point, result: None,
+) -> SweepOutcome:
+    """Every point run, then the result written atomically (with the kept traces beside it)."""
+    work_dir = Path(tempfile.mkdtemp(prefix=".stepscope-sweep-", dir=output.parent))
+    try:
+        task = PointTask(plan.facts.path, plan.scheduler_cls, work_dir, plan.keep)
+        results: dict[int, PointResult] = {}
+        for result in _run_points(plan, task):
+            results[result.index] = result
+            on_point(plan.grid.points[result.index], result)
+        traces = {i: r.trace for i, r in results.items() if r.trace is not None}
+        final = kept_paths(output, {i: point_trace_name(i) for i in traces})
+        metrics = {index: result.metrics for index, result in results.items()}
+        table = points_table(plan.grid, metrics, final)
+        meta = sweep_meta(plan, sorted({r.scheduler for r in results.values()}))
+        write_result(output, parquet, table, meta, lambda: move_kept(traces, final))
+        return SweepOutcome(table, meta, final)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def sweep_meta(plan: SweepPlan, schedulers: Sequence[str]) -> dict[str, str | None]:
+    """The `sweep_meta` rows: what was swept, over which trace, and whether seconds are in."""
+    model, problem = plan.facts.cost_model, fit_problem(plan.facts.cost_model)
+    return {
+        "sweep_schema_version": str(SWEEP_SCHEMA_VERSION),
+        "trace": str(plan.facts.path.resolve()),
+        "trace_sha256": plan.facts.sha256,
+        "scheduler": ", ".join(schedulers) or _scheduler_name(plan),
+        "grid": plan.grid.to_json(),
+        "fit_r2": None if model is None else repr(model.r_squared),
+        "fit_ok": json.dumps(problem is None),
+        "fit_problem": problem,
+    }
+
+
+def _run_points(plan: SweepPlan, task: PointTask) -> Iterator[PointResult]:
+    if plan.ray_address is not None:
+        return run_ray(plan.ray_address, task, plan.grid.points)
+    return run_local(task, plan.grid.points, plan.jobs)
+
+
+def _scheduler_name(plan: SweepPlan) -> str:
+    cls = plan.scheduler_cls or default_scheduler_cls(plan.facts.config)
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -1,0 +1,105 @@
+"""A sweep's result file: `sweep_meta` and `sweep_points`, written whole or not at all.
+
+Each file is written under a temporary name in its folder and renamed into place, so a
+reader never sees half a result, and a failed or interrupted sweep leaves nothing behind.
+The Parquet copy holds `sweep_points`, with `sweep_meta` as the file's key-value metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .sweep_grid import SweepGrid
+from .sweep_metrics import METRIC_TYPES
+
+SWEEP_SCHEMA_VERSION = 1
+
+
+def kept_folder(output: Path) -> Path:
+    """Where `--keep` puts the points' traces: beside the result, `<name>.points/`."""
+    return output.with_name(f"{output.stem}.points")
+
+
+def points_table(
+    grid: SweepGrid, metrics: Mapping[int, Mapping[str, Any]], kept: Mapping[int, Path]
+) -> pa.Table:
+    """One row per point, in point order: the point, its knobs, its metrics, its kept trace."""
+    indices = [point.index for point in grid.points]
+    columns: dict[str, pa.Array] = {"point": pa.array(indices, pa.int32())}
+    for name, kind in grid.column_types().items():
+        columns[name] = pa.array([row[name] for row in grid.columns], kind)
+    for name, kind in METRIC_TYPES.items():
+        columns[name] = pa.array([metrics[i][name] for i in indices], kind)
+    paths = [str(kept[i]) if i in kept else None for i in indices]
+    columns["kept_trace"] = pa.array(paths, pa.string())
+    return pa.table(columns)
+
+
+def meta_table(meta: Mapping[str, str | None]) -> pa.Table:
+    return pa.table(
+        {"key": pa.array(list(meta), pa.string()), "value": pa.array(list(meta.values()))},
+        schema=pa.schema([("key", pa.string()), ("value", pa.string())]),
+    )
+
+
+def write_result(
+    output: Path,
+    parquet: Path | None,
+    points: pa.Table,
+    meta: Mapping[str, str | None],
+    before_rename: Callable[[], None],
+) -> None:
+    """The DuckDB result, and the Parquet copy when asked, each renamed into place.
+
+    `before_rename` runs once both are written in full (it puts the kept traces in place).
+    """
+    targets = [output] if parquet is None else [parquet, output]
+    with _temporaries(targets) as temporaries:
+        if parquet is not None:
+            pq.write_table(_with_metadata(points, meta), temporaries[0], compression="zstd")
+        with duckdb.connect(str(temporaries[-1])) as con:
+            con.from_arrow(meta_table(meta)).create("sweep_meta")
+            con.from_arrow(points).create("sweep_points")
+        before_rename()
+        for temporary, target in zip(temporaries, targets, strict=True):
+            os.replace(temporary, target)
+
+
+def kept_paths(output: Path, names: Mapping[int, str]) -> dict[int, Path]:
+    """Each kept trace's final path, by point."""
+    folder = kept_folder(output).resolve()
+    return {index: folder / name for index, name in names.items()}
+
+
+def move_kept(traces: Mapping[int, Path], final: Mapping[int, Path]) -> None:
+    """The kept traces moved from the work folder to their final paths."""
+    for index, path in traces.items():
+        final[index].parent.mkdir(exist_ok=True)
+        shutil.move(path, final[index])
+
+
+def _with_metadata(points: pa.Table, meta: Mapping[str, str | None]) -> pa.Table:
+    """`sweep_meta` as the file's key-value metadata (a NULL value is left out)."""
+    metadata = {key: value for key, value in meta.items() if value is not None}
+    return points.replace_schema_metadata(metadata)
+
+
+@contextmanager
+def _temporaries(targets: Sequence[Path]) -> Iterator[list[Path]]:
+    """A hidden temporary name beside each target; whatever is left of them is removed."""
+    temporaries = [t.with_name(f".{t.name}.{os.getpid()}.tmp") for t in targets]
+    try:
+        yield temporaries
+    finally:
+        for temporary in temporaries:
+            temporary.unlink(missing_ok=True)
+            temporary.with_name(temporary.name + ".wal").unlink(missing_ok=True)
