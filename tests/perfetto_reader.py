@@ -67,7 +67,9 @@ def read_timeline(path: Path) -> Timeline:
         if not packet.HasField("track_event"):
             continue
         event = packet.track_event
-        for uuid, value in zip(event.extra_counter_track_uuids, event.extra_counter_values):
+        for uuid, value in zip(
+            event.extra_counter_track_uuids, event.extra_counter_values, strict=True
+        ):
             timeline.counters[timeline.track_names[uuid]].append((packet.timestamp, value))
         if event.type == TrackEvent.TYPE_SLICE_END:
             begun = open_slices[event.track_uuid].pop()
@@ -77,8 +79,10 @@ def read_timeline(path: Path) -> Timeline:
         for annotation in event.debug_annotations:
             key = arg_names[annotation.name_iid]
             kind = annotation.WhichOneof("value")
-            args[key] = strings[annotation.string_value_iid] if kind == "string_value_iid" else (
-                getattr(annotation, kind)
+            args[key] = (
+                strings[annotation.string_value_iid]
+                if kind == "string_value_iid"
+                else (getattr(annotation, kind))
             )
         begun = Slice(
             event.track_uuid,

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from stepscope.schema import SCHEMA_VERSION, Trace, open_trace
 from stepscope.schema.sql_files import query
 

@@ -31,7 +31,6 @@ class ExportSchema:
             "tables": {table: [list(c) for c in columns] for table, columns in self.tables.items()},
         }
 
-
     def text(self) -> str:
         """The JSON, one line per table, so the file reads as the schema's documentation."""
         document = self.as_json()
@@ -40,7 +39,7 @@ class ExportSchema:
             for table, columns in document.pop("tables").items()
         )
         head = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in document.items())
-        return f"{{\n{head},\n  \"tables\": {{\n{tables}\n  }}\n}}\n"
+        return f'{{\n{head},\n  "tables": {{\n{tables}\n  }}\n}}\n'
 
 
 def partition_folder(trace_name: str) -> str:

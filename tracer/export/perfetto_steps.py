@@ -66,23 +66,16 @@ def step_packets(columns: dict[str, list[Any]], clock: StepClock) -> bytes:
         clock.now = t3
         (fb, fs, fu, rb, ra, wb, wa) = row[12:]
         first = _event(add, t0, _BEGIN, names["idle" if idle else "schedule"])
-        first.extra_counter_track_uuids.extend(_BEFORE)
-        first.extra_counter_values.extend((fb, rb, wb))
+        _counters(first, _BEFORE, (fb, rb, wb))
         _schedule_args(first, row)
         if idle:
-            last = _event(add, t3, _END, 0)
-            last.extra_counter_track_uuids.extend(_AFTER)
-            last.extra_counter_values.extend((fu, 0, ra, wa))
+            _counters(_event(add, t3, _END, 0), _AFTER, (fu, 0, ra, wa))
             continue
-        scheduled = _event(add, t1, _END, 0)
-        scheduled.extra_counter_track_uuids.extend(_SCHEDULED)
-        scheduled.extra_counter_values.extend((fs, row[6]))
+        _counters(_event(add, t1, _END, 0), _SCHEDULED, (fs, row[6]))
         _event(add, t1, _BEGIN, names["model"])
         _event(add, t2, _END, 0)
         _event(add, t2, _BEGIN, names["update"])
-        last = _event(add, t3, _END, 0)
-        last.extra_counter_track_uuids.extend(_AFTER)
-        last.extra_counter_values.extend((fu, row[6], ra, wa))
+        _counters(_event(add, t3, _END, 0), _AFTER, (fu, row[6], ra, wa))
     return bytes(trace.SerializeToString())
 
 
@@ -98,6 +91,15 @@ def _event(add: Any, timestamp: int, kind: int, name_iid: int) -> Any:
     if name_iid:
         event.name_iid = name_iid
     return event
+
+
+def _counters(event: Any, tracks: tuple[int, ...], values: tuple[int | None, ...]) -> None:
+    """Counter values sampled at the event; a value the step did not record is left out."""
+    if None in values:
+        kept = [(t, v) for t, v in zip(tracks, values, strict=True) if v is not None]
+        tracks, values = tuple(t for t, _ in kept), tuple(v for _, v in kept)
+    event.extra_counter_track_uuids.extend(tracks)
+    event.extra_counter_values.extend(values)
 
 
 def _schedule_args(event: Any, row: tuple[Any, ...]) -> None:

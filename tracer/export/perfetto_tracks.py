@@ -1,4 +1,4 @@
-"""The Perfetto timeline's tracks and interned names: one engine track, counters, a track per request."""
+"""The Perfetto timeline's tracks (engine steps, counters, one per request) and interned names."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     Trace,
     TrackDescriptor,
 )
-
 from stepscope.schema.ddl import enum_types
 
 SEQUENCE_ID = 1
@@ -36,34 +35,31 @@ COUNTERS = (
     (WAITING_TRACK, "waiting requests", "requests"),
 )
 
-EVENT_NAMES = {
-    name: iid
-    for iid, name in enumerate(
-        (
-            "schedule", "model", "update", "idle", "waiting", "prefill", "recompute",
-            "decoding", "preempted", "needs room", "finished", "aborted", "rejected",
-        ),  # fmt: skip
-        start=1,
+
+def _numbered(names: tuple[str, ...]) -> dict[str, int]:
+    """Interning ids, from 1 (0 means none)."""
+    return {name: iid for iid, name in enumerate(names, start=1)}
+
+
+EVENT_NAMES = _numbered(
+    (
+        *("schedule", "model", "update", "idle"),
+        *("waiting", "prefill", "recompute", "decoding", "preempted"),
+        *("needs room", "finished", "aborted", "rejected"),
     )
-}
-ARG_NAMES = {
-    name: iid
-    for iid, name in enumerate(
-        (
-            "step", "token_budget", "num_scheduled_tokens", "num_scheduled_reqs",
-            "num_preemptions", "admission_stop", "running_pass_end", "blocked_request",
-            "num_tokens", "num_steps", "detail",
-        ),  # fmt: skip
-        start=1,
+)
+ARG_NAMES = _numbered(
+    (
+        *("step", "token_budget", "num_scheduled_tokens", "num_scheduled_reqs"),
+        *("num_preemptions", "admission_stop", "running_pass_end", "blocked_request"),
+        *("num_tokens", "num_steps", "detail"),
     )
-}
-STRING_VALUES = {
-    value: iid
-    for iid, value in enumerate(
-        sorted({v for name in ("admission_stop", "running_pass_end") for v in enum_types()[name]}),
-        start=1,
+)
+STRING_VALUES = _numbered(
+    tuple(
+        sorted({v for name in ("admission_stop", "running_pass_end") for v in enum_types()[name]})
     )
-}
+)
 """The values of the enum args, interned: every schedule slice carries two."""
 
 
@@ -79,7 +75,9 @@ def preamble(engine_name: str, requests: Iterable[tuple[int, str]]) -> Trace:
         sequence_flags=SEQ_INCREMENTAL_STATE_CLEARED,
         interned_data=InternedData(
             event_names=[EventName(iid=i, name=n) for n, i in EVENT_NAMES.items()],
-            debug_annotation_names=[DebugAnnotationName(iid=i, name=n) for n, i in ARG_NAMES.items()],
+            debug_annotation_names=[
+                DebugAnnotationName(iid=i, name=n) for n, i in ARG_NAMES.items()
+            ],
             debug_annotation_string_values=[
                 InternedString(iid=i, str=v.encode()) for v, i in STRING_VALUES.items()
             ],
