@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import multiprocessing
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from stepscope.schema import Trace, open_trace
 from stepscope.schema.sql_files import query
 
 from .output import ExportError, atomic_file, writing
 
 _BATCH_ROWS = 1 << 15
+_PARALLEL_FROM_STEPS = 4 * _BATCH_ROWS
+"""Below this many steps the packets are built in this process: workers cost a start-up."""
+_MAX_WORKERS = 8
+
+Write = Callable[[bytes], Any]
 
 
 @dataclass(frozen=True)
@@ -36,37 +46,46 @@ def export_perfetto(trace_path: Path, out: Path) -> PerfettoExport:
             raise writing(out, error) from None
 
 
-def _write(
-    trace: Trace, builders: dict[str, Any], write: Callable[[bytes], Any], out: Path
-) -> PerfettoExport:
-    steps_module, requests_module, tracks_module = (
-        builders["steps"],
-        builders["requests"],
-        builders["tracks"],
-    )
+def _write(trace: Trace, builders: dict[str, Any], write: Write, out: Path) -> PerfettoExport:
+    """The preamble (names, tracks), the engine track and counters, then the request tracks."""
+    steps, requests, tracks = builders["steps"], builders["requests"], builders["tracks"]
     timed = bool(trace.sql(query(__package__, "perfetto_timed")).fetchall()[0][0])
-    requests = trace.sql(query(__package__, "perfetto_request_ids")).fetchall()
-    clock = steps_module.StepClock()
     engine = "engine steps" if timed else "engine steps (no recorded times: 1 µs is one step)"
-    write(tracks_module.preamble(engine, requests).SerializeToString())
-    num_steps = _stream(trace, "perfetto_steps", steps_module.step_packets, clock, write)
-    num_events = _stream(trace, "perfetto_requests", requests_module.request_packets, clock, write)
+    request_ids = trace.sql(query(__package__, "perfetto_request_ids")).fetchall()
+    write(tracks.preamble(engine, request_ids).SerializeToString())
+    times = steps.StepTimes()
+    for packets in _step_packets(trace, steps, times):
+        write(packets)
+    num_steps = len(times.starts)
+    num_events = 0
+    for batch in _batches(trace, "perfetto_requests"):
+        write(requests.request_packets(batch, times))
+        num_events += batch.num_rows
     return PerfettoExport(out, num_steps, num_events, timed)
 
 
-def _stream(
-    trace: Trace,
-    name: str,
-    build: Callable[[dict[str, list[Any]], Any], bytes],
-    clock: Any,
-    write: Callable[[bytes], Any],
-) -> int:
-    """Run one query and write its rows' packets batch by batch; the rows written."""
-    rows = 0
-    for batch in trace.sql(query(__package__, name)).to_arrow_reader(_BATCH_ROWS):
-        write(build(batch.to_pydict(), clock))
-        rows += batch.num_rows
-    return rows
+def _step_packets(trace: Trace, steps: Any, times: Any) -> Iterator[bytes]:
+    """Each batch of steps' packets, in order; built by worker processes on a long trace."""
+    workers = min(len(os.sched_getaffinity(0)), _MAX_WORKERS)
+    if trace.num_steps < _PARALLEL_FROM_STEPS or workers < 2:
+        for batch in _batches(trace, "perfetto_steps"):
+            times.add(batch)
+            yield steps.step_packets(batch)
+        return
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pending: deque[Future[bytes]] = deque()
+        for batch in _batches(trace, "perfetto_steps"):
+            times.add(batch)
+            pending.append(pool.submit(steps.step_packets, batch))
+            while len(pending) > 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _batches(trace: Trace, name: str) -> Iterator[pa.RecordBatch]:
+    yield from trace.sql(query(__package__, name)).to_arrow_reader(_BATCH_ROWS)
 
 
 def _builders() -> dict[str, Any]:

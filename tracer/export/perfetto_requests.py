@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+import pyarrow as pa
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
 
-from .perfetto_steps import StepClock
+from .perfetto_steps import StepTimes
 from .perfetto_tracks import (
     ARG_NAMES,
     EVENT_NAMES,
@@ -22,16 +21,23 @@ _TYPES = {
 }
 
 
-def request_packets(columns: dict[str, list[Any]], clock: StepClock) -> bytes:
+_COLUMNS = (
+    *("step", "at_update", "type", "request_index", "name", "num_tokens", "num_steps"),
+    *("detail", "flow_out", "flow_in"),
+)
+
+
+def request_packets(batch: pa.RecordBatch, times: StepTimes) -> bytes:
     """One batch of request events (rows of `perfetto_requests.sql`) as serialized packets."""
+    assert tuple(batch.schema.names) == _COLUMNS, "perfetto_requests.sql and the rows disagree"
     trace = Trace()
     add = trace.packet.add
     arg = ARG_NAMES
-    for row in zip(*columns.values(), strict=True):
+    for row in zip(*batch.to_pydict().values(), strict=True):
         step, at_update, kind, request_index, name, num_tokens, num_steps, detail = row[:8]
         flow_out, flow_in = row[8:]
         event = add(
-            timestamp=clock.update(step) if at_update else clock.start(step),
+            timestamp=times.update(step) if at_update else times.start(step),
             trusted_packet_sequence_id=SEQUENCE_ID,
             sequence_flags=SEQ_NEEDS_INCREMENTAL_STATE,
         ).track_event

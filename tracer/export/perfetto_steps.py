@@ -1,10 +1,15 @@
-"""The engine track: each step's schedule, model and update slices, and the counters around them."""
+"""The engine track: each step's schedule, model and update slices, and the counters around them.
+
+A step is six packets; the loop sets each field once and calls nothing per packet
+but the protobuf builders, since a 1M-step trace is six million packets.
+"""
 
 from __future__ import annotations
 
 from array import array
 from typing import Any
 
+import pyarrow as pa
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
 
 from .perfetto_tracks import (
@@ -20,63 +25,82 @@ from .perfetto_tracks import (
     WAITING_TRACK,
 )
 
-UNTIMED_STEP_NS = (333, 333, 334)
-"""A step's schedule, model and update on a trace without timings: 1 µs is one step."""
-
 _BEGIN = TrackEvent.TYPE_SLICE_BEGIN
 _END = TrackEvent.TYPE_SLICE_END
 _BEFORE = (FREE_BLOCKS_TRACK, RUNNING_TRACK, WAITING_TRACK)
 _SCHEDULED = (FREE_BLOCKS_TRACK, BUDGET_USED_TRACK)
 _AFTER = (FREE_BLOCKS_TRACK, BUDGET_USED_TRACK, RUNNING_TRACK, WAITING_TRACK)
+_STEP_ARGS = tuple(
+    ARG_NAMES[name]
+    for name in ("token_budget", "num_scheduled_tokens", "num_scheduled_reqs", "num_preemptions")
+)
+_ENUM_ARGS = (ARG_NAMES["admission_stop"], ARG_NAMES["running_pass_end"])
 
 
-class StepClock:
-    """Where each step starts and where its update starts, in ns, as the steps are laid out."""
+STEP_COLUMNS = (
+    *("step", "idle", "start_ns", "schedule_ns", "model_ns", "update_ns"),
+    *("token_budget", "num_scheduled_tokens", "num_scheduled_reqs", "num_preemptions"),
+    *("admission_stop", "running_pass_end", "blocked_request_id"),
+    *("num_free_blocks_before", "num_free_blocks_after_schedule", "num_free_blocks_after_update"),
+    *("num_running_before", "num_running_after", "num_waiting_before", "num_waiting_after"),
+)
+"""The columns of `perfetto_steps.sql`, read by position: a step's row is unpacked, not looked up."""
+
+
+class StepTimes:
+    """Where each step and each step's update start, in ns, for the request tracks."""
 
     def __init__(self) -> None:
         self.starts = array("q")
         self.updates = array("q")
-        self.now = 0
+        self.end = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Take the times of a batch of `perfetto_steps.sql` rows (steps in order, from 0)."""
+        columns = batch.select(["step", "start_ns", "schedule_ns", "model_ns", "update_ns"])
+        for step, start, schedule, model, update in zip(*columns.to_pydict().values(), strict=True):
+            while len(self.starts) <= step:
+                self.starts.append(start)
+                self.updates.append(start)
+            self.updates[step] = start + schedule + model
+            self.end = start + schedule + model + update
 
     def start(self, step: int) -> int:
         """The time step `step` starts (the end of the last step for one past it)."""
-        return self.starts[step] if step < len(self.starts) else self.now
+        return self.starts[step] if step < len(self.starts) else self.end
 
     def update(self, step: int) -> int:
-        return self.updates[step] if step < len(self.updates) else self.now
+        return self.updates[step] if step < len(self.updates) else self.end
 
 
-def step_packets(columns: dict[str, list[Any]], clock: StepClock) -> bytes:
+def step_packets(batch: pa.RecordBatch) -> bytes:
     """One batch of steps (rows of `perfetto_steps.sql`) as serialized packets."""
+    assert tuple(batch.schema.names) == STEP_COLUMNS, "perfetto_steps.sql and the rows disagree"
     trace = Trace()
     add = trace.packet.add
-    names = EVENT_NAMES
-    for row in zip(*columns.values(), strict=True):
-        step, idle, schedule_ns, model_ns, update_ns = row[:5]
-        if schedule_ns is None:
-            schedule_ns, model_ns, update_ns = UNTIMED_STEP_NS
-        while len(clock.starts) <= step:
-            clock.starts.append(clock.now)
-            clock.updates.append(clock.now)
-        t0 = clock.now
-        t1 = t0 + schedule_ns
-        t2 = t1 + model_ns
-        t3 = t2 + update_ns
-        clock.updates[step] = t2
-        clock.now = t3
-        (fb, fs, fu, rb, ra, wb, wa) = row[12:]
-        first = _event(add, t0, _BEGIN, names["idle" if idle else "schedule"])
-        _counters(first, _BEFORE, (fb, rb, wb))
-        _schedule_args(first, row)
-        if idle:
-            _counters(_event(add, t3, _END, 0), _AFTER, (fu, 0, ra, wa))
-            continue
-        _counters(_event(add, t1, _END, 0), _SCHEDULED, (fs, row[6]))
-        _event(add, t1, _BEGIN, names["model"])
-        _event(add, t2, _END, 0)
-        _event(add, t2, _BEGIN, names["update"])
-        _counters(_event(add, t3, _END, 0), _AFTER, (fu, row[6], ra, wa))
+    for row in zip(*batch.to_pydict().values(), strict=True):
+        _add_step(add, row)
     return bytes(trace.SerializeToString())
+
+
+def _add_step(add: Any, row: tuple[Any, ...]) -> None:
+    (_, idle, t0, schedule_ns, model_ns, update_ns, _, tokens) = row[:8]
+    (free_before, free_scheduled, free_after, running_before, running_after) = row[13:18]
+    (waiting_before, waiting_after) = row[18:]
+    t1 = t0 + schedule_ns
+    t2 = t1 + model_ns
+    t3 = t2 + update_ns
+    first = _event(add, t0, _BEGIN, _IDLE if idle else _SCHEDULE)
+    _counters(first, _BEFORE, (free_before, running_before, waiting_before))
+    _step_args(first.debug_annotations.add, row)
+    if idle:
+        _counters(_event(add, t3, _END, 0), _AFTER, (free_after, 0, running_after, waiting_after))
+        return
+    _counters(_event(add, t1, _END, 0), _SCHEDULED, (free_scheduled, tokens))
+    _event(add, t1, _BEGIN, _MODEL)
+    _event(add, t2, _END, 0)
+    _event(add, t2, _BEGIN, _UPDATE)
+    _counters(_event(add, t3, _END, 0), _AFTER, (free_after, tokens, running_after, waiting_after))
 
 
 def _event(add: Any, timestamp: int, kind: int, name_iid: int) -> Any:
@@ -102,20 +126,20 @@ def _counters(event: Any, tracks: tuple[int, ...], values: tuple[int | None, ...
     event.extra_counter_values.extend(values)
 
 
-def _schedule_args(event: Any, row: tuple[Any, ...]) -> None:
+def _step_args(add: Any, row: tuple[Any, ...]) -> None:
     """The step, its budget use, and why each pass stopped, as the slice's args."""
-    add = event.debug_annotations.add
-    arg = ARG_NAMES
-    add(name_iid=arg["step"], int_value=row[0])
-    for name, value in zip(_INT_ARGS, row[5:9], strict=True):
+    add(name_iid=_STEP, int_value=row[0])
+    for name_iid, value in zip(_STEP_ARGS, row[6:10], strict=True):
         if value is not None:
-            add(name_iid=arg[name], int_value=value)
-    for name, value in zip(_ENUM_ARGS, row[9:11], strict=True):
+            add(name_iid=name_iid, int_value=value)
+    for name_iid, value in zip(_ENUM_ARGS, row[10:12], strict=True):
         if value is not None:
-            add(name_iid=arg[name], string_value_iid=STRING_VALUES[value])
-    if row[11] is not None:
-        add(name_iid=arg["blocked_request"], string_value=row[11])
+            add(name_iid=name_iid, string_value_iid=STRING_VALUES[value])
+    if row[12] is not None:
+        add(name_iid=_BLOCKED, string_value=row[12])
 
 
-_INT_ARGS = ("token_budget", "num_scheduled_tokens", "num_scheduled_reqs", "num_preemptions")
-_ENUM_ARGS = ("admission_stop", "running_pass_end")
+_SCHEDULE, _MODEL, _UPDATE, _IDLE = (
+    EVENT_NAMES[n] for n in ("schedule", "model", "update", "idle")
+)
+_STEP, _BLOCKED = ARG_NAMES["step"], ARG_NAMES["blocked_request"]
