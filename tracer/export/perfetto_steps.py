@@ -44,7 +44,7 @@ STEP_COLUMNS = (
     *("num_free_blocks_before", "num_free_blocks_after_schedule", "num_free_blocks_after_update"),
     *("num_running_before", "num_running_after", "num_waiting_before", "num_waiting_after"),
 )
-"""The columns of `perfetto_steps.sql`, read by position: a step's row is unpacked, not looked up."""
+"""The columns of `perfetto_steps.sql`, read by position: a row is unpacked, not looked up."""
 
 
 class StepTimes:
