@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import math
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,24 @@ def test_bad_input_is_one_line_and_writes_nothing(traces: dict[str, Path], tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other", "taken"]
     assert a_file.read_text() == "keep me"
     assert [p.name for p in other.iterdir()] == ["notes.txt"]
+
+
+def test_an_older_trace_is_exported_with_todays_columns(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    older = tmp_path / "older.duckdb"
+    shutil.copy(traces["storm"], older)
+    with duckdb.connect(str(older)) as con:
+        con.execute("DROP TABLE _spec_decode")
+        con.execute("ALTER TABLE _requests DROP COLUMN lora_id")
+        con.execute("UPDATE _meta SET value = '3' WHERE key = 'schema_version'")
+    out = tmp_path / "out"
+    assert stepscope("export", str(older), "--parquet", str(out)).returncode == 0
+    current = tmp_path / "current"
+    assert stepscope("export", str(traces["storm"]), "--parquet", str(current)).returncode == 0
+    assert (out / "stepscope_export.json").read_text() == (
+        current / "stepscope_export.json"
+    ).read_text()
+    lora = duckdb.sql(f"SELECT DISTINCT lora_id FROM '{out}/requests/*/*.parquet'").fetchall()
+    assert lora == [(None,)]
+    assert duckdb.sql(f"SELECT count(*) FROM '{out}/spec_decode/*/*.parquet'").fetchall() == [(0,)]

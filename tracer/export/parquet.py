@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 from stepscope.schema import SCHEMA_VERSION, Trace, open_trace
+from stepscope.schema.ddl import table_specs
 from stepscope.schema.sql_files import query
 
 from .identity import TraceIdentity
@@ -21,6 +23,7 @@ from .output import ExportError, scratch_folder, writing
 from .parquet_folder import ExportFolder, ExportSchema, partition_folder
 
 _BATCH_ROWS = 1 << 17
+IDENTITY_COLUMNS = ("engine", "host", "rank", "trace_created_at")
 _PART = "part-0.parquet"
 
 
@@ -73,13 +76,20 @@ def _write_tables(
                 "rank": identity.rank,
                 "created_at": identity.created_at,
             },
-        )
+        ).select(*(duckdb.ColumnExpression(column) for column in _column_order(table)))
         columns[name] = [
             (column, _exported_type(str(sql_type)))
             for column, sql_type in zip(relation.columns, relation.types, strict=True)
         ]
         rows[name] = _write_parquet(relation.to_arrow_reader(_BATCH_ROWS), path)
     return rows, columns
+
+
+def _column_order(table: str) -> list[str]:
+    """The columns in `tables.sql` order, whatever order an older trace's reader gives, then the
+    identity columns."""
+    (spec,) = [spec for spec in table_specs() if spec.name == table]
+    return [name for name, _, _ in spec.columns] + list(IDENTITY_COLUMNS)
 
 
 def _write_parquet(reader: pa.RecordBatchReader, path: Path) -> int:
