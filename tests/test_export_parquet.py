@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
