@@ -12,7 +12,8 @@ every logical table (the baseline: DuckDB's native writer, no Python per row),
 process. Rows are the trace's rows over every logical table, the same count for all
 three sides, so the rates compare; the ratios are each export's time over the baseline's.
 The Perfetto export builds protobuf packets in Python (six per step) and, on a trace of
-131,072 steps or more, in worker processes; their CPU is not in this process's figures.
+131,072 steps or more, in worker processes, whose CPU is not in "CPU s here"; on the 1M
+trace it also runs in one process (`workers=1`), where that column is all its CPU.
 """
 
 from __future__ import annotations
@@ -54,63 +55,67 @@ def duckdb_copy(trace: Path, out: Path) -> None:
             )
 
 
-def timed(side: Callable[[Path], Any], out: Path) -> float:
-    started = time.perf_counter()
+def timed(side: Callable[[Path], Any], out: Path) -> tuple[float, float, int]:
+    """Wall seconds, this process's CPU seconds, and the bytes written."""
+    started, cpu = time.perf_counter(), time.process_time()
     side(out)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     if out.is_dir():
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
         shutil.rmtree(out)
     else:
+        size = out.stat().st_size
         out.unlink()
-    return seconds
+    return seconds, cpu, size
 
 
-def measure(trace: Path, repeats: int, folder: Path) -> dict[str, Any]:
+def measure(trace: Path, repeats: int, folder: Path, alone: bool) -> dict[str, Any]:
     sides: dict[str, Callable[[Path], Any]] = {
         "duckdb_copy": lambda out: duckdb_copy(trace, out),
         "parquet": lambda out: export_parquet(trace, out),
         "perfetto": lambda out: export_perfetto(trace, out),
     }
-    seconds: dict[str, list[float]] = {name: [] for name in sides}
-    sizes: dict[str, int] = {}
+    if alone:
+        sides["perfetto_alone"] = lambda out: export_perfetto(trace, out, workers=1)
+    runs: dict[str, list[tuple[float, float, int]]] = {name: [] for name in sides}
     for repeat in range(repeats):
         for name, side in sides.items():
-            out = folder / f"{name}-{repeat}" if name != "perfetto" else folder / "t.pftrace"
-            if name == "perfetto" and repeat == 0:
-                side(out)
-                sizes[name] = out.stat().st_size
-                out.unlink()
-            seconds[name].append(timed(side, out))
+            runs[name].append(timed(side, folder / f"{name}-{repeat}.out"))
     with open_trace(trace) as opened:
         num_steps = opened.num_steps
-    rows = trace_rows(trace)
-    medians = {name: statistics.median(values) for name, values in seconds.items()}
     return {
         "trace": trace.name,
         "steps": num_steps,
-        "rows": rows,
-        "seconds": medians,
-        "repeats": repeats,
-        "perfetto_bytes": sizes.get("perfetto", 0),
+        "rows": trace_rows(trace),
+        "seconds": {n: statistics.median(r[0] for r in v) for n, v in runs.items()},
+        "cpu": {n: statistics.median(r[1] for r in v) for n, v in runs.items()},
+        "bytes": {n: v[0][2] for n, v in runs.items()},
     }
+
+
+SIDES = {
+    "duckdb_copy": "DuckDB COPY to zstd Parquet (baseline)",
+    "parquet": "`export --parquet`",
+    "perfetto": "`export --perfetto`",
+    "perfetto_alone": "`export --perfetto`, one process",
+}
 
 
 def report(figures: list[dict[str, Any]]) -> str:
     lines = [
-        "| trace | steps | rows | side | seconds | rows/s | time / DuckDB COPY |",
-        "|---|---:|---:|---|---:|---:|---:|",
+        "| trace | steps | rows | side | MB | seconds | CPU s here | rows/s | time / COPY |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for figure in figures:
         base = figure["seconds"]["duckdb_copy"]
-        for side, label in (
-            ("duckdb_copy", "DuckDB COPY to zstd Parquet (baseline)"),
-            ("parquet", "`export --parquet`"),
-            ("perfetto", f"`export --perfetto` ({figure['perfetto_bytes'] / 1e6:.0f} MB)"),
-        ):
+        for side, label in SIDES.items():
+            if side not in figure["seconds"]:
+                continue
             seconds = figure["seconds"][side]
             lines.append(
                 f"| {figure['trace']} | {figure['steps']:,} | {figure['rows']:,} | {label} | "
-                f"{seconds:.2f} | {figure['rows'] / seconds:,.0f} | {seconds / base:.2f} |"
+                f"{figure['bytes'][side] / 1e6:.1f} | {seconds:.2f} | {figure['cpu'][side]:.2f} | "
+                f"{figure['rows'] / seconds:,.0f} | {seconds / base:.2f} |"
             )
     return "\n".join(lines)
 
@@ -127,11 +132,11 @@ def main() -> None:
         num_steps = 2_000 if args.quick else 20_000
         realistic = folder / f"chat-{num_steps // 1000}k.duckdb"
         generate_million_step_trace(realistic, num_steps=num_steps)
-        figures.append(measure(realistic, 2 if args.quick else 3, folder))
+        figures.append(measure(realistic, 2 if args.quick else 3, folder, alone=False))
         if args.million:
             if not args.million.exists():
                 generate_million_step_trace(args.million)
-            figures.append(measure(args.million, 1, folder))
+            figures.append(measure(args.million, 1, folder, alone=True))
     text = report(figures)
     print(text)
     if args.results:

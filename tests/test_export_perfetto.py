@@ -232,3 +232,16 @@ def test_an_existing_file_is_replaced_whole(traces: dict[str, Path], tmp_path: P
     assert stepscope("export", str(traces["refund"]), "--perfetto", str(out)).returncode == 0
     assert read_timeline(out).on("engine steps")
     assert [p.name for p in tmp_path.iterdir()] == ["t.pftrace"]
+
+
+def test_worker_processes_write_the_same_file(
+    traces: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepscope.tracer.export import perfetto
+
+    alone, parallel = tmp_path / "alone.pftrace", tmp_path / "parallel.pftrace"
+    perfetto.export_perfetto(traces["storm"], alone, workers=1)
+    monkeypatch.setattr(perfetto, "_BATCH_ROWS", 64)
+    monkeypatch.setattr(perfetto, "_PARALLEL_FROM_STEPS", 0)
+    perfetto.export_perfetto(traces["storm"], parallel, workers=2)
+    assert parallel.read_bytes() == alone.read_bytes()

@@ -35,18 +35,26 @@ class PerfettoExport:
     timed: bool
 
 
-def export_perfetto(trace_path: Path, out: Path) -> PerfettoExport:
-    """Write the trace's steps, requests and counters as a Perfetto protobuf trace at `out`."""
+def export_perfetto(trace_path: Path, out: Path, workers: int | None = None) -> PerfettoExport:
+    """Write the trace's steps, requests and counters as a Perfetto protobuf trace at `out`.
+
+    `workers`: processes that build a long trace's step packets (default: one per core, up
+    to 8; 1 builds everything in this process). The file is the same either way.
+    """
     builders = _builders()
+    if workers is None:
+        workers = min(len(os.sched_getaffinity(0)), _MAX_WORKERS)
     with open_trace(trace_path) as trace, atomic_file(out) as temporary:
         try:
             with temporary.open("wb") as file:
-                return _write(trace, builders, file.write, out)
+                return _write(trace, builders, file.write, out, workers)
         except OSError as error:
             raise writing(out, error) from None
 
 
-def _write(trace: Trace, builders: dict[str, Any], write: Write, out: Path) -> PerfettoExport:
+def _write(
+    trace: Trace, builders: dict[str, Any], write: Write, out: Path, workers: int
+) -> PerfettoExport:
     """The preamble (names, tracks), the engine track and counters, then the request tracks."""
     steps, requests, tracks = builders["steps"], builders["requests"], builders["tracks"]
     timed = bool(trace.sql(query(__package__, "perfetto_timed")).fetchall()[0][0])
@@ -54,7 +62,7 @@ def _write(trace: Trace, builders: dict[str, Any], write: Write, out: Path) -> P
     request_ids = trace.sql(query(__package__, "perfetto_request_ids")).fetchall()
     write(tracks.preamble(engine, request_ids).SerializeToString())
     times = steps.StepTimes()
-    for packets in _step_packets(trace, steps, times):
+    for packets in _step_packets(trace, steps, times, workers):
         write(packets)
     num_steps = len(times.starts)
     num_events = 0
@@ -64,9 +72,8 @@ def _write(trace: Trace, builders: dict[str, Any], write: Write, out: Path) -> P
     return PerfettoExport(out, num_steps, num_events, timed)
 
 
-def _step_packets(trace: Trace, steps: Any, times: Any) -> Iterator[bytes]:
+def _step_packets(trace: Trace, steps: Any, times: Any, workers: int) -> Iterator[bytes]:
     """Each batch of steps' packets, in order; built by worker processes on a long trace."""
-    workers = min(len(os.sched_getaffinity(0)), _MAX_WORKERS)
     if trace.num_steps < _PARALLEL_FROM_STEPS or workers < 2:
         for batch in _batches(trace, "perfetto_steps"):
             times.add(batch)
