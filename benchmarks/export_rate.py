@@ -93,6 +93,24 @@ def measure(trace: Path, repeats: int, folder: Path, alone: bool) -> dict[str, A
     }
 
 
+def note(figures: list[dict[str, Any]]) -> str:
+    """What the table means on the machine it was taken on."""
+    text = (
+        "Wall time counts whatever else the machine runs (this project's VM: 2 cores, "
+        "shared); the CPU column and the ratios are steadier. Perfetto writes six protobuf "
+        "packets a step through the `perfetto` package's Python protos."
+    )
+    for figure in figures:
+        if "perfetto_alone" in figure["cpu"]:
+            cpu, base = figure["cpu"]["perfetto_alone"], figure["cpu"]["duckdb_copy"]
+            text += (
+                f" On {figure['steps']:,} steps that is {cpu:.0f} s of CPU in one process "
+                f"({cpu / base:.1f} times DuckDB COPY's CPU); worker processes share it out "
+                "across the cores there are."
+            )
+    return text
+
+
 SIDES = {
     "duckdb_copy": "DuckDB COPY to zstd Parquet (baseline)",
     "parquet": "`export --parquet`",
@@ -117,7 +135,7 @@ def report(figures: list[dict[str, Any]]) -> str:
                 f"{figure['bytes'][side] / 1e6:.1f} | {seconds:.2f} | {figure['cpu'][side]:.2f} | "
                 f"{figure['rows'] / seconds:,.0f} | {seconds / base:.2f} |"
             )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", note(figures)])
 
 
 def main() -> None:
