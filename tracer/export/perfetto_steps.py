@@ -1,12 +1,13 @@
 """The engine track: each step's schedule, model and update slices, and the counters around them.
 
-A step is six packets; the loop sets each field once and calls nothing per packet
-but the protobuf builders, since a 1M-step trace is six million packets.
+A step is six packets (two when idle), and a 1M-step trace is six million: a batch's
+fixed fields are merged in from templates at once, and only the fields a step changes are set.
 """
 
 from __future__ import annotations
 
 from array import array
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -30,11 +31,12 @@ _END = TrackEvent.TYPE_SLICE_END
 _BEFORE = (FREE_BLOCKS_TRACK, RUNNING_TRACK, WAITING_TRACK)
 _SCHEDULED = (FREE_BLOCKS_TRACK, BUDGET_USED_TRACK)
 _AFTER = (FREE_BLOCKS_TRACK, BUDGET_USED_TRACK, RUNNING_TRACK, WAITING_TRACK)
-_STEP_ARGS = tuple(
-    ARG_NAMES[name]
-    for name in ("token_budget", "num_scheduled_tokens", "num_scheduled_reqs", "num_preemptions")
+_FIXED_INT_ARGS = tuple(
+    ARG_NAMES[name] for name in ("token_budget", "num_scheduled_reqs", "num_preemptions")
 )
 _ENUM_ARGS = (ARG_NAMES["admission_stop"], ARG_NAMES["running_pass_end"])
+_COUNTED = (0, 1, 5)
+"""The packets of a step that carry counter values: its begin, the schedule's end, its end."""
 
 
 STEP_COLUMNS = (
@@ -74,33 +76,86 @@ class StepTimes:
 
 
 def step_packets(batch: pa.RecordBatch) -> bytes:
-    """One batch of steps (rows of `perfetto_steps.sql`) as serialized packets."""
+    """One batch of steps (rows of `perfetto_steps.sql`) as serialized packets.
+
+    The packets' fixed fields come from one merge of per-shape templates, then each packet
+    gets its time, counter values and args: a field set per value, not a packet built.
+    """
     assert tuple(batch.schema.names) == STEP_COLUMNS, "perfetto_steps.sql and the rows disagree"
+    steps = [_times_and_counters(row) for row in zip(*batch.to_pydict().values(), strict=True)]
     trace = Trace()
-    add = trace.packet.add
-    for row in zip(*batch.to_pydict().values(), strict=True):
-        _add_step(add, row)
+    trace.MergeFromString(b"".join([_template(*_shape(*step)) for step in steps]))
+    packets = iter(trace.packet)
+    for row, times, counters in steps:
+        _fill_step(packets, row, times, counters)
     return bytes(trace.SerializeToString())
 
 
-def _add_step(add: Any, row: tuple[Any, ...]) -> None:
+Counters = tuple[tuple[int | None, ...], ...]
+
+
+def _times_and_counters(row: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, ...], Counters]:
+    """The step's slice boundaries, and the counter values sampled at its begin and ends."""
     (_, idle, t0, schedule_ns, model_ns, update_ns, _, tokens) = row[:8]
     (free_before, free_scheduled, free_after, running_before, running_after) = row[13:18]
     (waiting_before, waiting_after) = row[18:]
     t1 = t0 + schedule_ns
     t2 = t1 + model_ns
-    t3 = t2 + update_ns
-    first = _event(add, t0, _BEGIN, _IDLE if idle else _SCHEDULE)
-    _counters(first, _BEFORE, (free_before, running_before, waiting_before))
-    _step_args(first.debug_annotations.add, row)
+    before = (free_before, running_before, waiting_before)
     if idle:
-        _counters(_event(add, t3, _END, 0), _AFTER, (free_after, 0, running_after, waiting_after))
-        return
-    _counters(_event(add, t1, _END, 0), _SCHEDULED, (free_scheduled, tokens))
-    _event(add, t1, _BEGIN, _MODEL)
-    _event(add, t2, _END, 0)
-    _event(add, t2, _BEGIN, _UPDATE)
-    _counters(_event(add, t3, _END, 0), _AFTER, (free_after, tokens, running_after, waiting_after))
+        t3 = t0 + schedule_ns + model_ns + update_ns
+        return row, (t0, t3), (before, (free_after, 0, running_after, waiting_after))
+    after = (free_after, tokens, running_after, waiting_after)
+    return row, (t0, t1, t1, t2, t2, t2 + update_ns), (before, (free_scheduled, tokens), after)
+
+
+Shape = tuple[tuple[bool, ...], ...]
+
+
+def _shape(row: tuple[Any, ...], _: Any, counters: Counters) -> tuple[Shape, tuple[Any, ...]]:
+    """What a step's template depends on: idle or not, which counters it recorded, and the
+    args that repeat from step to step (all but the step and its scheduled tokens)."""
+    return tuple(tuple(v is None for v in values) for values in counters), (row[6], *row[8:13])
+
+
+@lru_cache(maxsize=1 << 12)
+def _template(shape: Shape, fixed_args: tuple[Any, ...]) -> bytes:
+    """A step's packets with every field but times, counter values, the step and its tokens."""
+    trace = Trace()
+    add = trace.packet.add
+    idle = len(shape) == 2
+    first = _event(add, 0, _BEGIN, _IDLE if idle else _SCHEDULE)
+    _counter_tracks(first, _BEFORE, shape[0])
+    _fixed_args(first.debug_annotations.add, fixed_args)
+    if idle:
+        _counter_tracks(_event(add, 0, _END, 0), _AFTER, shape[1])
+    else:
+        _counter_tracks(_event(add, 0, _END, 0), _SCHEDULED, shape[1])
+        _event(add, 0, _BEGIN, _MODEL)
+        _event(add, 0, _END, 0)
+        _event(add, 0, _BEGIN, _UPDATE)
+        _counter_tracks(_event(add, 0, _END, 0), _AFTER, shape[2])
+    return bytes(trace.SerializeToString())
+
+
+def _fill_step(
+    packets: Any, row: tuple[Any, ...], times: tuple[int, ...], counters: Counters
+) -> None:
+    """Set the step's packets' times, counter values (on the begin and ends) and args."""
+    counted = iter(counters)
+    for index, timestamp in enumerate(times):
+        packet = next(packets)
+        packet.timestamp = timestamp
+        if index in _COUNTED:
+            values = next(counted)
+            if None in values:
+                values = tuple(v for v in values if v is not None)
+            packet.track_event.extra_counter_values.extend(values)
+            if index == 0:
+                add = packet.track_event.debug_annotations.add
+                add(name_iid=_STEP, int_value=row[0])
+                if row[7] is not None:
+                    add(name_iid=_TOKENS, int_value=row[7])
 
 
 def _event(add: Any, timestamp: int, kind: int, name_iid: int) -> Any:
@@ -117,29 +172,27 @@ def _event(add: Any, timestamp: int, kind: int, name_iid: int) -> Any:
     return event
 
 
-def _counters(event: Any, tracks: tuple[int, ...], values: tuple[int | None, ...]) -> None:
-    """Counter values sampled at the event; a value the step did not record is left out."""
-    if None in values:
-        kept = [(t, v) for t, v in zip(tracks, values, strict=True) if v is not None]
-        tracks, values = tuple(t for t, _ in kept), tuple(v for _, v in kept)
-    event.extra_counter_track_uuids.extend(tracks)
-    event.extra_counter_values.extend(values)
+def _counter_tracks(event: Any, tracks: tuple[int, ...], missing: tuple[bool, ...]) -> None:
+    """The counters sampled at the event; one the step did not record is left out."""
+    event.extra_counter_track_uuids.extend(
+        [track for track, absent in zip(tracks, missing, strict=True) if not absent]
+    )
 
 
-def _step_args(add: Any, row: tuple[Any, ...]) -> None:
-    """The step, its budget use, and why each pass stopped, as the slice's args."""
-    add(name_iid=_STEP, int_value=row[0])
-    for name_iid, value in zip(_STEP_ARGS, row[6:10], strict=True):
+def _fixed_args(add: Any, fixed_args: tuple[Any, ...]) -> None:
+    """The step's budget, requests, preemptions, and why each pass stopped, as slice args."""
+    for name_iid, value in zip(_FIXED_INT_ARGS, fixed_args[:3], strict=True):
         if value is not None:
             add(name_iid=name_iid, int_value=value)
-    for name_iid, value in zip(_ENUM_ARGS, row[10:12], strict=True):
+    for name_iid, value in zip(_ENUM_ARGS, fixed_args[3:5], strict=True):
         if value is not None:
             add(name_iid=name_iid, string_value_iid=STRING_VALUES[value])
-    if row[12] is not None:
-        add(name_iid=_BLOCKED, string_value=row[12])
+    if fixed_args[5] is not None:
+        add(name_iid=_BLOCKED, string_value=fixed_args[5])
 
 
 _SCHEDULE, _MODEL, _UPDATE, _IDLE = (
     EVENT_NAMES[n] for n in ("schedule", "model", "update", "idle")
 )
-_STEP, _BLOCKED = ARG_NAMES["step"], ARG_NAMES["blocked_request"]
+_STEP, _TOKENS = ARG_NAMES["step"], ARG_NAMES["num_scheduled_tokens"]
+_BLOCKED = ARG_NAMES["blocked_request"]
