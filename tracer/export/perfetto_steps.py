@@ -7,6 +7,7 @@ fixed fields are merged in from templates at once, and only the fields a step ch
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -35,8 +36,6 @@ _FIXED_INT_ARGS = tuple(
     ARG_NAMES[name] for name in ("token_budget", "num_scheduled_reqs", "num_preemptions")
 )
 _ENUM_ARGS = (ARG_NAMES["admission_stop"], ARG_NAMES["running_pass_end"])
-_COUNTED = (0, 1, 5)
-"""The packets of a step that carry counter values: its begin, the schedule's end, its end."""
 
 
 STEP_COLUMNS = (
@@ -78,92 +77,87 @@ class StepTimes:
 def step_packets(batch: pa.RecordBatch) -> bytes:
     """One batch of steps (rows of `perfetto_steps.sql`) as serialized packets.
 
-    The packets' fixed fields come from one merge of per-shape templates, then each packet
-    gets its time, counter values and args: a field set per value, not a packet built.
+    The packets' fixed fields come from one merge of cached per-step templates, then each
+    packet gets only what changes from step to step: its time, counter values, the step.
     """
     assert tuple(batch.schema.names) == STEP_COLUMNS, "perfetto_steps.sql and the rows disagree"
-    steps = [_times_and_counters(row) for row in zip(*batch.to_pydict().values(), strict=True)]
+    rows = list(zip(*batch.to_pydict().values(), strict=True))
     trace = Trace()
-    trace.MergeFromString(b"".join([_template(*_shape(*step)) for step in steps]))
+    trace.MergeFromString(b"".join([_template(*_shape(row)) for row in rows]))
     packets = iter(trace.packet)
-    for row, times, counters in steps:
-        _fill_step(packets, row, times, counters)
+    for row in rows:
+        _fill_step(packets, row)
     return bytes(trace.SerializeToString())
 
 
-Counters = tuple[tuple[int | None, ...], ...]
+Missing = tuple[bool, ...]
+_NONE_MISSING: Missing = (False,) * 7
 
 
-def _times_and_counters(row: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[int, ...], Counters]:
-    """The step's slice boundaries, and the counter values sampled at its begin and ends."""
-    (_, idle, t0, schedule_ns, model_ns, update_ns, _, tokens) = row[:8]
-    (free_before, free_scheduled, free_after, running_before, running_after) = row[13:18]
-    (waiting_before, waiting_after) = row[18:]
-    t1 = t0 + schedule_ns
-    t2 = t1 + model_ns
-    before = (free_before, running_before, waiting_before)
-    if idle:
-        t3 = t0 + schedule_ns + model_ns + update_ns
-        return row, (t0, t3), (before, (free_after, 0, running_after, waiting_after))
-    after = (free_after, tokens, running_after, waiting_after)
-    return row, (t0, t1, t1, t2, t2, t2 + update_ns), (before, (free_scheduled, tokens), after)
-
-
-Shape = tuple[tuple[bool, ...], ...]
-
-
-def _shape(row: tuple[Any, ...], _: Any, counters: Counters) -> tuple[Shape, tuple[Any, ...]]:
-    """What a step's template depends on: idle or not, which counters it recorded, and the
-    args that repeat from step to step (all but the step and its scheduled tokens)."""
-    return tuple(tuple(v is None for v in values) for values in counters), (row[6], *row[8:13])
+def _shape(row: tuple[Any, ...]) -> tuple[bool, bool, Missing, tuple[Any, ...]]:
+    """What a step's template depends on: idle or not, which counters it did not record,
+    and the args that repeat from step to step (all but the step and its tokens)."""
+    counters = row[13:]
+    missing = tuple(v is None for v in counters) if None in counters else _NONE_MISSING
+    return row[1], row[7] is None, missing, (row[6], *row[8:13])
 
 
 @lru_cache(maxsize=1 << 12)
-def _template(shape: Shape, fixed_args: tuple[Any, ...]) -> bytes:
+def _template(idle: bool, no_tokens: bool, missing: Missing, fixed_args: tuple[Any, ...]) -> bytes:
     """A step's packets with every field but times, counter values, the step and its tokens."""
     trace = Trace()
     add = trace.packet.add
-    idle = len(shape) == 2
-    first = _event(add, 0, _BEGIN, _IDLE if idle else _SCHEDULE)
-    _counter_tracks(first, _BEFORE, shape[0])
+    first = _event(add, _BEGIN, _IDLE if idle else _SCHEDULE)
+    _counter_tracks(first, _BEFORE, (missing[0], missing[3], missing[5]))
     _fixed_args(first.debug_annotations.add, fixed_args)
-    if idle:
-        _counter_tracks(_event(add, 0, _END, 0), _AFTER, shape[1])
-    else:
-        _counter_tracks(_event(add, 0, _END, 0), _SCHEDULED, shape[1])
-        _event(add, 0, _BEGIN, _MODEL)
-        _event(add, 0, _END, 0)
-        _event(add, 0, _BEGIN, _UPDATE)
-        _counter_tracks(_event(add, 0, _END, 0), _AFTER, shape[2])
+    after = (missing[2], no_tokens and not idle, missing[4], missing[6])
+    if not idle:
+        _counter_tracks(_event(add, _END, 0), _SCHEDULED, (missing[1], no_tokens))
+        _event(add, _BEGIN, _MODEL)
+        _event(add, _END, 0)
+        _event(add, _BEGIN, _UPDATE)
+    _counter_tracks(_event(add, _END, 0), _AFTER, after)
     return bytes(trace.SerializeToString())
 
 
-def _fill_step(
-    packets: Any, row: tuple[Any, ...], times: tuple[int, ...], counters: Counters
-) -> None:
-    """Set the step's packets' times, counter values (on the begin and ends) and args."""
-    counted = iter(counters)
-    for index, timestamp in enumerate(times):
-        packet = next(packets)
-        packet.timestamp = timestamp
-        if index in _COUNTED:
-            values = next(counted)
-            if None in values:
-                values = tuple(v for v in values if v is not None)
-            packet.track_event.extra_counter_values.extend(values)
-            if index == 0:
-                add = packet.track_event.debug_annotations.add
-                add(name_iid=_STEP, int_value=row[0])
-                if row[7] is not None:
-                    add(name_iid=_TOKENS, int_value=row[7])
+def _fill_step(packets: Iterator[Any], row: tuple[Any, ...]) -> None:
+    """Set the step's packets' times, counter values (on its begin and ends), step and tokens."""
+    (step, idle, t0, schedule_ns, model_ns, update_ns, _, tokens) = row[:8]
+    (free_before, free_scheduled, free_after, running_before, running_after) = row[13:18]
+    (waiting_before, waiting_after) = row[18:]
+    first = next(packets)
+    first.timestamp = t0
+    event = first.track_event
+    _values(event, (free_before, running_before, waiting_before))
+    add = event.debug_annotations.add
+    add(name_iid=_STEP, int_value=step)
+    if tokens is not None:
+        add(name_iid=_TOKENS, int_value=tokens)
+    t1 = t0 + schedule_ns
+    t2 = t1 + model_ns
+    if not idle:
+        end = next(packets)
+        end.timestamp = t1
+        _values(end.track_event, (free_scheduled, tokens))
+        next(packets).timestamp = t1
+        next(packets).timestamp = t2
+        next(packets).timestamp = t2
+    last = next(packets)
+    last.timestamp = t2 + update_ns
+    _values(last.track_event, (free_after, 0 if idle else tokens, running_after, waiting_after))
 
 
-def _event(add: Any, timestamp: int, kind: int, name_iid: int) -> Any:
+def _values(event: Any, values: tuple[int | None, ...]) -> None:
+    """Counter values sampled at the event; one the step did not record is left out."""
+    if None in values:
+        values = tuple(v for v in values if v is not None)
+    event.extra_counter_values.extend(values)
+
+
+def _event(add: Any, kind: int, name_iid: int) -> Any:
     """A packet with a track event on the engine track (a name for a slice's begin)."""
     event = add(
-        timestamp=timestamp,
-        trusted_packet_sequence_id=SEQUENCE_ID,
-        sequence_flags=SEQ_NEEDS_INCREMENTAL_STATE,
+        trusted_packet_sequence_id=SEQUENCE_ID, sequence_flags=SEQ_NEEDS_INCREMENTAL_STATE
     ).track_event
     event.type = kind
     event.track_uuid = ENGINE_TRACK
