@@ -13,12 +13,14 @@ from stepscope import __version__
 from stepscope.engine import InputError
 from stepscope.safe_text import safe_text
 from stepscope.schema import TraceError
+from stepscope.tracer.export import ExportError
 from stepscope.tracer.writer import TraceWriteError
 
 from .closed_pipe import closed_pipe_safe_stdout
 from .commands.check import check
 from .commands.demo import demo
 from .commands.diff import diff
+from .commands.export import export
 from .commands.info import info
 from .commands.record import record
 from .commands.replay import replay
@@ -53,7 +55,7 @@ def _options(
     """Record, replay and diff a vLLM-style LLM-serving scheduler, step by step."""
 
 
-for command in (run, record, info, sql, replay, diff, check, tui, demo, sweep):
+for command in (run, record, info, sql, replay, diff, check, tui, export, sweep, demo):
     app.command()(command)
 
 
@@ -62,7 +64,7 @@ def main() -> None:
     try:
         with closed_pipe_safe_stdout():
             app(prog_name="stepscope")
-    except (InputError, TraceError, TraceWriteError, duckdb.Error) as error:
+    except (InputError, TraceError, TraceWriteError, ExportError, duckdb.Error) as error:
         message = escape(safe_text(str(error).strip().split("\n")[0]))
         Console(stderr=True).print(
             f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True

@@ -69,6 +69,13 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/latency_seconds.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "replay/sql/sweep_request_latency.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "tracer/sql/set_meta.sql": ["note", "written by a test"],
+    "tracer/export/sql/export_table.sql": {
+        "table": "_steps",
+        "engine": "stepscope",
+        "host": "h",
+        "rank": None,
+        "created_at": "2026-01-01T00:00:00+00:00",
+    },
 }
 """Values for the files that take parameters (a new file with parameters adds its own)."""
 
@@ -132,7 +139,11 @@ def test_each_file_is_shipped_with_its_package(file: str) -> None:
     assert any(fnmatch(path, pattern) for pattern in patterns), f"{file}: not in package-data"
 
 
-_QUERIES = [f for f in ALL_FILES if "/views/" not in f"/{_split(f)[1]}" and "tracer" not in f]
+_QUERIES = [
+    f
+    for f in ALL_FILES
+    if "/views/" not in f"/{_split(f)[1]}" and not f.startswith("stepscope.tracer:sql/")
+]
 
 
 @pytest.mark.parametrize("file", [f for f in _QUERIES if not f.endswith(":tables.sql")])
@@ -171,9 +182,9 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         assert con.table("_meta").filter("key = 'note'").fetchall() == [("note", "b")]
         row = con.table("_requests").filter("request_index = 0")
         assert row.select("abort_step", "abort_before_update").fetchall() == [(7, True)]
-    assert sorted(_split(f)[1] for f in ALL_FILES if "tracer" in f) == [
-        "sql/request_aborts.sql",
-        "sql/set_meta.sql",
+    assert sorted(f for f in ALL_FILES if f.startswith("stepscope.tracer:sql/")) == [
+        "stepscope.tracer:sql/request_aborts.sql",
+        "stepscope.tracer:sql/set_meta.sql",
     ]
 
 

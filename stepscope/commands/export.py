@@ -1,0 +1,59 @@
+"""`stepscope export`: a trace as a Perfetto timeline or as a Parquet dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from stepscope.safe_text import safe_text
+from stepscope.tracer.export import ExportError, export_parquet, export_perfetto
+
+
+def export(
+    trace: Annotated[Path, typer.Argument(help="A trace file.")],
+    perfetto: Annotated[
+        Path | None,
+        typer.Option(
+            "--perfetto",
+            metavar="OUT.pftrace",
+            help="Write a Perfetto protobuf trace (open it at ui.perfetto.dev).",
+        ),
+    ] = None,
+    parquet: Annotated[
+        Path | None,
+        typer.Option(
+            "--parquet",
+            metavar="OUT_DIR",
+            help="Write every table as zstd Parquet under OUT_DIR/<table>/trace=<name>/, "
+            "with OUT_DIR/stepscope_export.json; other traces' exports there are kept.",
+        ),
+    ] = None,
+) -> None:
+    """Export a trace: a Perfetto timeline (--perfetto) and/or a Parquet dataset (--parquet)."""
+    if perfetto is None and parquet is None:
+        raise ExportError("nothing to export: give --perfetto OUT.pftrace and/or --parquet OUT_DIR")
+    console = Console(stderr=True)
+    if perfetto is not None:
+        timeline = export_perfetto(trace, perfetto)
+        base = "step time" if timeline.timed else "step numbers (no recorded times)"
+        _say(
+            console,
+            f"wrote {perfetto}: {timeline.num_steps} steps, {timeline.num_request_events} "
+            f"request events, timed by {base} ({perfetto.stat().st_size / 1e6:.1f} MB); "
+            "open it at https://ui.perfetto.dev",
+        )
+    if parquet is not None:
+        dataset = export_parquet(trace, parquet)
+        _say(
+            console,
+            f"wrote {dataset.total_rows} rows of {len(dataset.rows)} tables to {parquet} "
+            f"as trace={dataset.trace}",
+        )
+
+
+def _say(console: Console, text: str) -> None:
+    console.print(escape(safe_text(text)), highlight=False, soft_wrap=True)

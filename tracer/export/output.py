@@ -1,0 +1,61 @@
+"""Where an export goes: checked first, written under a temporary name, then renamed into place."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class ExportError(ValueError):
+    """An export that cannot be written where it was asked to go."""
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """A temporary file beside `path`, renamed onto it when the block succeeds, removed if not."""
+    if path.is_dir():
+        raise ExportError(f"{path}: is a folder; name a file to write")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ExportError(f"{path}: no such folder {folder}")
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    except OSError as error:
+        raise ExportError(f"{path}: cannot write there ({error.strerror})") from None
+    os.close(handle)
+    try:
+        os.chmod(temporary, 0o666 & ~_umask())
+        yield Path(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def scratch_folder(parent: Path, prefix: str) -> Iterator[Path]:
+    """A temporary folder inside `parent` (same file system, so renames out of it are atomic)."""
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except OSError as error:
+        raise ExportError(f"{parent}: cannot write there ({error.strerror})") from None
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it, then restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def writing(path: Path, error: OSError) -> ExportError:
+    """An OSError met while writing `path`, as a one-line ExportError."""
+    return ExportError(f"{path}: cannot write there ({error.strerror or error})")
