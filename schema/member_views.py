@@ -6,8 +6,8 @@ names in that schema first, so the same `views/*.sql` read one trace's tables th
 
 from __future__ import annotations
 
-from collections.abc import Collection
 import re
+from collections.abc import Collection
 from functools import cache
 
 import duckdb

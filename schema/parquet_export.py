@@ -68,3 +68,14 @@ def export_trace_names(folder: Path) -> list[str]:
     if not names:
         raise TraceError(f"{folder}: a Parquet export of no traces")
     return sorted(names)
+
+
+def export_meta(folder: Path) -> dict[str, dict[str, str]]:
+    """Each exported trace's `_meta`, by trace name."""
+    meta = table_dataset(folder, "_meta")
+    if meta is None:
+        raise TraceError(f"{folder}: a Parquet export without its meta table")
+    by_trace: dict[str, dict[str, str]] = {}
+    for row in meta.to_table(columns=["trace", "key", "value"]).to_pylist():
+        by_trace.setdefault(row["trace"], {})[row["key"]] = row["value"]
+    return by_trace

@@ -88,7 +88,7 @@ class TraceSet:
     def sql(
         self, query: str, params: list[Any] | dict[str, Any] | None = None
     ) -> duckdb.DuckDBPyRelation:
-        """Run a query over every trace; bad SQL, or a statement that is not a query, is a TraceError."""
+        """Run a query over every trace; bad SQL, or a statement not a query, is a TraceError."""
         try:
             _check_is_query(query)
             relation = self._con.sql(query, params=params)
@@ -171,7 +171,7 @@ def open_traces(paths: Sequence[str | Path]) -> TraceSet:
 
 
 def _create_union_views(con: duckdb.DuckDBPyConnection, traces: Sequence[SetTrace]) -> None:
-    """Each logical table and view at the top level: every trace's rows, `trace` and `rank` first."""
+    """Each table and view at the top level: every trace's rows, `trace` and `rank` first."""
     for name in (*logical_tables(), *(info.name for info in views_in_order())):
         branches = " UNION ALL BY NAME ".join(
             f"(SELECT {_literal(trace.name)} AS trace, "

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from stepscope.schema import open_trace
 from stepscope.schema.member_views import logical_tables
 
