@@ -26,11 +26,12 @@ def logical_tables() -> tuple[str, ...]:
     return tuple(spec.name for spec in table_specs())
 
 
-def logical_select(table: str, have: Collection[str], source: str, cast: bool) -> str:
+def logical_select(table: str, have: Collection[str], source: str | None, cast: bool) -> str:
     """A SELECT giving `table` its columns, in order, from `source` holding the `have` ones.
 
-    A column `source` lacks reads as its "off" value, as in an older trace; `cast`
-    gives each column its schema type (ENUMs are stored as text in Parquet).
+    A column `source` lacks reads as its "off" value, as in an older trace, and with no
+    `source` the table has no rows; `cast` gives each column its schema type (ENUMs are
+    stored as text in Parquet).
     """
     (spec,) = (spec for spec in table_specs() if spec.name == table)
     items = []
@@ -42,7 +43,7 @@ def logical_select(table: str, have: Collection[str], source: str, cast: bool) -
             items.append(f"CAST({name} AS {sql_type}) AS {name}")
         else:
             items.append(name)
-    return f"SELECT {', '.join(items)} FROM {source}"
+    return f"SELECT {', '.join(items)} FROM {source or '(SELECT 1) WHERE false'}"
 
 
 def create_enum_types(con: duckdb.DuckDBPyConnection) -> None:

@@ -141,7 +141,12 @@ class TraceSet:
         ).fetchall():
             have.setdefault(table, set()).add(column)
         tables = {
-            table: logical_select(table, have.get(table, set()), f"{database}.main.{table}", False)
+            table: logical_select(
+                table,
+                have.get(table, ()),
+                f"{database}.main.{table}" if table in have else None,
+                False,
+            )
             for table in logical_tables()
         }
         return meta, tables
@@ -152,7 +157,7 @@ class TraceSet:
         for table in logical_tables():
             dataset = table_dataset(member.path, table)
             if dataset is None:
-                tables[table] = logical_select(table, (), "(SELECT 1) WHERE false", True)
+                tables[table] = logical_select(table, (), None, True)
                 continue
             registered = f"export_{index}_{table.removeprefix('_')}"
             self._con.register(registered, dataset)
