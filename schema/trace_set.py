@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from .ddl import table_specs
 from .member_views import (
     create_enum_types,
     create_member_schema,
@@ -29,8 +30,8 @@ from .member_views import (
 from .parquet_export import IDENTITY_COLUMNS, table_dataset
 from .set_members import Member, find_members
 from .sql_files import query as stored_query
-from .trace import TraceError, ViewInfo, open_trace, view_infos
-from .trace_file import first_line
+from .trace import TraceError, ViewInfo, checked_meta, view_infos
+from .trace_file import damaged, first_line
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
 _QUERY_STATEMENTS = frozenset(
@@ -125,21 +126,25 @@ class TraceSet:
             meta, tables = self._exported(index, member)
         else:
             meta, tables = self._attached(index, member)
-        create_member_schema(self._con, f"trace_{index}", tables)
+        try:
+            create_member_schema(self._con, f"trace_{index}", tables)
+        except duckdb.Error as error:
+            raise TraceError(
+                f"{member.path}: trace {member.name}: its tables do not match trace schema "
+                f"version {meta.get('schema_version')} ({first_line(error)})"
+            ) from None
         return SetTrace(member.name, member.path, member.in_export, meta, _rank(member, meta))
 
     def _attached(self, index: int, member: Member) -> tuple[dict[str, str], dict[str, str]]:
-        """Attach a trace file (checked as `open_trace` checks it) and select its tables."""
-        with open_trace(member.path) as trace:
-            meta = trace.meta
+        """Attach a trace file, once checked as `open_trace` checks one, and select its tables."""
+        meta = checked_meta(member.path)
         database = f"file_{index}"
         # ATTACH takes the path as a string literal and the alias as an identifier.
-        self._con.execute(f"ATTACH {_literal(str(member.path))} AS {database} (READ_ONLY)")
-        have: dict[str, set[str]] = {}
-        for table, column in self._con.execute(
-            stored_query(__package__, "attached_columns"), [database]
-        ).fetchall():
-            have.setdefault(table, set()).add(column)
+        try:
+            self._con.execute(f"ATTACH {_literal(str(member.path))} AS {database} (READ_ONLY)")
+        except duckdb.Error as error:
+            raise TraceError(damaged(member.path, error)) from None
+        have = self._stored_columns(database, int(meta["schema_version"]))
         tables = {
             table: logical_select(
                 table,
@@ -150,6 +155,21 @@ class TraceSet:
             for table in logical_tables()
         }
         return meta, tables
+
+    def _stored_columns(self, database: str, version: int) -> dict[str, set[str]]:
+        """The columns of each table stored in `database`; all of them for today's version.
+
+        Only an older trace lacks columns (they read as "off"); in one of today's
+        version a missing column or table is an edited file, and its view fails.
+        """
+        if version == SCHEMA_VERSION:
+            return {spec.name: {column[0] for column in spec.columns} for spec in table_specs()}
+        have: dict[str, set[str]] = {}
+        for table, column in self._con.execute(
+            stored_query(__package__, "attached_columns"), [database]
+        ).fetchall():
+            have.setdefault(table, set()).add(column)
+        return have
 
     def _exported(self, index: int, member: Member) -> tuple[dict[str, str], dict[str, str]]:
         """Select the trace's partition of each table of its export, read through pyarrow."""

@@ -26,6 +26,8 @@ def main(job_path: str, result_path: str) -> None:
         .config("spark.ui.enabled", "false")
         .config("spark.sql.warehouse.dir", warehouse)
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("OFF")

@@ -140,6 +140,15 @@ def test_paths_that_are_not_a_set(
         open_traces([tmp_path / p for p in paths])
 
 
+def test_a_trace_with_tables_not_of_its_version(fleet: Path, tmp_path: Path) -> None:
+    edited = tmp_path / "edited.duckdb"
+    shutil.copy(fleet / "solo.duckdb", edited)
+    with duckdb.connect(str(edited)) as con:
+        con.execute("ALTER TABLE _requests DROP COLUMN abort_before_update")
+    with pytest.raises(TraceError, match=r"edited\.duckdb: trace edited: its tables do not match"):
+        open_traces([fleet / "rank0.duckdb", edited])
+
+
 def test_an_export_and_a_trace_of_the_same_name(fleet: Path, export: Path) -> None:
     with pytest.raises(TraceError, match="two traces named 'solo'"):
         open_traces([fleet / "solo.duckdb", export])
