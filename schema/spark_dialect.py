@@ -1,9 +1,10 @@
 """The views' DuckDB SQL rewritten for Spark SQL, where a rewrite of the text suffices.
 
 Each rewrite maps one DuckDB construct onto Spark's own: `list(x ORDER BY k)` to a
-sorted `collect_list` of structs, `FILTER (cond)` to `FILTER (WHERE cond)`, list
-literals to `array()`, `len` to `size`, `format('{}')` to `format_string('%s')`,
-`VARCHAR` to `STRING`, `t.* EXCLUDE (c)` to the table's other columns. A view that
+sorted `collect_list` of structs (NULL over no rows, as `list`), `FILTER (cond)` to
+`FILTER (WHERE cond)`, list literals to `array()`, `len` to `size`, `format('{}')` to
+`format_string('%s')`, `VARCHAR` to `STRING`, `t.* EXCLUDE (c)` to the table's other
+columns. A view that
 uses a construct with no rewrite (`ASOF JOIN`, `unnest`) is not offered to Spark.
 """
 
@@ -84,7 +85,7 @@ def _collect(body: str, where: str) -> str:
     value, _, order = body.partition(" ORDER BY ")
     value = _as_struct(value.strip())
     if not order:
-        return f"collect_list({value}){where}"
+        return _null_when_empty(f"collect_list({value}){where}", where)
     keys = []
     for index, key in enumerate(_split_top(order)):
         expression, descending = key.strip(), False
@@ -92,7 +93,13 @@ def _collect(body: str, where: str) -> str:
             expression, descending = expression[: -len(" DESC")], True
         keys.append(f"{'-' if descending else ''}({expression}) AS k{index}")
     fields = ", ".join([*keys, f"{value} AS v"])
-    return f"transform(array_sort(collect_list(struct({fields})){where}), e -> e.v)"
+    sorted_list = f"transform(array_sort(collect_list(struct({fields})){where}), e -> e.v)"
+    return _null_when_empty(sorted_list, where)
+
+
+def _null_when_empty(collected: str, where: str) -> str:
+    """DuckDB's `list` of no rows is NULL; Spark's `collect_list` of none is `[]`."""
+    return f"CASE WHEN count(*){where} > 0 THEN {collected} END"
 
 
 def _as_struct(value: str) -> str:
