@@ -19,7 +19,6 @@ UNSUPPORTED = re.compile(r"\bASOF\b|\bunnest\(|\bgenerate_subscripts\(", re.IGNO
 """DuckDB constructs with no rewrite here."""
 
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
-_FORMAT = re.compile(r"\bformat\((\s*)'((?:[^']|'')*)'")
 _CODE_REWRITES = (
     (re.compile(r"\bAS NOT MATERIALIZED \("), "AS ("),
     (re.compile(r"\bFILTER \((?!\s*WHERE\b)"), "FILTER (WHERE "),
@@ -28,23 +27,22 @@ _CODE_REWRITES = (
     (re.compile(r"\[\]"), "array()"),
     (re.compile(r"\[([^\[\]]+)\]"), r"array(\1)"),
 )
-_FILTER_AFTER = re.compile(r"(\s+FILTER \(WHERE [^()]*(?:\([^()]*\)[^()]*)*\))")
+_FILTER_AFTER = re.compile(r"\s+FILTER \(WHERE ")
 _EXCLUDE = re.compile(r"\b(\w+)\.\* EXCLUDE \(([^)]*)\)")
 _FROM_ALIAS = re.compile(r"\b(?:FROM|JOIN)\s+(_\w+)\s+(\w+)", re.IGNORECASE)
+
+Rewrite = Callable[[str, str, int], tuple[str, int]]
+"""A call's rewrite: (its arguments' text, the whole statement, its `)`) → (text, last index)."""
 
 
 def spark_sql(duckdb_sql: str) -> str | None:
     """The statement (comments stripped) in Spark's dialect; None when it has no rewrite."""
     if UNSUPPORTED.search(duckdb_sql):
         return None
-    sql = _FORMAT.sub(_format_string, duckdb_sql)
-    sql = _outside_literals(sql, _rewrite_code)
+    sql = _outside_literals(duckdb_sql, _rewrite_code)
+    sql = _rewrite_calls(sql, "format", _format_string)
+    sql = _rewrite_calls(sql, "list", _collect)
     return _expand_excludes(sql)
-
-
-def _format_string(match: re.Match[str]) -> str:
-    template = match.group(2).replace("%", "%%").replace("{}", "%s")
-    return f"format_string({match.group(1)}'{template}'"
 
 
 def _outside_literals(sql: str, rewrite: Callable[[str], str]) -> str:
@@ -59,33 +57,56 @@ def _outside_literals(sql: str, rewrite: Callable[[str], str]) -> str:
 def _rewrite_code(code: str) -> str:
     for pattern, replacement in _CODE_REWRITES:
         code = pattern.sub(replacement, code)
-    return _ordered_lists(code)
-
-
-def _ordered_lists(code: str) -> str:
-    """`list(v ORDER BY k [DESC], ...)` as a `collect_list` of structs sorted by key, then v."""
-    start = code.find("list(")
-    while start >= 0:
-        if start > 0 and (code[start - 1].isalnum() or code[start - 1] == "_"):
-            start = code.find("list(", start + 1)
-            continue
-        end = _closing(code, start + len("list"))
-        body = code[start + len("list(") : end]
-        condition = _FILTER_AFTER.match(code, end + 1)
-        where = condition.group(1) if condition else ""
-        code = (
-            code[:start] + _collect(body, where) + code[condition.end() if condition else end + 1 :]
-        )
-        start = code.find("list(", start + 1)
     return code
 
 
-def _collect(body: str, where: str) -> str:
-    """The `collect_list` for `list(body)`; `where`, its FILTER clause, goes inside."""
+def _rewrite_calls(sql: str, name: str, rewrite: Rewrite) -> str:
+    """Every call of the function `name` outside string literals, inner calls first."""
+    pieces, position = [], 0
+    for start in _calls(sql, name):
+        if start < position:
+            continue
+        close = _closing(sql, start + len(name))
+        body = _rewrite_calls(sql[start + len(name) + 1 : close], name, rewrite)
+        replacement, last = rewrite(body, sql, close)
+        pieces += [sql[position:start], replacement]
+        position = last + 1
+    return "".join([*pieces, sql[position:]])
+
+
+def _calls(sql: str, name: str) -> list[int]:
+    """Where `name(` starts a call outside string literals (not a longer name's end)."""
+    literals = [match.span() for match in _LITERAL.finditer(sql)]
+    return [
+        match.start()
+        for match in re.finditer(rf"(?<![\w.]){name}\(", sql)
+        if not any(a <= match.start() < b for a, b in literals)
+    ]
+
+
+def _format_string(body: str, sql: str, close: int) -> tuple[str, int]:
+    """`format('{} of {}', a, b)` as `format_string('%s of %s', CAST(a AS STRING), ...)`.
+
+    DuckDB formats each value as its cast to text does (a list as `[1, 2]`), and so
+    does Spark's cast; `format_string` alone would print a Spark array's object name.
+    """
+    template, *values = _split_top(body)
+    template = template.replace("%", "%%").replace("{}", "%s")
+    casts = [f"CAST({value.strip()} AS STRING)" for value in values]
+    return f"format_string({', '.join([template.strip(), *casts])})", close
+
+
+def _collect(body: str, sql: str, close: int) -> tuple[str, int]:
+    """`list(v ORDER BY k [DESC], ...) [FILTER (...)]` as a sorted `collect_list` of structs."""
+    where, last = "", close
+    if _FILTER_AFTER.match(sql, close + 1):
+        open_at = sql.index("(", close + 1)
+        last = _closing(sql, open_at)
+        where = " " + sql[close + 1 : last + 1].strip()
     value, _, order = body.partition(" ORDER BY ")
     value = _as_struct(value.strip())
     if not order:
-        return _null_when_empty(f"collect_list({value}){where}", where)
+        return _null_when_empty(f"collect_list({value}){where}", where), last
     keys = []
     for index, key in enumerate(_split_top(order)):
         expression, descending = key.strip(), False
@@ -93,8 +114,8 @@ def _collect(body: str, where: str) -> str:
             expression, descending = expression[: -len(" DESC")], True
         keys.append(f"{'-' if descending else ''}({expression}) AS k{index}")
     fields = ", ".join([*keys, f"{value} AS v"])
-    sorted_list = f"transform(array_sort(collect_list(struct({fields})){where}), e -> e.v)"
-    return _null_when_empty(sorted_list, where)
+    collected = f"transform(array_sort(collect_list(struct({fields})){where}), e -> e.v)"
+    return _null_when_empty(collected, where), last
 
 
 def _null_when_empty(collected: str, where: str) -> str:
@@ -112,22 +133,33 @@ def _as_struct(value: str) -> str:
 
 
 def _closing(text: str, open_at: int) -> int:
-    depth = 0
-    for index in range(open_at, len(text)):
+    """The index of the `)` that closes the `(` at `open_at`, string literals skipped."""
+    depth, index = 0, open_at
+    while index < len(text):
+        literal = _LITERAL.match(text, index)
+        if literal:
+            index = literal.end()
+            continue
         depth += {"(": 1, ")": -1}.get(text[index], 0)
         if depth == 0:
             return index
+        index += 1
     raise ValueError(f"unbalanced parentheses in {text[open_at:]!r}")
 
 
 def _split_top(text: str) -> list[str]:
-    """`text` split at the commas outside parentheses."""
-    parts, depth, start = [], 0, 0
-    for index, char in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
+    """`text` split at the commas outside parentheses and string literals."""
+    parts, depth, start, index = [], 0, 0, 0
+    while index < len(text):
+        literal = _LITERAL.match(text, index)
+        if literal:
+            index = literal.end()
+            continue
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if text[index] == "," and depth == 0:
             parts.append(text[start:index])
             start = index + 1
+        index += 1
     return [*parts, text[start:]]
 
 

@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO
 from parquet_layout import write_export
 from stepscope.schema.member_views import logical_tables
+from stepscope.schema.spark_dialect import spark_sql
 from stepscope.schema.spark_views import spark_statements, spark_views
 from stepscope.schema.trace_set import open_traces
 from traces import case, record
@@ -45,8 +46,7 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     traces = tmp_path_factory.mktemp("traces")
     out = tmp_path_factory.mktemp("export") / "fleet"
     record(case("03"), traces / "rank0.duckdb", meta={"dp_rank": "0", "dp_size": "2"})
-    record(case("05"), traces / "rank1.duckdb", meta={"dp_rank": "1", "dp_size": "2"})
-    record(STORM, traces / "storm.duckdb")
+    record(STORM, traces / "storm.duckdb", meta={"dp_rank": "1", "dp_size": "2"})
     record(SPEC, traces / "spec.duckdb")
     for trace in sorted(traces.glob("*.duckdb")):
         write_export(trace, out)
@@ -56,6 +56,19 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_views_spark_can_run_are_the_documented_ones(tmp_path: Path) -> None:
     views = spark_views(tmp_path)
     assert {name for name, sql in views.items() if sql is None} == NOT_IN_SPARK
+
+
+def test_the_rewrites_keep_string_literals_whole() -> None:
+    sql = (
+        "SELECT format('{} (s), {}', a, b) AS f, list(x ORDER BY t DESC, i) FILTER (t > 1) "
+        "AS l, CAST(k AS VARCHAR) AS v, len(y) AS n, 'list(a, b) [1]' AS s FROM _t"
+    )
+    assert spark_sql(sql) == (
+        "SELECT format_string('%s (s), %s', CAST(a AS STRING), CAST(b AS STRING)) AS f, "
+        "CASE WHEN count(*) FILTER (WHERE t > 1) > 0 THEN transform(array_sort(collect_list("
+        "struct(-(t) AS k0, (i) AS k1, x AS v)) FILTER (WHERE t > 1)), e -> e.v) END AS l, "
+        "CAST(k AS STRING) AS v, size(y) AS n, 'list(a, b) [1]' AS s FROM _t"
+    )
 
 
 @pytest.mark.slow
