@@ -70,13 +70,20 @@ def seconds(run: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
+def query_seconds(opened: Any, query: str) -> float:
+    """Seconds to run `query` and fetch every row."""
+    started = time.perf_counter()
+    opened.sql(query).fetchall()
+    return time.perf_counter() - started
+
+
 def measure(sides: dict[str, Any], repeats: int) -> dict[str, dict[str, float]]:
     """Median seconds of each query on each side, the sides alternating."""
     times: dict[str, dict[str, list[float]]] = {q: {s: [] for s in sides} for q in QUERIES}
     for _ in range(repeats):
         for query_name, query in QUERIES.items():
             for side, opened in sides.items():
-                times[query_name][side].append(seconds(lambda: opened.sql(query).fetchall()))
+                times[query_name][side].append(query_seconds(opened, query))
     return {q: {s: statistics.median(t) for s, t in by.items()} for q, by in times.items()}
 
 

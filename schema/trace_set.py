@@ -27,7 +27,7 @@ from .member_views import (
     logical_tables,
     views_in_order,
 )
-from .parquet_export import IDENTITY_COLUMNS, table_dataset
+from .parquet_export import IDENTITY_COLUMNS, export_meta, table_dataset
 from .set_members import Member, find_members
 from .sql_files import query as stored_query
 from .trace import TraceError, ViewInfo, checked_meta, view_infos
@@ -65,6 +65,7 @@ class TraceSet:
 
     def __init__(self, paths: Sequence[str | Path]) -> None:
         members = find_members([Path(path) for path in paths])
+        self._export_metas: dict[Path, dict[str, dict[str, str]]] = {}
         self._con = duckdb.connect(
             ":memory:",
             config={"autoload_known_extensions": False, "autoinstall_known_extensions": False},
@@ -139,9 +140,9 @@ class TraceSet:
         """Attach a trace file, once checked as `open_trace` checks one, and select its tables."""
         meta = checked_meta(member.path)
         database = f"file_{index}"
-        # ATTACH takes the path as a string literal and the alias as an identifier.
+        # The alias is an identifier: spliced in.
         try:
-            self._con.execute(f"ATTACH {_literal(str(member.path))} AS {database} (READ_ONLY)")
+            self._con.execute(f"ATTACH ? AS {database} (READ_ONLY)", [str(member.path)])
         except duckdb.Error as error:
             raise TraceError(damaged(member.path, error)) from None
         have = self._stored_columns(database, int(meta["schema_version"]))
@@ -171,6 +172,11 @@ class TraceSet:
             have.setdefault(table, set()).add(column)
         return have
 
+    def _export_meta(self, folder: Path) -> dict[str, dict[str, str]]:
+        if folder not in self._export_metas:
+            self._export_metas[folder] = export_meta(folder)
+        return self._export_metas[folder]
+
     def _exported(self, index: int, member: Member) -> tuple[dict[str, str], dict[str, str]]:
         """Select the trace's partition of each table of its export, read through pyarrow."""
         tables = {}
@@ -184,8 +190,7 @@ class TraceSet:
             have = set(dataset.schema.names) - {"trace", *IDENTITY_COLUMNS}
             where = f"{registered} WHERE trace = {_literal(member.name)}"
             tables[table] = logical_select(table, have, where, True)
-        rows = self._con.sql(f"SELECT key, value FROM ({tables['_meta']})").fetchall()
-        meta = dict(rows)
+        meta = self._export_meta(member.path).get(member.name, {})
         _check_version(member, meta)
         return meta, tables
 
