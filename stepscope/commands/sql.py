@@ -74,11 +74,19 @@ def sql(
 def _paths_and_query(arguments: list[str]) -> tuple[list[Path], str | None]:
     """The paths, and the query: the last argument, unless it is one of the paths."""
     *paths, last = arguments
-    if not paths or Path(last).exists():
+    if not paths or _exists(last):
         return [Path(a) for a in arguments], None
     if not any(c.isspace() for c in last) and (last.endswith(".duckdb") or "/" in last):
         raise InputError(f"{last}: no such file or folder")
     return [Path(p) for p in paths], last
+
+
+def _exists(text: str) -> bool:
+    """Whether `text` names a file or folder (a query is never one, however long)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _open(paths: list[Path]) -> Trace | TraceSet:
