@@ -24,8 +24,8 @@ def sql(
         typer.Argument(
             metavar="PATH... [QUERY]",
             help="Traces, folders of traces or Parquet export folders, then a SQL query. "
-            "Without a query, the views are listed. Given more than one trace, every view and "
-            "table has `trace` and `rank` (the data-parallel rank) as its first columns.",
+            "Without a query, the views are listed. Given a folder or several traces, every "
+            "view and table has `trace` and `rank` (the data-parallel rank) as its first columns.",
             show_default=False,
         ),
     ],
