@@ -28,12 +28,15 @@ def shadow_missing_columns(con: duckdb.DuckDBPyConnection) -> None:
         missing = [(n, t) for n, t, _ in spec.columns if have is None or n not in have]
         if not missing:
             continue
-        added = ", ".join(
-            f"CAST({_OFF_VALUES.get((spec.name, n), 'NULL')} AS {t}) AS {n}" for n, t in missing
-        )
+        added = ", ".join(off_column(spec.name, n, t) for n, t in missing)
         # Names and types come from tables.sql: identifiers, spliced in.
         if have is None:
             con.execute(f"CREATE TEMP VIEW {spec.name} AS SELECT {added} WHERE false")
         else:
             source = f'"{rows[0][0]}".main.{spec.name}'
             con.execute(f"CREATE TEMP VIEW {spec.name} AS SELECT *, {added} FROM {source}")
+
+
+def off_column(table: str, column: str, sql_type: str) -> str:
+    """The select item that reads a column missing from `table` as its "off" value."""
+    return f"CAST({_OFF_VALUES.get((table, column), 'NULL')} AS {sql_type}) AS {column}"

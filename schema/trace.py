@@ -166,6 +166,15 @@ def open_trace(path: str | Path) -> Trace:
     return Trace(path)
 
 
+def checked_meta(path: str | Path) -> dict[str, str]:
+    """A trace file's `_meta`, once it passes the checks `open_trace` makes before its views."""
+    con = _connect(Path(path))
+    try:
+        return _read_meta(con, Path(path))
+    finally:
+        con.close()
+
+
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     if not path.exists():
         raise TraceError(f"{path}: no such file")

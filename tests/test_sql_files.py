@@ -36,6 +36,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "tui/sql/request_life.sql": ["r0"],
     "tui/sql/request_waiting.sql": ["r0"],
     "tui/sql/step_detail.sql": [3],
+    "schema/sql/attached_columns.sql": ["memory"],
     "tui/sql/break_step_row.sql": {
         "step": 3,
         "idle": False,
@@ -234,6 +235,15 @@ ALLOWED = {
     ("tui/both_traces.py", "CREATE SCHEMA IF NOT EXISTS memory.{schema}"): "a schema's name",
     ("tui/both_traces.py", 'CREATE VIEW memory.{schema}."{table}"'): "a table's name spliced in",
     ("tui/both_traces.py", "CREATE VIEW memory.{schema}.{info.name} AS"): "a view spliced in",
+    ("schema/member_views.py", "CREATE SCHEMA {schema}"): "a schema's name",
+    ("schema/member_views.py", "CREATE TYPE {name} AS ENUM"): "a type from tables.sql",
+    ("schema/member_views.py", "CREATE VIEW {schema}.{table} AS"): "a table's name spliced in",
+    ("schema/member_views.py", "CREATE VIEW {schema}.{info.name} AS"): "a view spliced in",
+    ("schema/member_views.py", "SELECT {', '.join(items)} FROM"): "a table's columns",
+    ("schema/trace_set.py", "CREATE VIEW main.{name} AS"): "a view's name spliced in",
+    ("schema/spark_views.py", "CREATE DATABASE IF NOT EXISTS trace_"): "Spark: a database",
+    ("schema/spark_views.py", "CREATE OR REPLACE VIEW {"): "Spark: a view's name spliced in",
+    ("schema/spark_views.py", "SELECT {_literal(name)} AS trace"): "Spark: a trace's name",
 }
 """SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
 

@@ -14,6 +14,9 @@ from rich.text import Text
 
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
+from stepscope.schema.set_members import find_trace
+
+from .options import TraceNameOption
 
 _META_SHOWN = (
     "engine",
@@ -30,10 +33,17 @@ _META_SHOWN = (
 
 
 def info(
-    trace: Annotated[Path, typer.Argument(help="A trace file.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="TRACE", help="A trace file, or a folder of traces (choose one with --trace)."
+        ),
+    ],
+    name: TraceNameOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Show a trace's config, steps, requests, preemptions, outcomes, and whether it is complete."""
+    trace = find_trace(path, name)
     with open_trace(trace) as opened:
         summary_relation = opened.view("summary")
         summary = dict(zip(summary_relation.columns, summary_relation.fetchall()[0], strict=True))

@@ -82,3 +82,13 @@ SchedulerClsOption = Annotated[
         help="With --engine vllm: a vLLM scheduler class, as vLLM's --scheduler-cls takes it.",
     ),
 ]
+
+TraceNameOption = Annotated[
+    str | None,
+    typer.Option(
+        "--trace",
+        metavar="NAME",
+        help="The trace of the folder to read, by name: its file name without .duckdb "
+        "(see `stepscope sql FOLDER`).",
+    ),
+]

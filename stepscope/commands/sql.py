@@ -1,4 +1,4 @@
-"""`stepscope sql`: ask a trace a question in SQL, or list the views that answer common ones."""
+"""`stepscope sql`: ask traces a question in SQL, or list the views that answer common ones."""
 
 from __future__ import annotations
 
@@ -13,15 +13,22 @@ from rich.text import Text
 
 from stepscope.engine import InputError
 from stepscope.safe_text import safe_text
-from stepscope.schema import open_trace
+from stepscope.schema import Trace, open_trace
+from stepscope.schema.trace_set import SetTrace, TraceSet, open_traces
 from stepscope.sql_output import as_text, write_csv, write_json_lines
 
 
 def sql(
-    trace: Annotated[Path, typer.Argument(help="A trace file.")],
-    query: Annotated[
-        str | None, typer.Argument(help="A SQL query. Without one, the views are listed.")
-    ] = None,
+    arguments: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="PATH... [QUERY]",
+            help="Traces, folders of traces or Parquet export folders, then a SQL query. "
+            "Without a query, the views are listed. Given a folder or several traces, every "
+            "view and table has `trace` and `rank` (the data-parallel rank) as its first columns.",
+            show_default=False,
+        ),
+    ],
     as_json: Annotated[
         bool,
         typer.Option(
@@ -43,12 +50,15 @@ def sql(
         ),
     ] = False,
 ) -> None:
-    """Run a read-only SQL query against a trace (tables and views: see `stepscope sql TRACE`)."""
+    """Run a read-only SQL query against traces (tables and views: see `stepscope sql PATH`)."""
     if as_json and as_csv:
         raise InputError("--json and --csv: choose one output format")
-    with open_trace(trace) as opened:
+    paths, query = _paths_and_query(arguments)
+    with _open(paths) as opened:
         if query is None:
             _print_views(Console(), opened.views())
+            if isinstance(opened, TraceSet):
+                _print_traces(Console(), opened.traces)
             return
         relation = opened.sql(query)
         columns = relation.columns
@@ -61,12 +71,50 @@ def sql(
         _print_rows(Console(), columns, rows, limit, vertical)
 
 
+def _paths_and_query(arguments: list[str]) -> tuple[list[Path], str | None]:
+    """The paths, and the query: the last argument, unless it is one of the paths."""
+    *paths, last = arguments
+    if not paths or _exists(last):
+        return [Path(a) for a in arguments], None
+    if not any(c.isspace() for c in last) and (last.endswith(".duckdb") or "/" in last):
+        raise InputError(f"{last}: no such file or folder")
+    return [Path(p) for p in paths], last
+
+
+def _exists(text: str) -> bool:
+    """Whether `text` names a file or folder (a query is never one, however long)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _open(paths: list[Path]) -> Trace | TraceSet:
+    """One trace file given alone reads as ever; anything more is a set, `trace` column first."""
+    if len(paths) == 1 and not paths[0].is_dir():
+        return open_trace(paths[0])
+    return open_traces(paths)
+
+
 def _print_views(console: Console, views: list[Any]) -> None:
     table = Table(title="views (query them like tables)", title_justify="left", box=None)
     table.add_column("view", style="bold cyan", no_wrap=True)
     table.add_column("answers")
     for view in views:
         table.add_row(view.name, view.description)
+    console.print(table)
+
+
+def _print_traces(console: Console, traces: tuple[SetTrace, ...]) -> None:
+    table = Table(title="traces (the trace column)", title_justify="left", box=None)
+    for column in ("trace", "rank", "engine", "read from"):
+        table.add_column(column, style="bold cyan" if column == "trace" else None)
+    for trace in traces:
+        rank = "" if trace.rank is None else str(trace.rank)
+        where = f"{trace.path} (Parquet)" if trace.in_export else str(trace.path)
+        table.add_row(
+            *(Text(safe_text(v)) for v in (trace.name, rank, trace.meta.get("engine", ""), where))
+        )
     console.print(table)
 
 

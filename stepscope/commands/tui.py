@@ -10,31 +10,63 @@ import typer
 from stepscope.engine import InputError
 from stepscope.replay.sweep_view_result import is_sweep_result, read_sweep
 from stepscope.schema import open_trace
+from stepscope.schema.set_members import find_trace
 
 from .diff import IgnoreOption, ignores_block_ids
+from .options import TraceNameOption
 
 
 def tui(
-    trace: Annotated[Path, typer.Argument(help="A trace file, or a sweep result.")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="TRACE",
+            help="A trace file, a folder of traces (choose one with --trace), or a sweep result.",
+        ),
+    ],
+    name: TraceNameOption = None,
     diff: Annotated[
-        Path | None,
-        typer.Option("--diff", metavar="OTHER", help="A second trace to compare step by step."),
+        str | None,
+        typer.Option(
+            "--diff",
+            metavar="OTHER",
+            help="A second trace to compare step by step: a file, or another trace of the "
+            "folder by name.",
+        ),
     ] = None,
     ignore: IgnoreOption = None,
 ) -> None:
     """Step through a trace: timeline, step detail, request lives, SQL console, replay, diff.
     A sweep result opens as its points, each opening its kept trace diffed with the original."""
     ignore_block_ids = ignores_block_ids(ignore)
-    if is_sweep_result(trace):
-        if diff is not None or ignore:
-            raise InputError(f"{trace}: a sweep result opens alone (its points open diffed)")
-        read_sweep(trace)  # a result this release cannot read fails here, in one line
+    if path.is_file() and is_sweep_result(path):
+        if diff is not None or ignore or name is not None:
+            raise InputError(f"{path}: a sweep result opens alone (its points open diffed)")
+        read_sweep(path)  # a result this release cannot read fails here, in one line
+        trace, other = path, None
     else:
-        if ignore and diff is None:
-            raise InputError("--ignore compares two traces: give the other one with --diff")
-        for path in (trace, diff):
-            if path is not None:
-                open_trace(path).close()  # a file that is not a trace fails here, in one line
+        trace, other = _chosen_traces(path, name, diff, bool(ignore))
     from stepscope.tui import run_tui
 
-    run_tui(trace, diff, ignore_block_ids)
+    run_tui(trace, other, ignore_block_ids)
+
+
+def _other_trace(path: Path, diff: str) -> Path:
+    """`--diff`'s trace: a path, or the name of another trace in the folder `path`."""
+    if path.is_dir() and not Path(diff).exists():
+        return find_trace(path, diff)
+    return Path(diff)
+
+
+def _chosen_traces(
+    path: Path, name: str | None, diff: str | None, ignore: bool
+) -> tuple[Path, Path | None]:
+    """The trace to open and the one to diff it with, each checked to be a readable trace."""
+    if ignore and diff is None:
+        raise InputError("--ignore compares two traces: give the other one with --diff")
+    trace = find_trace(path, name)
+    other = None if diff is None else _other_trace(path, diff)
+    for opened in (trace, other):
+        if opened is not None:
+            open_trace(opened).close()  # a file that is not a readable trace fails here
+    return trace, other

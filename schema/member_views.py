@@ -1,0 +1,83 @@
+"""One trace of a set, as a schema of its own: its logical `_` tables and every view.
+
+The view SQL names tables without a schema; a view created in a schema resolves those
+names in that schema first, so the same `views/*.sql` read one trace's tables there.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from functools import cache
+
+import duckdb
+
+from .ddl import enum_types, table_specs
+from .older_traces import off_column
+from .sql_files import strip_comments
+from .trace import ViewInfo, view_infos
+
+_CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
+_READ = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.IGNORECASE)
+
+
+def logical_tables() -> tuple[str, ...]:
+    """The `_name` relations a reader sees, in `tables.sql` order."""
+    return tuple(spec.name for spec in table_specs())
+
+
+def logical_select(table: str, have: Collection[str], source: str | None, cast: bool) -> str:
+    """A SELECT giving `table` its columns, in order, from `source` holding the `have` ones.
+
+    A column `source` lacks reads as its "off" value, as in an older trace, and with no
+    `source` the table has no rows; `cast` gives each column its schema type (ENUMs are
+    stored as text in Parquet).
+    """
+    (spec,) = (spec for spec in table_specs() if spec.name == table)
+    items = []
+    for name, declared, _ in spec.columns:
+        sql_type = _CONSTRAINT.sub("", declared)
+        if name not in have:
+            items.append(off_column(table, name, sql_type))
+        elif cast:
+            items.append(f"CAST({name} AS {sql_type}) AS {name}")
+        else:
+            items.append(name)
+    return f"SELECT {', '.join(items)} FROM {source or '(SELECT 1) WHERE false'}"
+
+
+def create_enum_types(con: duckdb.DuckDBPyConnection) -> None:
+    """The schema's ENUM types, for the columns a Parquet export stores as text."""
+    for name, values in enum_types().items():
+        # A type's name is an identifier and its values come from tables.sql: spliced in.
+        labels = ", ".join("'" + value.replace("'", "''") + "'" for value in values)
+        con.execute(f"CREATE TYPE {name} AS ENUM ({labels})")
+
+
+def create_member_schema(
+    con: duckdb.DuckDBPyConnection, schema: str, tables: dict[str, str]
+) -> None:
+    """Create `schema` with each logical table (name → SELECT) and every view over them."""
+    # The schema's name and the tables' and views' names are identifiers: spliced in.
+    con.execute(f"CREATE SCHEMA {schema}")
+    for table, select in tables.items():
+        con.execute(f"CREATE VIEW {schema}.{table} AS {select}")
+    for info in views_in_order():
+        con.execute(f"CREATE VIEW {schema}.{info.name} AS {strip_comments(info.sql)}")
+
+
+@cache
+def views_in_order() -> tuple[ViewInfo, ...]:
+    """Every view, each after the views it names after a FROM or a JOIN."""
+    infos = {info.name: info for info in view_infos()}
+    reads = {
+        name: set(_READ.findall(strip_comments(info.sql))) & (infos.keys() - {name})
+        for name, info in infos.items()
+    }
+    ordered: list[ViewInfo] = []
+    while len(ordered) < len(infos):
+        done = {info.name for info in ordered}
+        ready = [n for n in sorted(infos) if n not in done and reads[n] <= done]
+        assert ready, f"views read each other in a cycle: {sorted(set(infos) - done)}"
+        ordered.extend(infos[name] for name in ready)
+    return tuple(ordered)
