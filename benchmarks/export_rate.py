@@ -30,9 +30,8 @@ from typing import Any
 
 import duckdb
 from results import heading, write_section
-from stepscope.schema import open_trace
+from stepscope.schema import logical_tables, open_trace
 from stepscope.tracer.export import export_parquet, export_perfetto
-from stepscope.tracer.export.logical_tables import logical_tables
 from tracer_overhead import generate_million_step_trace
 
 

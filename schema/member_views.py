@@ -21,11 +21,6 @@ _CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
 _READ = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.IGNORECASE)
 
 
-def logical_tables() -> tuple[str, ...]:
-    """The `_name` relations a reader sees, in `tables.sql` order."""
-    return tuple(spec.name for spec in table_specs())
-
-
 def logical_select(table: str, have: Collection[str], source: str | None, cast: bool) -> str:
     """A SELECT giving `table` its columns, in order, from `source` holding the `have` ones.
 

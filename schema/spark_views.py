@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .ddl import table_specs
-from .member_views import logical_tables, views_in_order
+from .ddl import logical_tables, table_specs
+from .member_views import views_in_order
 from .parquet_export import export_meta, export_trace_names, read_manifest
 from .spark_dialect import spark_sql
 from .sql_files import strip_comments

@@ -19,12 +19,11 @@ from typing import Any
 
 import duckdb
 
-from .ddl import table_specs
+from .ddl import logical_tables, table_specs
 from .member_views import (
     create_enum_types,
     create_member_schema,
     logical_select,
-    logical_tables,
     views_in_order,
 )
 from .parquet_export import IDENTITY_COLUMNS, export_meta, table_dataset

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from stepscope.schema import open_trace
-from stepscope.schema.member_views import logical_tables
+from stepscope.schema import logical_tables, open_trace
 
 _IDENTITY_TYPES = [
     ["engine", "VARCHAR"],

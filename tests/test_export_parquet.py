@@ -12,8 +12,7 @@ import duckdb
 import pyarrow.dataset as ds
 import pytest
 from export_traces import STORM
-from stepscope.schema import SCHEMA_VERSION, open_trace
-from stepscope.tracer.export.logical_tables import logical_tables
+from stepscope.schema import SCHEMA_VERSION, logical_tables, open_trace
 from test_cli import stepscope
 from traces import case, record
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from conftest import REPO
 from parquet_layout import write_export
-from stepscope.schema.member_views import logical_tables
+from stepscope.schema import logical_tables
 from stepscope.schema.spark_dialect import spark_sql
 from stepscope.schema.spark_views import spark_statements, spark_views
 from stepscope.schema.trace_set import open_traces

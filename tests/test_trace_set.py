@@ -9,8 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 from parquet_layout import write_export
-from stepscope.schema import TraceError, open_trace
-from stepscope.schema.member_views import logical_tables
+from stepscope.schema import TraceError, logical_tables, open_trace
 from stepscope.schema.trace_set import open_traces
 from test_feature_inputs import _as_schema_3
 from traces import case, record

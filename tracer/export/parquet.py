@@ -13,12 +13,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from stepscope.schema import SCHEMA_VERSION, Trace, open_trace
+from stepscope.schema import SCHEMA_VERSION, Trace, logical_tables, open_trace
 from stepscope.schema.ddl import table_specs
 from stepscope.schema.sql_files import query
 
 from .identity import TraceIdentity
-from .logical_tables import logical_tables
 from .output import ExportError, scratch_folder, writing
 from .parquet_folder import ExportFolder, ExportSchema, partition_folder
 
