@@ -19,6 +19,7 @@ from stepscope.tracer.record_workload import StepSink, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
 from .inputs import workload_from_trace
+from .recorded_steps import LAST_STEP, RecordedStep
 from .step_decision import (
     MISSING_STEP,
     RecordedDecisions,
@@ -26,7 +27,9 @@ from .step_decision import (
     differences,
     input_differences,
     live_decision,
+    recorded_decision,
 )
+from .step_match import same_decision
 from .trace_runner import replay_model_runner
 
 
@@ -76,9 +79,8 @@ def replay_exact(
     """Replay `trace_path`; with `output`, the replay is recorded there as a trace too."""
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace)
-        recorded = iter(RecordedDecisions(trace))
         num_recorded = trace.num_steps
-        replay = _Replay(workload, recorded, output, scheduler_cls, trace, sinks)
+        replay = _Replay(workload, RecordedDecisions(trace), output, scheduler_cls, trace, sinks)
         divergence, compared = replay.run(stop_at_divergence, trace.complete)
     return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)
 
@@ -89,13 +91,15 @@ class _Replay:
     def __init__(
         self,
         workload: Workload,
-        recorded: Iterator[StepDecision],
+        recorded: RecordedDecisions,
         output: Path | None,
         scheduler_cls: type[Scheduler] | None,
         trace: Trace,
         sinks: Sequence[StepSink] = (),
     ) -> None:
-        self.recorded = recorded
+        self.recorded: Iterator[RecordedStep] = recorded.steps.between(0, LAST_STEP)
+        self.ids = recorded.request_ids
+        self.index_of = {req_id: index for index, req_id in self.ids.items()}
         self.sinks = sinks
         self.recorder = (
             TraceRecorder(output, workload, _replay_meta(workload, trace))
@@ -116,10 +120,10 @@ class _Replay:
         complete = False
         try:
             for record in self.loop.run():
-                decisions = tuple(
-                    self.recorder.next_decisions
+                decisions: Sequence[Decision] = (
+                    tuple(self.recorder.next_decisions)
                     if self.recorder is not None
-                    else self.probe.decisions
+                    else self.probe.decisions  # a new list each step: kept as it is now
                 )
                 if self.recorder is not None:
                     self.recorder.record_step(record, self.loop.core.scheduler)
@@ -130,6 +134,11 @@ class _Replay:
                 expected = next(self.recorded, None)
                 if expected is None and not trace_complete:
                     break  # the recording stopped early: nothing more to compare
+                if expected is not None and same_decision(
+                    expected, record, self.ids, self.index_of
+                ):
+                    compared += 1
+                    continue
                 divergence = self._compare(record, expected, decisions)
                 compared += divergence is None
                 if divergence is not None and stop_at_divergence:
@@ -142,22 +151,25 @@ class _Replay:
         if divergence is None and complete:
             missing = next(self.recorded, None)
             if missing is not None:
-                divergence = Divergence(missing.step, (MISSING_STEP,), missing, None, ())
+                decision = recorded_decision(missing, self.ids)
+                divergence = Divergence(missing.step, (MISSING_STEP,), decision, None, ())
         return divergence, compared
 
     def _compare(
         self,
         record: StepRecord,
-        expected: StepDecision | None,
-        decisions: tuple[Decision, ...],
+        expected: RecordedStep | None,
+        decisions: Sequence[Decision],
     ) -> Divergence | None:
+        """The divergence at a step `same_decision` did not accept, field by field."""
         mine = live_decision(record)
         if expected is None:
-            return Divergence(record.step, ("extra_step",), None, mine, decisions)
-        fields = differences(expected, mine) + input_differences(expected, mine)
+            return Divergence(record.step, ("extra_step",), None, mine, tuple(decisions))
+        theirs = recorded_decision(expected, self.ids)
+        fields = differences(theirs, mine) + input_differences(theirs, mine)
         if not fields:
             return None
-        return Divergence(record.step, fields, expected, mine, decisions)
+        return Divergence(record.step, fields, theirs, mine, tuple(decisions))
 
 
 def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:

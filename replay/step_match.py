@@ -1,0 +1,82 @@
+"""Whether an engine step decided as a recorded step did, without building either decision.
+
+The live step's rows are packed as the recorded ones are stored (`array` bytes of
+request indices, tokens, kind codes and sampled tokens), so a step that agrees costs
+a few byte comparisons. The check is at least as strict as `differences` plus
+`input_differences`: a step it rejects is decoded and compared field by field.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Mapping, Sequence
+
+from stepscope.engine import StepRecord
+from stepscope.engine.outputs import ModelRunnerOutput
+from stepscope.engine.scheduled_requests import (
+    RequestKind,
+    ScheduledRequests,
+    sampled_token_ids,
+    scheduled_requests,
+)
+from stepscope.schema.ddl import enum_types
+
+from .recorded_steps import SAMPLED_NONE, RecordedStep
+from .step_decision import block_map, new_blocks
+
+_KIND_CODES = {RequestKind(name): code for code, name in enumerate(enum_types()["request_kind"])}
+"""Each request kind's `request_kind` enum code."""
+
+
+def same_decision(
+    recorded: RecordedStep,
+    record: StepRecord,
+    ids: Mapping[int, str],
+    index_of: Mapping[str, int],
+) -> bool:
+    """Whether `record` decided and sampled as `recorded` (a False may still agree)."""
+    engine_step = record.engine_step
+    if engine_step is None or recorded.idle:
+        return engine_step is None and recorded.idle
+    output = engine_step.scheduler_output
+    if (
+        recorded.update_step != record.update_step
+        or recorded.num_free_blocks != engine_step.num_free_blocks_after_schedule
+        or len(recorded.kinds) != len(output.num_scheduled_tokens)
+    ):
+        return False
+    requests = scheduled_requests(output)
+    return (
+        _same_rows(recorded, requests, index_of)
+        and _same_sampled(recorded, engine_step.model_runner_output, requests.req_ids)
+        and frozenset(map(ids.__getitem__, recorded.preempted)) == output.preempted_req_ids
+        and block_map(recorded.block_rows, ids)
+        == new_blocks(requests.req_ids, requests.new_block_ids)
+    )
+
+
+def _same_rows(
+    recorded: RecordedStep, requests: ScheduledRequests, index_of: Mapping[str, int]
+) -> bool:
+    """The same requests in the same order, with the same tokens and kinds."""
+    try:
+        indices = array("i", map(index_of.__getitem__, requests.req_ids))
+    except KeyError:
+        return False
+    return (
+        indices.tobytes() == recorded.request_indices
+        and array("i", requests.num_scheduled_tokens).tobytes() == recorded.num_tokens
+        and bytes(map(_KIND_CODES.__getitem__, requests.kinds)) == recorded.kinds
+    )
+
+
+def _same_sampled(
+    recorded: RecordedStep, runner_output: ModelRunnerOutput, req_ids: Sequence[str]
+) -> bool:
+    """The same token sampled by each row (or none by the same rows)."""
+    sampled = sampled_token_ids(runner_output, req_ids)
+    try:
+        packed = array("q", sampled)  # type: ignore[arg-type]
+    except TypeError:
+        packed = array("q", [SAMPLED_NONE if token is None else token for token in sampled])
+    return packed.tobytes() == recorded.sampled
