@@ -86,7 +86,7 @@ def replay_exact(
 
 
 class _Replay:
-    """One replay run: the engine, its probe, and the recorded steps it walks beside."""
+    """One replay run: the engine (probed only when recording) and the recorded steps beside it."""
 
     def __init__(
         self,
@@ -101,18 +101,30 @@ class _Replay:
         self.ids = recorded.request_ids
         self.index_of = {req_id: index for index, req_id in self.ids.items()}
         self.sinks = sinks
+        self.workload, self.trace, self.scheduler_cls = workload, trace, scheduler_cls
         self.recorder = (
             TraceRecorder(output, workload, _replay_meta(workload, trace))
             if output is not None
             else None
         )
-        self.probe: TraceRecorder | DecisionTap = self.recorder or DecisionTap()
-        self.loop = EngineLoop(
-            workload,
-            replay_model_runner(workload, trace),
-            probe=self.probe,
-            scheduler_cls=scheduler_cls,
+        self.loop = self._loop(self.recorder)
+
+    def _loop(self, probe: TraceRecorder | DecisionTap | None) -> EngineLoop:
+        return EngineLoop(
+            self.workload,
+            replay_model_runner(self.workload, self.trace),
+            probe=probe,
+            scheduler_cls=self.scheduler_cls,
         )
+
+    def _decisions_at(self, step: int) -> tuple[Decision, ...]:
+        """The replay's decisions at `step`, from a second run with a probe (the first has none,
+        so that a replay that agrees pays nothing for them; the engine is deterministic)."""
+        tap = DecisionTap()
+        for record in self._loop(tap).run():
+            if record.step == step:
+                return tuple(tap.decisions)
+        return ()
 
     def run(self, stop_at_divergence: bool, trace_complete: bool) -> tuple[Divergence | None, int]:
         divergence: Divergence | None = None
@@ -120,10 +132,8 @@ class _Replay:
         complete = False
         try:
             for record in self.loop.run():
-                decisions: Sequence[Decision] = (
-                    tuple(self.recorder.next_decisions)
-                    if self.recorder is not None
-                    else self.probe.decisions  # a new list each step: kept as it is now
+                decisions = (
+                    tuple(self.recorder.next_decisions) if self.recorder is not None else None
                 )
                 if self.recorder is not None:
                     self.recorder.record_step(record, self.loop.core.scheduler)
@@ -159,17 +169,19 @@ class _Replay:
         self,
         record: StepRecord,
         expected: RecordedStep | None,
-        decisions: Sequence[Decision],
+        decisions: tuple[Decision, ...] | None,
     ) -> Divergence | None:
         """The divergence at a step `same_decision` did not accept, field by field."""
         mine = live_decision(record)
-        if expected is None:
-            return Divergence(record.step, ("extra_step",), None, mine, tuple(decisions))
-        theirs = recorded_decision(expected, self.ids)
-        fields = differences(theirs, mine) + input_differences(theirs, mine)
+        theirs = None if expected is None else recorded_decision(expected, self.ids)
+        fields = ("extra_step",) if theirs is None else differences(theirs, mine)
+        if theirs is not None:
+            fields += input_differences(theirs, mine)
         if not fields:
             return None
-        return Divergence(record.step, fields, theirs, mine, tuple(decisions))
+        if decisions is None:
+            decisions = self._decisions_at(record.step)
+        return Divergence(record.step, fields, theirs, mine, decisions)
 
 
 def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow.compute as pc
-
 from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace

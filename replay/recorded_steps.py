@@ -89,7 +89,7 @@ class RecordedSteps:
                 steps["update_step"][i],
                 **scheduled.of(step),
                 block_rows=blocks.of(step),
-                preempted=tuple(index for index, in preempted.of(step)),
+                preempted=tuple(index for (index,) in preempted.of(step)),
             )
 
     def _rows(self, name: str, first: int, last: int) -> pa.Table:

@@ -170,7 +170,9 @@ def recorded_decision(recorded: RecordedStep, ids: Mapping[int, str]) -> StepDec
     )
 
 
-def block_map(rows: Iterable[tuple[int, int]], ids: Mapping[int, str]) -> dict[str, tuple[int, ...]]:
+def block_map(
+    rows: Iterable[tuple[int, int]], ids: Mapping[int, str]
+) -> dict[str, tuple[int, ...]]:
     """(request index, block id) rows as each request's block ids, in row order."""
     table: dict[str, list[int]] = {}
     for index, block_id in rows:

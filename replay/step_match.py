@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 from stepscope.engine import StepRecord
 from stepscope.engine.outputs import ModelRunnerOutput
@@ -26,6 +27,8 @@ from .step_decision import block_map, new_blocks
 
 _KIND_CODES = {RequestKind(name): code for code, name in enumerate(enum_types()["request_kind"])}
 """Each request kind's `request_kind` enum code."""
+
+_RUNNING_CODE = bytes([_KIND_CODES[RequestKind.RUNNING]])
 
 
 def same_decision(
@@ -66,17 +69,26 @@ def _same_rows(
     return (
         indices.tobytes() == recorded.request_indices
         and array("i", requests.num_scheduled_tokens).tobytes() == recorded.num_tokens
-        and bytes(map(_KIND_CODES.__getitem__, requests.kinds)) == recorded.kinds
+        and _kind_codes(requests) == recorded.kinds
     )
+
+
+def _kind_codes(requests: ScheduledRequests) -> bytes:
+    """The rows' kind codes: the running pass's rows are all `running`."""
+    admitted = requests.kinds[requests.num_running :]
+    return _RUNNING_CODE * requests.num_running + bytes(map(_KIND_CODES.__getitem__, admitted))
 
 
 def _same_sampled(
     recorded: RecordedStep, runner_output: ModelRunnerOutput, req_ids: Sequence[str]
 ) -> bool:
     """The same token sampled by each row (or none by the same rows)."""
+    rows = runner_output.sampled_token_ids
+    if runner_output.req_ids == req_ids and all(rows):
+        packed = array("q", chain.from_iterable(rows))
+        if len(packed) == len(rows):  # one token per row, as most steps sample
+            return packed.tobytes() == recorded.sampled
     sampled = sampled_token_ids(runner_output, req_ids)
-    try:
-        packed = array("q", sampled)  # type: ignore[arg-type]
-    except TypeError:
-        packed = array("q", [SAMPLED_NONE if token is None else token for token in sampled])
+    none = SAMPLED_NONE
+    packed = array("q", [none if token is None else token for token in sampled])
     return packed.tobytes() == recorded.sampled
