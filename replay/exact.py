@@ -29,7 +29,7 @@ from .step_decision import (
     live_decision,
     recorded_decision,
 )
-from .step_match import same_decision
+from .step_match import StepMatcher
 from .trace_runner import replay_model_runner
 
 
@@ -80,7 +80,8 @@ def replay_exact(
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace)
         num_recorded = trace.num_steps
-        replay = _Replay(workload, RecordedDecisions(trace), output, scheduler_cls, trace, sinks)
+        recorded = RecordedDecisions(trace, batch_rows=1 << 18)
+        replay = _Replay(workload, recorded, output, scheduler_cls, trace, sinks)
         divergence, compared = replay.run(stop_at_divergence, trace.complete)
     return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)
 
@@ -99,7 +100,7 @@ class _Replay:
     ) -> None:
         self.recorded: Iterator[RecordedStep] = recorded.steps.between(0, LAST_STEP)
         self.ids = recorded.request_ids
-        self.index_of = {req_id: index for index, req_id in self.ids.items()}
+        self.matcher = StepMatcher(self.ids, {req_id: index for index, req_id in self.ids.items()})
         self.sinks = sinks
         self.workload, self.trace, self.scheduler_cls = workload, trace, scheduler_cls
         self.recorder = (
@@ -144,9 +145,7 @@ class _Replay:
                 expected = next(self.recorded, None)
                 if expected is None and not trace_complete:
                     break  # the recording stopped early: nothing more to compare
-                if expected is not None and same_decision(
-                    expected, record, self.ids, self.index_of
-                ):
+                if expected is not None and self.matcher.same_decision(expected, record):
                     compared += 1
                     continue
                 divergence = self._compare(record, expected, decisions)

@@ -9,7 +9,7 @@ a few byte comparisons. The check is at least as strict as `differences` plus
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain
 
 from stepscope.engine import StepRecord
@@ -31,46 +31,74 @@ _KIND_CODES = {RequestKind(name): code for code, name in enumerate(enum_types()[
 _RUNNING_CODE = bytes([_KIND_CODES[RequestKind.RUNNING]])
 
 
-def same_decision(
-    recorded: RecordedStep,
-    record: StepRecord,
-    ids: Mapping[int, str],
-    index_of: Mapping[str, int],
-) -> bool:
-    """Whether `record` decided and sampled as `recorded` (a False may still agree)."""
-    engine_step = record.engine_step
-    if engine_step is None or recorded.idle:
-        return engine_step is None and recorded.idle
-    output = engine_step.scheduler_output
-    if (
-        recorded.update_step != record.update_step
-        or recorded.num_free_blocks != engine_step.num_free_blocks_after_schedule
-        or len(recorded.kinds) != len(output.num_scheduled_tokens)
-    ):
-        return False
-    requests = scheduled_requests(output)
-    return (
-        _same_rows(recorded, requests, index_of)
-        and _same_sampled(recorded, engine_step.model_runner_output, requests.req_ids)
-        and frozenset(map(ids.__getitem__, recorded.preempted)) == output.preempted_req_ids
-        and block_map(recorded.block_rows, ids)
-        == new_blocks(requests.req_ids, requests.new_block_ids)
-    )
+class StepMatcher:
+    """Checks engine steps against recorded ones, step after step.
+
+    A column that equals the previous step's on both sides (the running batch most
+    steps) matches without being packed again.
+    """
+
+    def __init__(self, ids: Mapping[int, str], index_of: Mapping[str, int]) -> None:
+        self.ids, self.index_of = ids, index_of
+        self._req_ids, self._num_tokens, self._kinds = _Memo(), _Memo(), _Memo()
+
+    def same_decision(self, recorded: RecordedStep, record: StepRecord) -> bool:
+        """Whether `record` decided and sampled as `recorded` (a False may still agree)."""
+        engine_step = record.engine_step
+        if engine_step is None or recorded.idle:
+            return engine_step is None and recorded.idle
+        output = engine_step.scheduler_output
+        if (
+            recorded.update_step != record.update_step
+            or recorded.num_free_blocks != engine_step.num_free_blocks_after_schedule
+            or len(recorded.kinds) != len(output.num_scheduled_tokens)
+        ):
+            return False
+        requests = scheduled_requests(output)
+        ids = self.ids
+        return (
+            self._same_rows(recorded, requests)
+            and _same_sampled(recorded, engine_step.model_runner_output, requests.req_ids)
+            and frozenset(map(ids.__getitem__, recorded.preempted)) == output.preempted_req_ids
+            and block_map(recorded.block_rows, ids)
+            == new_blocks(requests.req_ids, requests.new_block_ids)
+        )
+
+    def _same_rows(self, recorded: RecordedStep, requests: ScheduledRequests) -> bool:
+        """The same requests in the same order, with the same tokens and kinds."""
+        index_of = self.index_of
+        return (
+            self._req_ids.same(
+                requests.req_ids,
+                recorded.request_indices,
+                lambda: array("i", map(index_of.__getitem__, requests.req_ids)).tobytes(),
+            )
+            and self._num_tokens.same(
+                requests.num_scheduled_tokens,
+                recorded.num_tokens,
+                lambda: array("i", requests.num_scheduled_tokens).tobytes(),
+            )
+            and self._kinds.same(requests.kinds, recorded.kinds, lambda: _kind_codes(requests))
+        )
 
 
-def _same_rows(
-    recorded: RecordedStep, requests: ScheduledRequests, index_of: Mapping[str, int]
-) -> bool:
-    """The same requests in the same order, with the same tokens and kinds."""
-    try:
-        indices = array("i", map(index_of.__getitem__, requests.req_ids))
-    except KeyError:
-        return False
-    return (
-        indices.tobytes() == recorded.request_indices
-        and array("i", requests.num_scheduled_tokens).tobytes() == recorded.num_tokens
-        and _kind_codes(requests) == recorded.kinds
-    )
+class _Memo:
+    """The last live column that matched its recorded bytes: the same pair matches again."""
+
+    def __init__(self) -> None:
+        self.live: Sequence[object] | None = None
+        self.recorded = b""
+
+    def same(self, live: Sequence[object], recorded: bytes, pack: Callable[[], bytes]) -> bool:
+        if recorded == self.recorded and live == self.live:
+            return True
+        try:
+            if pack() != recorded:
+                return False
+        except KeyError:  # a request the trace does not have
+            return False
+        self.live, self.recorded = live, recorded
+        return True
 
 
 def _kind_codes(requests: ScheduledRequests) -> bytes:
