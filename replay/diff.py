@@ -249,8 +249,9 @@ def _classify(decision_step: int | None, input_step: int | None) -> Classificati
 
 def _workload_differences(a: Trace, b: Trace) -> tuple[list[str], int | None]:
     """Requests whose inputs differ between the traces, and the earliest step one arrives."""
-    a_rows = {row[0]: row for row in a.sql(query("request_inputs")).fetchall()}
-    b_rows = {row[0]: row for row in b.sql(query("request_inputs")).fetchall()}
+    a_rows, b_rows = _request_input_hashes(a), _request_input_hashes(b)
+    if a_rows == b_rows:
+        return [], None
     differences = []
     arrival_steps: list[int] = []
     for request_id in sorted(a_rows.keys() | b_rows.keys()):
@@ -259,8 +260,16 @@ def _workload_differences(a: Trace, b: Trace) -> tuple[list[str], int | None]:
             continue
         where = "only in A" if theirs is None else "only in B" if mine is None else "inputs differ"
         differences.append(f"{request_id}: {where}")
-        arrival_steps.extend(row[1] for row in (mine, theirs) if row is not None)
+        arrival_steps.extend(row[0] for row in (mine, theirs) if row is not None)
     return differences, min(arrival_steps, default=None)
+
+
+def _request_input_hashes(trace: Trace) -> dict[str, tuple[int, int]]:
+    """Each request's (arrival step, hash of its inputs), by id."""
+    table = trace.sql(query("request_input_hashes")).to_arrow_table()
+    columns = [table[name].to_pylist() for name in ("request_id", "arrival_step", "inputs")]
+    rows = zip(*columns, strict=True)
+    return {request_id: (arrival, inputs) for request_id, arrival, inputs in rows}
 
 
 def _config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -282,12 +291,14 @@ _OUTCOME_FIELDS = ("finish_step", "finish_reason", "num_output_tokens", "ttft_st
 
 
 def _request_deltas(a: Trace, b: Trace) -> list[RequestDelta]:
-    def outcomes(trace: Trace) -> dict[str, dict[str, Any]]:
-        relation = trace.sql(query("request_outcomes"))
-        names = relation.columns
-        return {row[0]: dict(zip(names, row, strict=True)) for row in relation.fetchall()}
+    tables = [trace.sql(query("request_outcomes")).to_arrow_table() for trace in (a, b)]
+    if tables[0].equals(tables[1]):
+        return []  # every request ended the same way in both
 
-    mine, theirs = outcomes(a), outcomes(b)
+    def outcomes(table: pa.Table) -> dict[str, dict[str, Any]]:
+        return {row["request_id"]: row for row in table.to_pylist()}
+
+    mine, theirs = outcomes(tables[0]), outcomes(tables[1])
     deltas = []
     for request_id in mine.keys() & theirs.keys():
         changed = tuple(f for f in _OUTCOME_FIELDS if mine[request_id][f] != theirs[request_id][f])

@@ -19,6 +19,7 @@ from stepscope.tracer.record_workload import StepSink, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
 from .inputs import workload_from_trace
+from .recorded_steps import LAST_STEP, RecordedStep
 from .step_decision import (
     MISSING_STEP,
     RecordedDecisions,
@@ -26,7 +27,9 @@ from .step_decision import (
     differences,
     input_differences,
     live_decision,
+    recorded_decision,
 )
+from .step_match import StepMatcher
 from .trace_runner import replay_model_runner
 
 
@@ -76,39 +79,53 @@ def replay_exact(
     """Replay `trace_path`; with `output`, the replay is recorded there as a trace too."""
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace)
-        recorded = iter(RecordedDecisions(trace))
         num_recorded = trace.num_steps
+        recorded = RecordedDecisions(trace, batch_rows=1 << 18)
         replay = _Replay(workload, recorded, output, scheduler_cls, trace, sinks)
         divergence, compared = replay.run(stop_at_divergence, trace.complete)
     return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)
 
 
 class _Replay:
-    """One replay run: the engine, its probe, and the recorded steps it walks beside."""
+    """One replay run: the engine (probed only when recording) and the recorded steps beside it."""
 
     def __init__(
         self,
         workload: Workload,
-        recorded: Iterator[StepDecision],
+        recorded: RecordedDecisions,
         output: Path | None,
         scheduler_cls: type[Scheduler] | None,
         trace: Trace,
         sinks: Sequence[StepSink] = (),
     ) -> None:
-        self.recorded = recorded
+        self.recorded: Iterator[RecordedStep] = recorded.steps.between(0, LAST_STEP)
+        self.ids = recorded.request_ids
+        self.matcher = StepMatcher(self.ids, {req_id: index for index, req_id in self.ids.items()})
         self.sinks = sinks
+        self.workload, self.trace, self.scheduler_cls = workload, trace, scheduler_cls
         self.recorder = (
             TraceRecorder(output, workload, _replay_meta(workload, trace))
             if output is not None
             else None
         )
-        self.probe: TraceRecorder | DecisionTap = self.recorder or DecisionTap()
-        self.loop = EngineLoop(
-            workload,
-            replay_model_runner(workload, trace),
-            probe=self.probe,
-            scheduler_cls=scheduler_cls,
+        self.loop = self._loop(self.recorder)
+
+    def _loop(self, probe: TraceRecorder | DecisionTap | None) -> EngineLoop:
+        return EngineLoop(
+            self.workload,
+            replay_model_runner(self.workload, self.trace),
+            probe=probe,
+            scheduler_cls=self.scheduler_cls,
         )
+
+    def _decisions_at(self, step: int) -> tuple[Decision, ...]:
+        """The replay's decisions at `step`, from a second run with a probe (the first has none,
+        so that a replay that agrees pays nothing for them; the engine is deterministic)."""
+        tap = DecisionTap()
+        for record in self._loop(tap).run():
+            if record.step == step:
+                return tuple(tap.decisions)
+        return ()
 
     def run(self, stop_at_divergence: bool, trace_complete: bool) -> tuple[Divergence | None, int]:
         divergence: Divergence | None = None
@@ -116,10 +133,8 @@ class _Replay:
         complete = False
         try:
             for record in self.loop.run():
-                decisions = tuple(
-                    self.recorder.next_decisions
-                    if self.recorder is not None
-                    else self.probe.decisions
+                decisions = (
+                    tuple(self.recorder.next_decisions) if self.recorder is not None else None
                 )
                 if self.recorder is not None:
                     self.recorder.record_step(record, self.loop.core.scheduler)
@@ -130,6 +145,9 @@ class _Replay:
                 expected = next(self.recorded, None)
                 if expected is None and not trace_complete:
                     break  # the recording stopped early: nothing more to compare
+                if expected is not None and self.matcher.same_decision(expected, record):
+                    compared += 1
+                    continue
                 divergence = self._compare(record, expected, decisions)
                 compared += divergence is None
                 if divergence is not None and stop_at_divergence:
@@ -142,22 +160,27 @@ class _Replay:
         if divergence is None and complete:
             missing = next(self.recorded, None)
             if missing is not None:
-                divergence = Divergence(missing.step, (MISSING_STEP,), missing, None, ())
+                decision = recorded_decision(missing, self.ids)
+                divergence = Divergence(missing.step, (MISSING_STEP,), decision, None, ())
         return divergence, compared
 
     def _compare(
         self,
         record: StepRecord,
-        expected: StepDecision | None,
-        decisions: tuple[Decision, ...],
+        expected: RecordedStep | None,
+        decisions: tuple[Decision, ...] | None,
     ) -> Divergence | None:
+        """The divergence at a step `same_decision` did not accept, field by field."""
         mine = live_decision(record)
-        if expected is None:
-            return Divergence(record.step, ("extra_step",), None, mine, decisions)
-        fields = differences(expected, mine) + input_differences(expected, mine)
+        theirs = None if expected is None else recorded_decision(expected, self.ids)
+        fields = ("extra_step",) if theirs is None else differences(theirs, mine)
+        if theirs is not None:
+            fields += input_differences(theirs, mine)
         if not fields:
             return None
-        return Divergence(record.step, fields, expected, mine, decisions)
+        if decisions is None:
+            decisions = self._decisions_at(record.step)
+        return Divergence(record.step, fields, theirs, mine, decisions)
 
 
 def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:

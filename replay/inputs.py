@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow.compute as pc
 from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace
@@ -17,8 +18,23 @@ SPARE_STEPS = 1000
 
 def recorded_outputs(trace: Trace) -> dict[str, list[int]]:
     """Each request's sampled tokens in order: the tape a replay feeds the engine."""
-    rows = trace.sql(query("recorded_outputs")).fetchall()
-    return {request_id: list(tokens) for request_id, tokens in rows}
+    if trace.sql(query("has_verified_drafts")).fetchall()[0][0]:
+        rows = trace.sql(query("recorded_outputs")).fetchall()
+        return {request_id: list(tokens) for request_id, tokens in rows}
+    return _one_token_per_step(trace)
+
+
+def _one_token_per_step(trace: Trace) -> dict[str, list[int]]:
+    """The tapes read as flat rows and cut per request (no list aggregate to build)."""
+    ids = dict(trace.sql(query("request_ids")).fetchall())
+    rows = trace.sql(query("recorded_tokens")).to_arrow_table()
+    tokens = rows["token_id"].to_pylist()
+    runs = pc.run_end_encode(rows["request_index"].combine_chunks())
+    tapes, start = {}, 0
+    for index, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
+        tapes[ids[index]] = tokens[start:end]
+        start = end
+    return tapes
 
 
 def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) -> Workload:

@@ -10,10 +10,9 @@ this one model.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import Any
 
 from stepscope.engine import StepRecord
 from stepscope.engine.scheduled_requests import (
@@ -24,6 +23,7 @@ from stepscope.engine.scheduled_requests import (
 from stepscope.schema import Trace
 from stepscope.schema.ddl import enum_types
 
+from .recorded_steps import LAST_STEP, SAMPLED_NONE, RecordedStep, RecordedSteps
 from .sql import query
 
 DECISION_FIELDS = ("idle", "update_step", "num_free_blocks", "scheduled", "preempted", "block_ids")
@@ -34,8 +34,6 @@ MISSING_STEP = "missing_step"
 
 _KINDS = tuple(RequestKind(name) for name in enum_types()["request_kind"])
 """The `request_kind` enum's values by code."""
-
-_LAST_STEP = (1 << 31) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +114,12 @@ def live_decision(record: StepRecord) -> StepDecision:
         sampled_token_ids=sampled_token_ids(engine_step.model_runner_output, req_ids),
         preempted_req_ids=output.preempted_req_ids,
         num_free_blocks=engine_step.num_free_blocks_after_schedule,
-        block_ids=_new_blocks(req_ids, requests.new_block_ids),
+        block_ids=new_blocks(req_ids, requests.new_block_ids),
         update_step=record.update_step,
     )
 
 
-def _new_blocks(
+def new_blocks(
     req_ids: Sequence[str], tables: Sequence[Sequence[int] | None]
 ) -> dict[str, tuple[int, ...]]:
     """The block ids per request of the rows that got any (most rows get none)."""
@@ -129,46 +127,20 @@ def _new_blocks(
 
 
 class RecordedDecisions:
-    """A trace's step decisions in step order, read a batch at a time (never all at once)."""
+    """A trace's step decisions in step order, read a range at a time (never all at once)."""
 
     def __init__(self, trace: Trace, batch_rows: int = 1 << 16) -> None:
         self.trace = trace
-        self.batch_rows = batch_rows
+        self.steps = RecordedSteps(trace, batch_rows)
         self._request_ids: dict[int, str] | None = None
 
     def __iter__(self) -> Iterator[StepDecision]:
-        return self.between(0, _LAST_STEP)
+        return self.between(0, LAST_STEP)
 
     def between(self, first: int, last: int) -> Iterator[StepDecision]:
         """The decisions of steps `first`..`last`."""
         ids = self.request_ids
-
-        def stream(name: str) -> Iterator[tuple[int, dict[str, list[Any]]]]:
-            reader = self.trace.stream(query(name), self.batch_rows, [first, last])
-            return _grouped(reader)
-
-        scheduled = _Lookahead(stream("decision_scheduled"))
-        blocks = _Lookahead(stream("decision_block_ids"))
-        preemptions = _Lookahead(stream("decision_preemptions"))
-        for step, row in stream("decision_steps"):
-            if row["idle"][0]:
-                yield StepDecision(step, idle=True)
-                continue
-            rows = scheduled.take(step)  # lists, as a live decision's are
-            yield StepDecision(
-                step=step,
-                idle=False,
-                req_ids=list(map(ids.__getitem__, rows.get("request_index", []))),
-                num_scheduled_tokens=rows.get("num_tokens", []),
-                kinds=list(map(_KINDS.__getitem__, rows.get("kind", []))),
-                sampled_token_ids=rows.get("sampled_token_id", []),
-                preempted_req_ids=frozenset(
-                    map(ids.__getitem__, preemptions.take(step).get("request_index", ()))
-                ),
-                num_free_blocks=row["num_free_blocks_after_schedule"][0],
-                block_ids=_block_map(blocks.take(step), ids),
-                update_step=row["update_step"][0],
-            )
+        return (recorded_decision(step, ids) for step in self.steps.between(first, last))
 
     @property
     def request_ids(self) -> dict[int, str]:
@@ -179,64 +151,30 @@ class RecordedDecisions:
         return self._request_ids
 
 
-def _block_map(rows: Mapping[str, list[Any]], ids: Mapping[int, str]) -> dict[str, tuple[int, ...]]:
+def recorded_decision(recorded: RecordedStep, ids: Mapping[int, str]) -> StepDecision:
+    """A recorded step's decision, its rows made Python values (lists, as a live one's)."""
+    if recorded.idle:
+        return StepDecision(recorded.step, idle=True)
+    sampled = memoryview(recorded.sampled).cast("q").tolist()
+    return StepDecision(
+        step=recorded.step,
+        idle=False,
+        req_ids=[ids[index] for index in memoryview(recorded.request_indices).cast("i")],
+        num_scheduled_tokens=memoryview(recorded.num_tokens).cast("i").tolist(),
+        kinds=[_KINDS[code] for code in recorded.kinds],
+        sampled_token_ids=[None if token == SAMPLED_NONE else token for token in sampled],
+        preempted_req_ids=frozenset(ids[index] for index in recorded.preempted),
+        num_free_blocks=recorded.num_free_blocks,
+        block_ids=block_map(recorded.block_rows, ids),
+        update_step=recorded.update_step,
+    )
+
+
+def block_map(
+    rows: Iterable[tuple[int, int]], ids: Mapping[int, str]
+) -> dict[str, tuple[int, ...]]:
+    """(request index, block id) rows as each request's block ids, in row order."""
     table: dict[str, list[int]] = {}
-    for index, block_id in zip(
-        rows.get("request_index", ()), rows.get("block_id", ()), strict=True
-    ):
+    for index, block_id in rows:
         table.setdefault(ids[index], []).append(block_id)
     return {req_id: tuple(block_ids) for req_id, block_ids in table.items()}
-
-
-def _grouped(reader: Any) -> Iterator[tuple[int, dict[str, list[Any]]]]:
-    """Runs of rows with the same `step` (the first column), as column lists."""
-    pending_step: int | None = None
-    pending: dict[str, list[Any]] = {}
-    for batch in reader:
-        columns = {
-            name: column.to_pylist()
-            for name, column in zip(batch.schema.names, batch.columns, strict=True)
-        }
-        steps = columns["step"]
-        start = 0
-        while start < len(steps):
-            step = steps[start]
-            end = _run_end(steps, start)
-            if pending_step is not None and step != pending_step:
-                yield pending_step, pending
-                pending = {}
-            pending_step = step
-            for name, values in columns.items():
-                pending.setdefault(name, []).extend(values[start:end])
-            start = end
-    if pending_step is not None:
-        yield pending_step, pending
-
-
-def _run_end(steps: list[int], start: int) -> int:
-    """One past the last index of the run of equal values starting at `start` (sorted input)."""
-    step, low, high = steps[start], start, len(steps)
-    while low < high:
-        middle = (low + high) // 2
-        if steps[middle] <= step:
-            low = middle + 1
-        else:
-            high = middle
-    return low
-
-
-class _Lookahead:
-    """Hands out a grouped stream's rows for a step, or nothing if that step has none."""
-
-    def __init__(self, groups: Iterator[tuple[int, dict[str, list[Any]]]]) -> None:
-        self._groups = groups
-        self._next: tuple[int, dict[str, list[Any]]] | None = next(groups, None)
-
-    def take(self, step: int) -> dict[str, list[Any]]:
-        while self._next is not None and self._next[0] < step:
-            self._next = next(self._groups, None)
-        if self._next is None or self._next[0] != step:
-            return {}
-        rows = self._next[1]
-        self._next = next(self._groups, None)
-        return rows

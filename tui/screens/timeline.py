@@ -33,7 +33,6 @@ from ..widgets.diff_banner import DiffBanner
 from ..widgets.step_detail import StepDetailView
 from ..widgets.step_plot import StepPlot
 from ..widgets.step_table import StepTable
-from .console import ConsoleScreen
 from .find_request import FindRequestScreen
 from .goto_step import GotoStepScreen
 from .pick_request import PickRequestScreen
@@ -369,6 +368,8 @@ class TimelineScreen(Screen[None]):
         self.app.push_screen(RequestLifeScreen(self.source, request_id), chosen)
 
     def action_console(self) -> None:
+        from .console import ConsoleScreen  # its editor's imports wait until first opened
+
         if self.source is not None:
             self.app.push_screen(ConsoleScreen(self.path, self.other_path))
 
