@@ -114,7 +114,8 @@ class TraceSource:
         return detail
 
     def plot(self) -> PlotSeries:
-        rows = self.rows("plot_buckets", [min(PLOT_BUCKETS, max(self.info.num_steps, 1))]).rows
+        num_steps = max(self.info.num_steps, 1)
+        rows = self.rows("plot_buckets", [min(PLOT_BUCKETS, num_steps), num_steps]).rows
         return PlotSeries(
             num_steps=self.info.num_steps,
             budget_use=tuple(float(use or 0.0) for _, use, _, _ in rows),

@@ -84,6 +84,8 @@ class TimelineScreen(Screen[None]):
         self._detail_running = False
         self._detail_wanted: int | None = None
         self._prefetch: Timer | None = None
+        self._first_page_shown = False
+        self._plot_asked = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -211,11 +213,11 @@ class TimelineScreen(Screen[None]):
             notices.append(f"{info.path.name} holds no steps.")
         if notices:
             self._show_notice("\n".join(notices), "warning")
-        self.load_plot(self.source)
+        if info.num_steps == 0:
+            self._want_detail(table.cursor_step)
         if self.other is not None:
             self.query_one(DiffBanner).show(None, info.path.name, self.other.info.path.name)
             self.compute_diff(self.source, self.other)
-        self._want_detail(table.cursor_step)
 
     @staticmethod
     def _incomplete(path: Path, num_steps: int) -> str:
@@ -241,6 +243,16 @@ class TimelineScreen(Screen[None]):
 
     def on_page_loaded(self, message: PageLoaded) -> None:
         self.query_one(StepTable).add_page(message.page, message.table)
+        # First the rows (a few read), then the detail (joins the requests), then the plot
+        # (scans every step): each waits for the one before, so the rows show first.
+        if not self._first_page_shown:
+            self._first_page_shown = True
+            self._want_detail(self.query_one(StepTable).cursor_step)
+
+    def _want_plot(self) -> None:
+        if self.source is not None and not self._plot_asked:
+            self._plot_asked = True
+            self.load_plot(self.source)
 
     def on_plot_loaded(self, message: PlotLoaded) -> None:
         plot = self.query_one(StepPlot)
@@ -265,6 +277,7 @@ class TimelineScreen(Screen[None]):
 
     def on_step_detail_loaded(self, message: StepDetailLoaded) -> None:
         self._detail_running = False
+        self._want_plot()
         self.query_one("#detail-a", StepDetailView).show(message.detail, message.differences)
         if message.other is not None:
             self.query_one("#detail-b", StepDetailView).show(message.other, message.differences)
@@ -287,6 +300,7 @@ class TimelineScreen(Screen[None]):
 
     def on_query_failed(self, message: QueryFailed) -> None:
         self._detail_running = False
+        self._want_plot()
         self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)
 
     def on_step_found(self, message: StepFound) -> None:

@@ -1,6 +1,6 @@
--- The timeline plot: steps cut into $1 buckets; per bucket the mean budget use and the least free blocks.
+-- The timeline plot: steps cut into $1 buckets of the $2 steps; per bucket the mean budget use and the least free blocks.
 SELECT
-    CAST(floor(step * $1 / (SELECT count(*) FROM _steps)) AS INTEGER) AS bucket,
+    CAST(floor(CAST(step AS BIGINT) * $1 / $2) AS INTEGER) AS bucket,
     avg(num_scheduled_tokens / greatest(token_budget, 1)) AS budget_use,
     min(num_free_blocks_after_schedule) AS num_free_blocks,
     max(num_preemptions) > 0 AS preempted

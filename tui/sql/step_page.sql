@@ -1,4 +1,14 @@
 -- One page of the step timeline ($1..$2): budget use, counts, free blocks, why each pass stopped.
+-- Read from `_steps`, not the `steps` view: the page's few blocked heads are looked up alone
+-- (the LIMIT tells the planner the page is small), so a page costs the same in any trace length.
+WITH page AS (
+    SELECT * FROM _steps WHERE step BETWEEN $1 AND $2 LIMIT $2 - $1 + 1
+),
+blocked AS (
+    SELECT request_index, request_id
+    FROM _requests
+    WHERE request_index IN (SELECT blocked_request_index FROM page)
+)
 SELECT
     step,
     idle,
@@ -12,7 +22,7 @@ SELECT
     num_free_blocks_after_schedule,
     CAST(running_pass_end AS VARCHAR) AS running_pass_end,
     CAST(admission_stop AS VARCHAR) AS admission_stop,
-    blocked_request_id
-FROM steps
-WHERE step BETWEEN $1 AND $2
+    r.request_id AS blocked_request_id
+FROM page s
+LEFT JOIN blocked r ON r.request_index = s.blocked_request_index
 ORDER BY step
