@@ -31,7 +31,7 @@ PACKAGES = {
 PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "tui/sql/next_interesting.sql": [0],
     "tui/sql/previous_interesting.sql": [5],
-    "tui/sql/plot_buckets.sql": [4],
+    "tui/sql/plot_buckets.sql": [4, 20],
     "tui/sql/request_facts.sql": ["r0"],
     "tui/sql/request_life.sql": ["r0"],
     "tui/sql/request_waiting.sql": ["r0"],
