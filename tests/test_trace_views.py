@@ -259,15 +259,23 @@ def test_allocation_free_counts_are_the_engines(tmp_path: Path) -> None:
     from stepscope.engine.kv_cache_manager import KVCacheManager
 
     observed: list[tuple[int, int]] = []
-    original = KVCacheManager.allocate_slots
+    # The running pass allocates through allocate_running_slots, the waiting pass through
+    # allocate_slots: the trace's allocations are both, in call order.
+    originals = {
+        name: getattr(KVCacheManager, name) for name in ("allocate_slots", "allocate_running_slots")
+    }
 
-    def observing(self: KVCacheManager, *args: Any, **kwargs: Any) -> Any:
-        before = self.get_num_free_blocks()
-        result = original(self, *args, **kwargs)
-        observed.append((before, self.get_num_free_blocks()))
-        return result
+    def observing(original: Any) -> Any:
+        def call(self: KVCacheManager, *args: Any, **kwargs: Any) -> Any:
+            before = self.get_num_free_blocks()
+            result = original(self, *args, **kwargs)
+            observed.append((before, self.get_num_free_blocks()))
+            return result
 
-    KVCacheManager.allocate_slots = observing  # type: ignore[method-assign]
+        return call
+
+    for name, original in originals.items():
+        setattr(KVCacheManager, name, observing(original))
     try:
         for name in ("39", "40"):
             observed.clear()
@@ -276,7 +284,8 @@ def test_allocation_free_counts_are_the_engines(tmp_path: Path) -> None:
             with stepscope.open(path) as trace:
                 assert _free_counts(trace) == observed, name
     finally:
-        KVCacheManager.allocate_slots = original  # type: ignore[method-assign]
+        for name, original in originals.items():
+            setattr(KVCacheManager, name, original)
 
 
 def test_preemptions(traces: dict[str, Path]) -> None:
