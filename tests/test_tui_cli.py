@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,7 @@ def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         opened.append((path, other, ignore_block_ids))
 
     monkeypatch.setattr(tui_package, "run_tui", run_tui)
+    monkeypatch.setattr(tui_package, "terminal_problem", lambda: None)
     runner = CliRunner()
     storm, other = trace("storm"), trace("storm_fewer_seqs")
     assert runner.invoke(app, ["tui", str(storm)]).exit_code == 0
@@ -73,6 +75,45 @@ def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         (storm, other, True),
         (output, None, False),
     ]
+
+
+def test_without_a_terminal_tui_is_a_one_line_error_and_demo_only_records(
+    tmp_path: Path,
+) -> None:
+    def without_terminal(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "stepscope", *args],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        )  # fmt: skip
+
+    result = without_terminal("tui", str(trace("storm")))
+    assert result.returncode == 2
+    assert result.stderr == "error: the TUI needs a terminal, and stdin is not one\n"
+    output = tmp_path / "demo.duckdb"
+    result = without_terminal("demo", "-o", str(output))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"the TUI needs a terminal, and stdin is not one: open it later with "
+        f"`stepscope tui {output}`"
+    )
+    with stepscope_package.open(output) as opened:
+        assert opened.complete
+
+
+def test_a_terminal_on_stdin_and_stderr_is_enough_for_the_tui() -> None:
+    check = "from stepscope.tui import terminal_problem; print(terminal_problem())"
+    parent, child = os.openpty()
+    try:
+        results = [
+            subprocess.run(
+                [sys.executable, "-c", check], stdin=stdin, stderr=stderr,
+                stdout=subprocess.PIPE, text=True,
+            ).stdout.strip()
+            for stdin, stderr in ((child, child), (child, subprocess.PIPE))
+        ]  # fmt: skip
+    finally:
+        os.close(parent), os.close(child)
+    assert results == ["None", "the TUI needs a terminal, and stderr is not one"]
 
 
 def test_a_missing_trace_is_a_one_line_error(tmp_path: Path) -> None:

@@ -62,9 +62,19 @@ def demo(
         f"recorded {summary.num_steps} steps of {len(workload.requests)} requests to {output}",
         highlight=False,
         soft_wrap=True,
+        markup=False,
     )
     if no_tui:
         return
-    from stepscope.tui import run_tui
+    from stepscope import tui
 
-    run_tui(output)
+    problem = tui.terminal_problem()
+    if problem is not None:
+        Console(stderr=True).print(
+            f"{problem}: open it later with `stepscope tui {output}`",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+        return
+    tui.run_tui(output)
