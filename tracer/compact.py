@@ -2,10 +2,12 @@
 
 While recording, each checkpoint compresses the rows written since the last one,
 so a long trace ends up as many part-filled segments plus the blocks earlier
-checkpoints freed. Copied whole into a new file, every column is compressed in
-full row groups and no block is free: about a sixth smaller on chat traffic.
-The copy replaces the trace in one rename, so a reader or a crash sees either
-the old file or the new one, never part of either.
+checkpoints freed. Copied table by table into a new file, every column is
+compressed in full row groups and no block is free; and `_requests` is stored as
+`_request_rows`, a prompt that begins with an earlier one keeping only its own
+tokens, behind a view of the old name that rebuilds every prompt. The copy
+replaces the trace in one rename, so a reader or a crash sees either the old file
+or the new one, never part of either.
 """
 
 from __future__ import annotations
@@ -13,10 +15,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+from stepscope.schema.ddl import comment_statements, table_specs
+from stepscope.schema.sql_files import query
+
+from .shared_prompts import references
 
 logger = logging.getLogger("stepscope.tracer")
 
@@ -24,6 +31,14 @@ COMPACT_FROM_BYTES = 4 << 20
 """Smaller traces are left as written: the copy would save a few blocks at most."""
 
 _ORIGINAL, _COPY = "recorded", "compacted"
+"""The catalogs' names, as the `sql/shared_prompt_*.sql` files spell them."""
+_REFERENCES = pa.schema(
+    [
+        ("request_index", pa.int32()),
+        ("prompt_prefix_of", pa.int32()),
+        ("prompt_prefix_len", pa.int32()),
+    ]
+)
 
 Config = Mapping[str, str | bool | int | float | list[str]]
 
@@ -53,7 +68,48 @@ def _copy(path: Path, copy: Path, config: Config) -> None:
         # The catalogs' names are identifiers: constants spliced in.
         con.execute(f"ATTACH ? AS {_ORIGINAL} (READ_ONLY)", [str(path)])
         con.execute(f"ATTACH ? AS {_COPY}", [str(copy)])
-        con.execute(f"COPY FROM DATABASE {_ORIGINAL} TO {_COPY}")
+        con.execute(f"COPY FROM DATABASE {_ORIGINAL} TO {_COPY} (SCHEMA)")
+        tables = _tables(con)
+        for table in tables - {"_requests"}:
+            # A stored table's name, from the catalog: an identifier spliced in.
+            con.execute(f'INSERT INTO {_COPY}.main."{table}" FROM {_ORIGINAL}.main."{table}"')
+        if "_requests" in tables:
+            _store_shared_prompts(con)
         con.execute(f"DETACH {_COPY}")
     finally:
         con.close()
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {row[0] for row in con.execute(query(__package__, "recorded_tables")).fetchall()}
+
+
+def _store_shared_prompts(con: duckdb.DuckDBPyConnection) -> None:
+    """Replace the copy's `_requests` table by `_request_rows` and the view that reads it."""
+    found = list(references(_recorded_prompts(con)))
+    shared = pa.Table.from_pylist(
+        [dict(zip(_REFERENCES.names, row, strict=True)) for row in found], schema=_REFERENCES
+    )
+    con.register("_shared_prompts", shared)
+    con.execute(query(__package__, "shared_prompt_drop"))
+    con.execute(f"USE {_COPY}")
+    con.execute(query(__package__, "shared_prompt_table"))
+    con.execute(query(__package__, "shared_prompt_view"))
+    con.execute("USE memory")
+    con.execute(query(__package__, "shared_prompt_rows"))
+    con.unregister("_shared_prompts")
+    _comment_requests(con)
+
+
+def _recorded_prompts(con: duckdb.DuckDBPyConnection) -> Iterator[tuple[int, list[int] | None]]:
+    """(request index, prompt) of every recorded request, in request order, a batch at a time."""
+    reader = con.sql(query(__package__, "recorded_prompts")).to_arrow_reader(1 << 14)
+    for batch in reader:
+        yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
+
+
+def _comment_requests(con: duckdb.DuckDBPyConnection) -> None:
+    """The view `_requests` carries the comments `tables.sql` gives the table."""
+    spec = next(spec for spec in table_specs() if spec.name == "_requests")
+    for statement in comment_statements(spec, "VIEW", f"{_COPY}.main."):
+        con.execute(statement)
