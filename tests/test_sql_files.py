@@ -190,6 +190,7 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         "stepscope.tracer:sql/request_aborts.sql",
         "stepscope.tracer:sql/set_meta.sql",
         "stepscope.tracer:sql/shared_prompt_drop.sql",
+        "stepscope.tracer:sql/shared_prompt_mismatches.sql",
         "stepscope.tracer:sql/shared_prompt_rows.sql",
         "stepscope.tracer:sql/shared_prompt_table.sql",
         "stepscope.tracer:sql/shared_prompt_view.sql",

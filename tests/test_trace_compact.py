@@ -181,3 +181,19 @@ SELECT
     sum(len(prompt_suffix_token_ids))
 FROM _request_rows
 """
+
+
+def test_a_prompt_not_rebuilt_exactly_keeps_the_trace_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 1 << 40)
+    written = record(workload, tmp_path / "t.duckdb").path
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(written, copy)
+    wrong = [(index, 0, 16) for index in range(1, len(workload.requests))]
+    monkeypatch.setattr(compact, "references", lambda _prompts: iter(wrong))
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 0)
+    compact.compact(copy, _WRITER_CONFIG)
+    assert copy.read_bytes() == written.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.duckdb", "t.duckdb"]

@@ -4,7 +4,7 @@ While recording, each checkpoint compresses the rows written since the last one,
 so a long trace ends up as many part-filled segments plus the blocks earlier
 checkpoints freed. Copied table by table into a new file, every column is
 compressed in full row groups and no block is free; and `_requests` is stored as
-`_request_rows`, a prompt that begins with an earlier one keeping only its own
+`_request_rows`, a prompt that begins with another one keeping only its own
 tokens, behind a view of the old name that rebuilds every prompt. The copy
 replaces the trace in one rename, so a reader or a crash sees either the old file
 or the new one, never part of either.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from array import array
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -86,10 +87,11 @@ def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def _store_shared_prompts(con: duckdb.DuckDBPyConnection) -> None:
     """Replace the copy's `_requests` table by `_request_rows` and the view that reads it."""
-    found = list(references(_recorded_prompts(con)))
-    shared = pa.Table.from_pylist(
-        [dict(zip(_REFERENCES.names, row, strict=True)) for row in found], schema=_REFERENCES
-    )
+    columns: tuple[array[int], ...] = (array("i"), array("i"), array("i"))
+    for row in references(_recorded_prompts(con)):
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    shared = pa.table([pa.array(c, pa.int32()) for c in columns], schema=_REFERENCES)
     con.register("_shared_prompts", shared)
     con.execute(query(__package__, "shared_prompt_drop"))
     con.execute(f"USE {_COPY}")
@@ -99,10 +101,13 @@ def _store_shared_prompts(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(query(__package__, "shared_prompt_rows"))
     con.unregister("_shared_prompts")
     _comment_requests(con)
+    mismatch = con.execute(query(__package__, "shared_prompt_mismatches")).fetchall()
+    if mismatch:
+        raise duckdb.ConversionException(f"request {mismatch[0][0]}: prompt not rebuilt exactly")
 
 
 def _recorded_prompts(con: duckdb.DuckDBPyConnection) -> Iterator[tuple[int, list[int] | None]]:
-    """(request index, prompt) of every recorded request, in request order, a batch at a time."""
+    """(request index, prompt) of the recorded requests that may share a prefix, in batches."""
     reader = con.sql(query(__package__, "recorded_prompts")).to_arrow_reader(1 << 14)
     for batch in reader:
         yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)

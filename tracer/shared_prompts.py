@@ -1,10 +1,10 @@
-"""Which earlier prompt each request's prompt begins with, so a shared prefix is stored once.
+"""Which other prompt each request's prompt begins with, so a shared prefix is stored once.
 
-A request's prompt is matched block by block (16 tokens, chained SHA-256 as vLLM's
-prefix cache hashes them) against the prompts stored whole before it; the longest
-match becomes a reference (that request, that many tokens) and only the rest of
-the prompt is stored. Only prompts stored whole are referred to, so the `requests`
-view rebuilds any prompt with one join.
+A prompt is matched block by block (16 tokens, chained SHA-256 as vLLM's prefix
+cache hashes them) against the prompts seen before it that are stored whole; the
+longest match becomes a reference (that request, that many tokens) and only the
+rest of the prompt is stored. Only prompts stored whole are referred to, so the
+view `_requests` rebuilds any prompt with one join (and compaction checks it does).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class SharedPrompts:
 
 
 def references(prompts: Iterable[tuple[int, list[int] | None]]) -> Iterator[tuple[int, int, int]]:
-    """(request, prompt it begins with, tokens shared) for every prompt that shares a block."""
+    """(request, prompt it begins with, tokens shared) for each prompt sharing a first block."""
     shared = SharedPrompts()
     for request_index, prompt in prompts:
         found = shared.reference(request_index, prompt)
