@@ -7,7 +7,6 @@ connection and the streaming cursor must not tell the two files apart.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import duckdb
@@ -22,8 +21,7 @@ from stepscope.tracer import compact
 from stepscope.tracer.export.parquet import export_parquet
 from stepscope.tracer.writer import _WRITER_CONFIG
 from stepscope.tui.both_traces import connect_both
-from test_trace_compact import _SHARED_PREFIXES
-from traces import record
+from test_trace_compact import _SHARED_PREFIXES, recorded_and_copied
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +30,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("compacted")
     workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compact, "COMPACT_FROM_BYTES", 1 << 40)
-        plain = record(workload, folder / "plain.duckdb").path
-    compacted = folder / "compacted.duckdb"
-    shutil.copy(plain, compacted)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(compact, "COMPACT_FROM_BYTES", 0)
+        plain, compacted = recorded_and_copied(workload, folder, patch)
         compact.compact(compacted, _WRITER_CONFIG)
     with duckdb.connect(str(compacted), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM _request_rows").fetchall()[0][0] > 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from stepscope.engine import Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.schema import logical_tables, open_trace
 from stepscope.schema.storage_size import table_bytes
@@ -131,15 +132,23 @@ prefix_len = 300
 """
 
 
+def recorded_and_copied(
+    workload: Workload, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """(`t.duckdb` recorded and left as written, `copy.duckdb` a copy); then every size compacts."""
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 1 << 40)
+    written = record(workload, folder / "t.duckdb").path
+    copy = folder / "copy.duckdb"
+    shutil.copy(written, copy)
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 0)
+    return written, copy
+
+
 def test_shared_prompt_prefixes_are_stored_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
-    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 1 << 40)
-    written = record(workload, tmp_path / "t.duckdb").path
-    copy = tmp_path / "copy.duckdb"
-    shutil.copy(written, copy)
-    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 0)
+    written, copy = recorded_and_copied(workload, tmp_path, monkeypatch)
     compact.compact(copy, _WRITER_CONFIG)
     assert _contents(copy) == _contents(written)
     with duckdb.connect(str(copy), read_only=True) as con:
@@ -187,13 +196,9 @@ def test_a_prompt_not_rebuilt_exactly_keeps_the_trace_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
-    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 1 << 40)
-    written = record(workload, tmp_path / "t.duckdb").path
-    copy = tmp_path / "copy.duckdb"
-    shutil.copy(written, copy)
+    written, copy = recorded_and_copied(workload, tmp_path, monkeypatch)
     wrong = [(index, 0, 16) for index in range(1, len(workload.requests))]
     monkeypatch.setattr(compact, "references", lambda _prompts: iter(wrong))
-    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 0)
     compact.compact(copy, _WRITER_CONFIG)
     assert copy.read_bytes() == written.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.duckdb", "t.duckdb"]
