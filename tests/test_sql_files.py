@@ -191,6 +191,8 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         "stepscope.tracer:sql/set_meta.sql",
         "stepscope.tracer:sql/shared_prompt_drop.sql",
         "stepscope.tracer:sql/shared_prompt_mismatches.sql",
+        "stepscope.tracer:sql/shared_prompt_prefix_table.sql",
+        "stepscope.tracer:sql/shared_prompt_prefixes.sql",
         "stepscope.tracer:sql/shared_prompt_rows.sql",
         "stepscope.tracer:sql/shared_prompt_table.sql",
         "stepscope.tracer:sql/shared_prompt_view.sql",

@@ -23,13 +23,15 @@ from traces import case, decode_workload, record
 _FREE_BLOCKS = "SELECT free_blocks FROM pragma_database_size()"
 _CATALOG = """
 SELECT table_name, column_name, data_type, comment FROM duckdb_columns()
-WHERE database_name = current_database() AND table_name <> '_request_rows' ORDER BY ALL
+WHERE database_name = current_database()
+    AND table_name NOT IN ('_request_rows', '_prompt_prefixes')
+ORDER BY ALL
 """
 _TABLE_COMMENTS = """
 SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database()
 UNION ALL
 SELECT view_name, comment FROM duckdb_views() WHERE database_name = current_database()
-    AND NOT internal AND view_name <> '_request_rows'
+    AND NOT internal
 ORDER BY ALL
 """
 
@@ -42,7 +44,9 @@ def _contents(path: Path) -> dict[str, object]:
         }
         catalog = con.execute(_CATALOG).fetchall()
         comments = [
-            row for row in con.execute(_TABLE_COMMENTS).fetchall() if row[0] != "_request_rows"
+            row
+            for row in con.execute(_TABLE_COMMENTS).fetchall()
+            if row[0] not in ("_request_rows", "_prompt_prefixes")
         ]
         return {"catalog": catalog, "comments": comments, **tables}
 
@@ -185,9 +189,9 @@ def _common_prefix_len(prompts: list[tuple[int, ...]]) -> int:
 
 _STORED_PROMPTS = """
 SELECT
-    count(prompt_prefix_of),
-    coalesce(sum(prompt_prefix_len), 0),
-    sum(len(prompt_suffix_token_ids))
+    count(prompt_prefix_id) - (SELECT count(*) FROM _prompt_prefixes),
+    coalesce(sum(prompt_prefix_len), 0) - (SELECT sum(len(token_ids)) FROM _prompt_prefixes),
+    sum(len(prompt_suffix_token_ids)) + (SELECT sum(len(token_ids)) FROM _prompt_prefixes)
 FROM _request_rows
 """
 

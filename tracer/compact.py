@@ -4,8 +4,9 @@ While recording, each checkpoint compresses the rows written since the last one,
 so a long trace ends up as many part-filled segments plus the blocks earlier
 checkpoints freed. Copied table by table into a new file, every column is
 compressed in full row groups and no block is free; and `_requests` is stored as
-`_request_rows`, a prompt that begins with another one keeping only its own
-tokens, behind a view of the old name that rebuilds every prompt. The copy
+`_request_rows`: a prompt that begins with a prefix other prompts share keeps a
+reference to it (stored once, in `_prompt_prefixes`) and its own tokens, behind a
+view of the old name that rebuilds every prompt. The copy
 replaces the trace in one rename, so a reader or a crash sees either the old file
 or the new one, never part of either.
 """
@@ -36,7 +37,7 @@ _ORIGINAL, _COPY = "recorded", "compacted"
 _REFERENCES = pa.schema(
     [
         ("request_index", pa.int32()),
-        ("prompt_prefix_of", pa.int32()),
+        ("prompt_prefix_id", pa.int32()),
         ("prompt_prefix_len", pa.int32()),
     ]
 )
@@ -86,24 +87,38 @@ def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def _store_shared_prompts(con: duckdb.DuckDBPyConnection) -> None:
-    """Replace the copy's `_requests` table by `_request_rows` and the view that reads it."""
-    columns: tuple[array[int], ...] = (array("i"), array("i"), array("i"))
-    for row in references(_recorded_prompts(con)):
-        for column, value in zip(columns, row, strict=True):
-            column.append(value)
-    shared = pa.table([pa.array(c, pa.int32()) for c in columns], schema=_REFERENCES)
-    con.register("_shared_prompts", shared)
+    """Replace the copy's `_requests` table by `_request_rows`, `_prompt_prefixes` and a view."""
+    con.register("_shared_prompts", _prefix_table(con))
     con.execute(query(__package__, "shared_prompt_drop"))
     con.execute(f"USE {_COPY}")
-    con.execute(query(__package__, "shared_prompt_table"))
-    con.execute(query(__package__, "shared_prompt_view"))
+    for name in ("shared_prompt_prefix_table", "shared_prompt_table", "shared_prompt_view"):
+        con.execute(query(__package__, name))
     con.execute("USE memory")
+    con.execute(query(__package__, "shared_prompt_prefixes"))
     con.execute(query(__package__, "shared_prompt_rows"))
     con.unregister("_shared_prompts")
     _comment_requests(con)
     mismatch = con.execute(query(__package__, "shared_prompt_mismatches")).fetchall()
     if mismatch:
         raise duckdb.ConversionException(f"request {mismatch[0][0]}: prompt not rebuilt exactly")
+
+
+def _prefix_table(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """(request, shared prefix, tokens of it) for each request whose prompt begins with one.
+
+    A prefix is named after the first request it was seen in, which takes the longest
+    part of it any request takes.
+    """
+    columns: tuple[array[int], ...] = (array("i"), array("i"), array("i"))
+    longest: dict[int, int] = {}
+    for request_index, prefix_id, length in references(_recorded_prompts(con)):
+        for column, value in zip(columns, (request_index, prefix_id, length), strict=True):
+            column.append(value)
+        longest[prefix_id] = max(length, longest.get(prefix_id, 0))
+    for prefix_id, length in longest.items():
+        for column, value in zip(columns, (prefix_id, prefix_id, length), strict=True):
+            column.append(value)
+    return pa.table([pa.array(c, pa.int32()) for c in columns], schema=_REFERENCES)
 
 
 def _recorded_prompts(con: duckdb.DuckDBPyConnection) -> Iterator[tuple[int, list[int] | None]]:

@@ -1,6 +1,6 @@
 -- Creates `_request_rows`: `_requests` as a compacted trace stores it, each prompt as the
--- prompt it begins with (an earlier request's, stored whole), the tokens shared, and the
--- rest of its own. No parameters; run with the compacted trace's catalog in use.
+-- `_prompt_prefixes` row it begins with (NULL: none), the tokens of it taken, and the rest
+-- of its own. No parameters; run with the compacted trace's catalog in use.
 CREATE TABLE _request_rows (
     request_index INTEGER,
     request_id VARCHAR,
@@ -8,7 +8,7 @@ CREATE TABLE _request_rows (
     arrival_time DOUBLE,
     priority INTEGER,
     prompt_len INTEGER,
-    prompt_prefix_of INTEGER,
+    prompt_prefix_id INTEGER,
     prompt_prefix_len INTEGER,
     prompt_suffix_token_ids BIGINT[],
     max_tokens INTEGER,

@@ -1,6 +1,6 @@
 -- Creates the view `_requests` over `_request_rows`: every column of the table it replaces,
--- in order, each prompt rebuilt whole from the one it begins with. No parameters; run
--- with the compacted trace's catalog in use.
+-- in order, each prompt rebuilt whole from the shared prefix it begins with. No parameters;
+-- run with the compacted trace's catalog in use.
 CREATE VIEW _requests AS
 SELECT
     r.request_index,
@@ -10,8 +10,8 @@ SELECT
     r.priority,
     r.prompt_len,
     CASE
-        WHEN r.prompt_prefix_of IS NULL THEN r.prompt_suffix_token_ids
-        ELSE list_concat(p.prompt_suffix_token_ids[:r.prompt_prefix_len], r.prompt_suffix_token_ids)
+        WHEN r.prompt_prefix_id IS NULL THEN r.prompt_suffix_token_ids
+        ELSE list_concat(p.token_ids[:r.prompt_prefix_len], r.prompt_suffix_token_ids)
     END AS prompt_token_ids,
     r.max_tokens,
     r.min_tokens,
@@ -28,4 +28,4 @@ SELECT
     r.draft_mismatch_every,
     r.draft_accept
 FROM _request_rows r
-LEFT JOIN _request_rows p ON p.request_index = r.prompt_prefix_of
+LEFT JOIN _prompt_prefixes p ON p.prefix_id = r.prompt_prefix_id
