@@ -147,8 +147,8 @@ def chat_size_report(figures: dict[str, Any]) -> str:
         f"{rows:,} scheduled rows ({figures['prefill_chunks']:,} prefill chunks), "
         f"{figures['preemptions']:,} preemptions, {figures['prefix_hit_tokens']:,} prefix-hit "
         f"tokens; {figures['file_bytes'] / 1e6:.1f} MB. A table's bytes include the free "
-        "space at the end of its last blocks. `_request_rows` is `_requests` as a compacted "
-        "trace stores it: a prompt that begins with another's keeps a reference and its own "
-        "tokens."
+        "space at the end of its last blocks. `_request_rows` and `_prompt_prefixes` are "
+        "`_requests` as a compacted trace stores it: each shared prompt prefix once, each "
+        "prompt as a reference to one and its own tokens."
     )
     return "\n".join(lines) + "\n\n" + note
