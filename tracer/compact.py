@@ -72,7 +72,7 @@ def _copy(path: Path, copy: Path, config: Config) -> None:
         con.execute(f"ATTACH ? AS {_COPY}", [str(copy)])
         con.execute(f"COPY FROM DATABASE {_ORIGINAL} TO {_COPY} (SCHEMA)")
         tables = _tables(con)
-        for table in tables - {"_requests"}:
+        for table in sorted(tables - {"_requests"}):
             # A stored table's name, from the catalog: an identifier spliced in.
             con.execute(f'INSERT INTO {_COPY}.main."{table}" FROM {_ORIGINAL}.main."{table}"')
         if "_requests" in tables:
