@@ -135,15 +135,20 @@ def chat_size_report(figures: dict[str, Any]) -> str:
         if size / rows >= 0.01:
             share = 100 * size / figures["file_bytes"]
             lines.append(f"| `{table}` | {size / rows:.2f} | {share:.0f} % |")
+    prompt_floor = figures["unique_prompt_tokens"] * bits / 8 / rows
     lines.append(
-        f"| floor: the token ids alone at {bits:.1f} bits each (prompt tokens past shared "
-        f"prefixes, sampled tokens) | {floor:.2f} | |"
+        f"| floor: the token ids alone at {bits:.2f} bits each: "
+        f"{figures['unique_prompt_tokens']:,} prompt tokens past shared prefixes "
+        f"({prompt_floor:.2f}) + {figures['sampled_tokens']:,} sampled tokens "
+        f"({floor - prompt_floor:.2f}) | {floor:.2f} | |"
     )
     note = (
         f"Chat traffic: {figures['requests']:,} requests, {figures['steps']:,} steps, "
         f"{rows:,} scheduled rows ({figures['prefill_chunks']:,} prefill chunks), "
         f"{figures['preemptions']:,} preemptions, {figures['prefix_hit_tokens']:,} prefix-hit "
         f"tokens; {figures['file_bytes'] / 1e6:.1f} MB. A table's bytes include the free "
-        "space at the end of its last blocks."
+        "space at the end of its last blocks. `_request_rows` and `_prompt_prefixes` are "
+        "`_requests` as a compacted trace stores it: each shared prompt prefix once, each "
+        "prompt as a reference to one and its own tokens."
     )
     return "\n".join(lines) + "\n\n" + note

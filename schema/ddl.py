@@ -30,13 +30,20 @@ def statements() -> list[str]:
     """CREATE TYPE / CREATE TABLE statements, then a COMMENT ON for every table and column."""
     sql = strip_comments(tables_sql())
     creates = [statement.strip() for statement in sql.split(";") if statement.strip()]
+    return creates + [c for table in table_specs() for c in comment_statements(table)]
+
+
+def comment_statements(table: TableSpec, kind: str = "TABLE", prefix: str = "") -> list[str]:
+    """COMMENT ON statements for `table` and its columns, on a relation of that name.
+
+    `kind` is TABLE or VIEW; `prefix` qualifies the name (e.g. `catalog.main.`).
+    """
+    name = f"{prefix}{table.name}"
     # COMMENT ON takes the table and column names as identifiers: they are spliced in.
-    comments = []
-    for table in table_specs():
-        comments.append(f"COMMENT ON TABLE {table.name} IS {_quote(table.comment)}")
-        for column, _, comment in table.columns:
-            comments.append(f"COMMENT ON COLUMN {table.name}.{column} IS {_quote(comment)}")
-    return creates + comments
+    comments = [f"COMMENT ON {kind} {name} IS {_quote(table.comment)}"]
+    for column, _, comment in table.columns:
+        comments.append(f"COMMENT ON COLUMN {name}.{column} IS {_quote(comment)}")
+    return comments
 
 
 @cache

@@ -4,7 +4,10 @@
 -- catalog (COMMENT ON) so `duckdb_columns()` shows them. Requests are referred to
 -- by `request_index` (their position in the workload); the reader's views join
 -- the string `request_id` back in. Physical tables are prefixed `_`; the reader
--- defines same-named views without the prefix.
+-- defines same-named views without the prefix. A compacted trace (a complete one of
+-- 4 MB or more) stores `_requests` as `_request_rows` and `_prompt_prefixes` (each
+-- shared prompt prefix once) behind a stored view `_requests` with the columns below
+-- (`tracer/sql/shared_prompt_*.sql`).
 
 CREATE TYPE request_kind AS ENUM ('new', 'resumed', 'running');
 CREATE TYPE allocation_pass AS ENUM ('running', 'waiting');

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -14,6 +14,11 @@ SCHEMA_VERSION = 4
    `speculative_method`, `max_loras`; `_requests.lora_id`, `grammar_ready_step`,
    `draft_mismatch_every`, `draft_accept`; the `_spec_decode` table. In an older trace
    they read as their "off" values (0, NULL, no rows).
+5: a compacted trace stores `_requests` as `_request_rows` (a prompt that begins with a
+   prefix other prompts share keeps its id in `_prompt_prefixes`, where the prefix is
+   stored once, the tokens of it taken and its own rest) behind a stored view
+   `_requests` with the table's columns; a trace too small to compact, or cut short,
+   keeps the `_requests` table. Readers see one `_requests`.
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, SCHEMA_VERSION})

@@ -183,9 +183,19 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         assert con.table("_meta").filter("key = 'note'").fetchall() == [("note", "b")]
         row = con.table("_requests").filter("request_index = 0")
         assert row.select("abort_step", "abort_before_update").fetchall() == [(7, True)]
+    # The compaction's statements run in test_trace_compact.py (they need two catalogs).
     assert sorted(f for f in ALL_FILES if f.startswith("stepscope.tracer:sql/")) == [
+        "stepscope.tracer:sql/recorded_prompts.sql",
+        "stepscope.tracer:sql/recorded_tables.sql",
         "stepscope.tracer:sql/request_aborts.sql",
         "stepscope.tracer:sql/set_meta.sql",
+        "stepscope.tracer:sql/shared_prompt_drop.sql",
+        "stepscope.tracer:sql/shared_prompt_mismatches.sql",
+        "stepscope.tracer:sql/shared_prompt_prefix_table.sql",
+        "stepscope.tracer:sql/shared_prompt_prefixes.sql",
+        "stepscope.tracer:sql/shared_prompt_rows.sql",
+        "stepscope.tracer:sql/shared_prompt_table.sql",
+        "stepscope.tracer:sql/shared_prompt_view.sql",
     ]
 
 
@@ -225,8 +235,9 @@ ALLOWED = {
     ("tracer/compact.py", "COPY FROM DATABASE {_ORIGINAL} TO {_COPY}"): "catalog names spliced in",
     ("schema/trace.py", "CREATE TEMP VIEW {info.name} AS"): "the view's name spliced in",
     ("schema/older_traces.py", "CREATE TEMP VIEW {spec.name} AS"): "a table's name spliced in",
-    ("schema/ddl.py", "COMMENT ON TABLE {table.name}"): "a table's name spliced in",
-    ("schema/ddl.py", "COMMENT ON COLUMN {table.name}.{column}"): "a column's name spliced in",
+    ("schema/ddl.py", "COMMENT ON {kind} {name}"): "a table's or view's name spliced in",
+    ("schema/ddl.py", "COMMENT ON COLUMN {name}.{column}"): "a column's name spliced in",
+    ("tracer/compact.py", 'INSERT INTO {_COPY}.main."{table}"'): "a stored table's name",
     ("schema/ddl.py", "CREATE TABLE (\\w+)"): "a pattern that parses tables.sql",
     ("schema/ddl.py", "CREATE TYPE (\\w+) AS ENUM"): "a pattern that parses tables.sql",
     ("tui/screens/console.py", "SELECT * FROM summary"): "the console's first text to edit",

@@ -1,4 +1,8 @@
-"""A trace closed complete is rewritten smaller, with the same types, tables, comments and rows."""
+"""A trace closed complete is rewritten smaller, with the same types, tables, comments and rows.
+
+Compacted, `_requests` is stored as `_request_rows` (shared prompt prefixes once)
+behind a stored view of the old name; every reader sees the same `_requests`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from stepscope.schema import open_trace
+from stepscope.engine import Workload
+from stepscope.engine.synthetic.toml_workload import parse_toml_workload
+from stepscope.schema import logical_tables, open_trace
 from stepscope.schema.storage_size import table_bytes
 from stepscope.schema.trace_file import stored_tables
 from stepscope.tracer import compact
@@ -17,16 +23,32 @@ from traces import case, decode_workload, record
 _FREE_BLOCKS = "SELECT free_blocks FROM pragma_database_size()"
 _CATALOG = """
 SELECT table_name, column_name, data_type, comment FROM duckdb_columns()
-WHERE database_name = current_database() ORDER BY ALL
+WHERE database_name = current_database()
+    AND table_name NOT IN ('_request_rows', '_prompt_prefixes')
+ORDER BY ALL
+"""
+_TABLE_COMMENTS = """
+SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database()
+UNION ALL
+SELECT view_name, comment FROM duckdb_views() WHERE database_name = current_database()
+    AND NOT internal
+ORDER BY ALL
 """
 
 
 def _contents(path: Path) -> dict[str, object]:
+    """Each logical table's rows (in order where the trace orders them) and the catalog."""
     with duckdb.connect(str(path), read_only=True) as con:
         tables = {
-            table: sorted(con.table(table).fetchall(), key=repr) for table in stored_tables(con)
+            table: sorted(con.table(table).fetchall(), key=repr) for table in logical_tables()
         }
-        return {"catalog": con.execute(_CATALOG).fetchall(), **tables}
+        catalog = con.execute(_CATALOG).fetchall()
+        comments = [
+            row
+            for row in con.execute(_TABLE_COMMENTS).fetchall()
+            if row[0] not in ("_request_rows", "_prompt_prefixes")
+        ]
+        return {"catalog": catalog, "comments": comments, **tables}
 
 
 def test_a_compacted_trace_holds_exactly_what_was_recorded(
@@ -72,3 +94,115 @@ def test_table_bytes_share_out_the_file(tmp_path: Path) -> None:
         assert set(sizes) <= set(stored_tables(con))
     assert sizes["_scheduled"] == max(sizes.values())
     assert 0 < sum(sizes.values()) <= path.stat().st_size
+
+
+_SHARED_PREFIXES = """
+seed = 5
+num_requests = 60
+max_steps = 100000
+vocab_size = 32000
+
+[config]
+block_size = 16
+num_blocks = 400
+max_num_batched_tokens = 512
+max_num_seqs = 16
+max_model_len = 2048
+enable_prefix_caching = true
+
+[arrivals]
+process = "poisson"
+rate = 0.5
+
+[prompt_len]
+distribution = "lognormal"
+mean = 60
+sigma = 0.9
+max = 400
+
+[output_len]
+distribution = "lognormal"
+mean = 20
+sigma = 0.5
+max = 80
+
+[[prefix_groups]]
+share = 0.6
+prefix_len = 70
+
+[[prefix_groups]]
+share = 0.2
+prefix_len = 300
+"""
+
+
+def recorded_and_copied(
+    workload: Workload, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """(`t.duckdb` recorded and left as written, `copy.duckdb` a copy); then every size compacts."""
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 1 << 40)
+    written = record(workload, folder / "t.duckdb").path
+    copy = folder / "copy.duckdb"
+    shutil.copy(written, copy)
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 0)
+    return written, copy
+
+
+def test_shared_prompt_prefixes_are_stored_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
+    written, copy = recorded_and_copied(workload, tmp_path, monkeypatch)
+    compact.compact(copy, _WRITER_CONFIG)
+    assert _contents(copy) == _contents(written)
+    with duckdb.connect(str(copy), read_only=True) as con:
+        assert "_requests" not in stored_tables(con)
+        stored = con.execute(_STORED_PROMPTS).fetchall()
+    with open_trace(copy) as trace:
+        prompts = trace.sql("SELECT request_id, prompt_token_ids FROM requests").fetchall()
+        assert dict(prompts) == {r.request_id: list(r.prompt_token_ids) for r in workload.requests}
+    (references, shared, whole), total = (
+        stored[0],
+        sum(len(r.prompt_token_ids) for r in workload.requests),
+    )
+    assert whole + shared == total and references > 10
+    assert (references, shared) == _group_sharing([r.prompt_token_ids for r in workload.requests])
+
+
+def _group_sharing(prompts: list[tuple[int, ...]]) -> tuple[int, int]:
+    """(requests after the first of their prefix group, whole-block tokens they share with it)."""
+    groups: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    for prompt in prompts:
+        groups.setdefault(prompt[:16], []).append(prompt)
+    references, shared = 0, 0
+    for members in groups.values():
+        common = _common_prefix_len(members) if len(members) > 1 else 0
+        references += len(members) - 1 if common >= 16 else 0
+        shared += (len(members) - 1) * (common // 16 * 16)
+    return references, shared
+
+
+def _common_prefix_len(prompts: list[tuple[int, ...]]) -> int:
+    shortest = min(map(len, prompts))
+    return next((i for i in range(shortest) if len({p[i] for p in prompts}) > 1), shortest)
+
+
+_STORED_PROMPTS = """
+SELECT
+    count(prompt_prefix_id) - (SELECT count(*) FROM _prompt_prefixes),
+    coalesce(sum(prompt_prefix_len), 0) - (SELECT sum(len(token_ids)) FROM _prompt_prefixes),
+    sum(len(prompt_suffix_token_ids)) + (SELECT sum(len(token_ids)) FROM _prompt_prefixes)
+FROM _request_rows
+"""
+
+
+def test_a_prompt_not_rebuilt_exactly_keeps_the_trace_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
+    written, copy = recorded_and_copied(workload, tmp_path, monkeypatch)
+    wrong = [(index, 0, 16) for index in range(1, len(workload.requests))]
+    monkeypatch.setattr(compact, "references", lambda _prompts: iter(wrong))
+    compact.compact(copy, _WRITER_CONFIG)
+    assert copy.read_bytes() == written.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.duckdb", "t.duckdb"]

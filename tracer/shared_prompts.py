@@ -1,0 +1,59 @@
+"""Which other prompt each request's prompt begins with, so a shared prefix is stored once.
+
+A prompt is matched block by block (16 tokens, chained SHA-256 as vLLM's prefix
+cache hashes them) against the prompts seen before it that are stored whole; the
+longest match becomes a reference (that request, that many tokens) and only the
+rest of the prompt is stored. Only prompts stored whole are referred to, so the
+view `_requests` rebuilds any prompt with one join (and compaction checks it does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+BLOCK_TOKENS = 16
+"""Tokens per matched block: a shared prefix is found to the last whole block."""
+
+
+@dataclass
+class SharedPrompts:
+    """The whole prompts seen so far, by the chained hash of each of their block prefixes."""
+
+    _owners: dict[bytes, int] = field(default_factory=dict)
+
+    def reference(self, request_index: int, prompt: list[int] | None) -> tuple[int, int] | None:
+        """(earlier request, tokens shared) for `prompt`, or None when it is stored whole."""
+        if not prompt:
+            return None
+        best: tuple[int, int] | None = None
+        keys = list(_block_keys(prompt))
+        for block, key in enumerate(keys):
+            owner = self._owners.get(key)
+            if owner is None:
+                break
+            best = (owner, (block + 1) * BLOCK_TOKENS)
+        if best is None:
+            for key in keys:
+                self._owners.setdefault(key, request_index)
+        return best
+
+
+def references(prompts: Iterable[tuple[int, list[int] | None]]) -> Iterator[tuple[int, int, int]]:
+    """(request, prompt it begins with, tokens shared) for each prompt sharing a first block."""
+    shared = SharedPrompts()
+    for request_index, prompt in prompts:
+        found = shared.reference(request_index, prompt)
+        if found is not None:
+            yield request_index, *found
+
+
+def _block_keys(prompt: list[int]) -> Iterator[bytes]:
+    """The chained hash of each whole block's prefix: equal keys, equal prefixes."""
+    key = b""
+    for start in range(0, len(prompt) - BLOCK_TOKENS + 1, BLOCK_TOKENS):
+        block = array("q", prompt[start : start + BLOCK_TOKENS]).tobytes()
+        key = hashlib.sha256(key + block).digest()
+        yield key
