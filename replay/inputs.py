@@ -10,6 +10,7 @@ from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace
 
+from .row_order import by_request_then_step
 from .sql import query
 
 SPARE_STEPS = 1000
@@ -27,7 +28,7 @@ def recorded_outputs(trace: Trace) -> dict[str, list[int]]:
 def _one_token_per_step(trace: Trace) -> dict[str, list[int]]:
     """The tapes read as flat rows and cut per request (no list aggregate to build)."""
     ids = dict(trace.sql(query("request_ids")).fetchall())
-    rows = trace.sql(query("recorded_tokens")).to_arrow_table()
+    rows = by_request_then_step(trace.sql(query("recorded_tokens")).to_arrow_table())
     tokens = rows["token_id"].to_pylist()
     runs = pc.run_end_encode(rows["request_index"].combine_chunks())
     tapes, start = {}, 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
+from itertools import compress, repeat
 
 from stepscope.engine import StepRecord
 from stepscope.engine.outputs import ModelRunnerOutput
@@ -23,7 +23,6 @@ from stepscope.engine.scheduled_requests import (
 from stepscope.schema.ddl import enum_types
 
 from .recorded_steps import SAMPLED_NONE, RecordedStep
-from .step_decision import block_map, new_blocks
 
 _KIND_CODES = {RequestKind(name): code for code, name in enumerate(enum_types()["request_kind"])}
 """Each request kind's `request_kind` enum code."""
@@ -60,8 +59,7 @@ class StepMatcher:
             self._same_rows(recorded, requests)
             and _same_sampled(recorded, engine_step.model_runner_output, requests.req_ids)
             and frozenset(map(ids.__getitem__, recorded.preempted)) == output.preempted_req_ids
-            and block_map(recorded.block_rows, ids)
-            == new_blocks(requests.req_ids, requests.new_block_ids)
+            and self._same_blocks(recorded, requests)
         )
 
     def _same_rows(self, recorded: RecordedStep, requests: ScheduledRequests) -> bool:
@@ -79,6 +77,26 @@ class StepMatcher:
                 lambda: array("i", requests.num_scheduled_tokens).tobytes(),
             )
             and self._kinds.same(requests.kinds, recorded.kinds, lambda: _kind_codes(requests))
+        )
+
+    def _same_blocks(self, recorded: RecordedStep, requests: ScheduledRequests) -> bool:
+        """The same block ids per request: the rows that got any, packed by request index
+        as the trace stores them (by request, then slot)."""
+        tables = requests.new_block_ids
+        req_ids, index_of = requests.req_ids, self.index_of
+        try:
+            given = sorted(
+                (index_of[req_ids[row]], tables[row] or ())
+                for row in compress(range(len(tables)), tables)
+            )
+        except KeyError:  # a request the trace does not have
+            return False
+        indices, block_ids = array("i"), array("i")
+        for index, table in given:
+            indices.extend(repeat(index, len(table)))
+            block_ids.extend(table)
+        return indices.tobytes() == recorded.block_requests and (
+            block_ids.tobytes() == recorded.block_ids
         )
 
 
@@ -112,10 +130,13 @@ def _same_sampled(
 ) -> bool:
     """The same token sampled by each row (or none by the same rows)."""
     rows = runner_output.sampled_token_ids
-    if runner_output.req_ids == req_ids and all(rows):
-        packed = array("q", chain.from_iterable(rows))
-        if len(packed) == len(rows):  # one token per row, as most steps sample
-            return packed.tobytes() == recorded.sampled
+    if runner_output.req_ids == req_ids:
+        try:
+            tokens = [token for (token,) in rows]
+        except ValueError:  # a row sampled none, or drafts after its token
+            pass
+        else:  # one token per row, as most steps sample
+            return array("q", tokens).tobytes() == recorded.sampled
     sampled = sampled_token_ids(runner_output, req_ids)
     none = SAMPLED_NONE
     packed = array("q", [none if token is None else token for token in sampled])
