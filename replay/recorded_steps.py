@@ -139,7 +139,7 @@ class _StepBytes:
 
     def __init__(self, table: pa.Table, columns: tuple[tuple[str, pa.DataType, int], ...]):
         self.runs = _step_runs(table)
-        self.columns = [_column_view(table, *spec) for spec in columns]
+        self.columns = [column_view(table, *spec) for spec in columns]
 
     def of(self, step: int) -> list[bytes]:
         """Each column's bytes for `step`'s rows (empty when it has none)."""
@@ -147,7 +147,7 @@ class _StepBytes:
         return [view[start * width : end * width].tobytes() for view, width in self.columns]
 
 
-def _column_view(
+def column_view(
     table: pa.Table, name: str, arrow_type: pa.DataType, null_as: int
 ) -> tuple[memoryview, int]:
     """The column's values as native bytes of `arrow_type`, and the width of one."""

@@ -18,11 +18,12 @@ def by_step_then_seq(table: pa.Table) -> pa.Table:
     return table.sort_by([("step", "ascending"), ("seq", "ascending")])
 
 
-def by_request_then_step(table: pa.Table) -> pa.Table:
-    """`table` (with `request_index` and `step`) in request, then step order."""
+def request_then_step(table: pa.Table) -> pa.Array:
+    """The row indices that put `table` (with `request_index` and `step`) by request, then step."""
     if _rising(table["step"], None):
-        return table.take(pc.sort_indices(table["request_index"]))  # a stable sort
-    return table.sort_by([("request_index", "ascending"), ("step", "ascending")])
+        requests = table["request_index"].combine_chunks()
+        return pc.array_sort_indices(requests)  # a stable sort keeps the steps' order
+    return pc.sort_indices(table, [("request_index", "ascending"), ("step", "ascending")])
 
 
 def _rising(step: pa.ChunkedArray, seq: pa.ChunkedArray | None) -> bool:
