@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from itertools import compress, repeat
+from itertools import chain, compress
 
 from stepscope.engine import StepRecord
 from stepscope.engine.outputs import ModelRunnerOutput
@@ -83,20 +83,15 @@ class StepMatcher:
         """The same block ids per request: the rows that got any, packed by request index
         as the trace stores them (by request, then slot)."""
         tables = requests.new_block_ids
-        req_ids, index_of = requests.req_ids, self.index_of
         try:
-            given = sorted(
-                (index_of[req_ids[row]], tables[row] or ())
-                for row in compress(range(len(tables)), tables)
-            )
+            indices = map(self.index_of.__getitem__, compress(requests.req_ids, tables))
+            given = sorted(zip(indices, filter(None, tables), strict=True))
         except KeyError:  # a request the trace does not have
             return False
-        indices, block_ids = array("i"), array("i")
-        for index, table in given:
-            indices.extend(repeat(index, len(table)))
-            block_ids.extend(table)
-        return indices.tobytes() == recorded.block_requests and (
-            block_ids.tobytes() == recorded.block_ids
+        owners = [index for index, table in given for _ in table]
+        block_ids = chain.from_iterable(table for _, table in given)
+        return array("i", owners).tobytes() == recorded.block_requests and (
+            array("i", block_ids).tobytes() == recorded.block_ids
         )
 
 
