@@ -1,7 +1,8 @@
 """Whether an engine step decided as a recorded step did, without building either decision.
 
 The live step's rows are packed as the recorded ones are stored (`array` bytes of
-request indices, tokens, kind codes and sampled tokens), so a step that agrees costs
+request indices, tokens, kind codes, sampled tokens, and the block ids with their
+requests' indices), so a step that agrees costs
 a few byte comparisons. The check is at least as strict as `differences` plus
 `input_differences`: a step it rejects is decoded and compared field by field.
 """
