@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace
 
+from .recorded_steps import column_view
+from .row_order import request_then_step
 from .sql import query
 
 SPARE_STEPS = 1000
@@ -27,9 +30,10 @@ def recorded_outputs(trace: Trace) -> dict[str, list[int]]:
 def _one_token_per_step(trace: Trace) -> dict[str, list[int]]:
     """The tapes read as flat rows and cut per request (no list aggregate to build)."""
     ids = dict(trace.sql(query("request_ids")).fetchall())
-    rows = trace.sql(query("recorded_tokens")).to_arrow_table()
-    tokens = rows["token_id"].to_pylist()
-    runs = pc.run_end_encode(rows["request_index"].combine_chunks())
+    rows = trace.sql(query("recorded_tokens")).to_arrow_table().combine_chunks()
+    by_request = rows.select(["request_index", "token_id"]).take(request_then_step(rows))
+    tokens = column_view(by_request, "token_id", pa.int64(), 0)[0].cast("q").tolist()
+    runs = pc.run_end_encode(by_request["request_index"].combine_chunks())
     tapes, start = {}, 0
     for index, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
         tapes[ids[index]] = tokens[start:end]

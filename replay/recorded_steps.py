@@ -1,11 +1,11 @@
-"""A trace's step decisions with their scheduled rows kept as column bytes, a range at a time.
+"""A trace's step decisions with their scheduled rows and block ids kept as column bytes.
 
 Exact replay compares every scheduled row with the engine's; making each row's values
 Python objects would cost more than the engine's step, so a step's scheduled rows stay
 the bytes of their Arrow columns (native integers, as `array` packs them) and only a
 step that differs is decoded (`step_decision.RecordedDecisions`). Steps are read in
 ranges of about `batch_rows` scheduled rows, each range's rows whole, so no step is
-split between two reads.
+split between two reads; a range's rows are read in the order recorded (`row_order`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.schema import Trace
 
+from .row_order import by_step_then_seq
 from .sql import query
 
 SAMPLED_NONE = -(1 << 63)
@@ -25,13 +26,16 @@ SAMPLED_NONE = -(1 << 63)
 
 LAST_STEP = (1 << 31) - 1
 
-_COLUMNS = {
-    "request_indices": ("request_index", pa.int32(), -1),
-    "num_tokens": ("num_tokens", pa.int32(), -1),
-    "kinds": ("kind", pa.uint8(), 255),
-    "sampled": ("sampled_token_id", pa.int64(), SAMPLED_NONE),
-}
-"""Each `RecordedStep` bytes field: its scheduled column, Arrow type, and what a NULL reads as."""
+_SCHEDULED = (
+    ("request_index", pa.int32(), -1),
+    ("num_tokens", pa.int32(), -1),
+    ("kind", pa.uint8(), 255),
+    ("sampled_token_id", pa.int64(), SAMPLED_NONE),
+)
+"""The scheduled columns of `RecordedStep`'s first four bytes fields: Arrow type, NULL read as."""
+
+_BLOCKS = (("request_index", pa.int32(), -1), ("block_id", pa.int32(), -1))
+"""The block id columns of `RecordedStep.block_requests` and `block_ids`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +54,11 @@ class RecordedStep:
     """One `request_kind` code per row."""
     sampled: bytes = b""
     """`array('q')` bytes: the token each row sampled, `SAMPLED_NONE` for none."""
-    block_rows: tuple[tuple[int, int], ...] = ()
-    """(request index, block id) of the output's block ids, by request then slot."""
+    block_requests: bytes = b""
+    """`array('i')` bytes: the request index of each of the output's block ids, by request
+    then slot (one row per block id)."""
+    block_ids: bytes = b""
+    """`array('i')` bytes: those block ids, row for row."""
     preempted: tuple[int, ...] = ()
     """Request indices of the step's victims, in the order preempted."""
 
@@ -73,23 +80,30 @@ class RecordedSteps:
 
     def _range(self, steps: dict[str, list[Any]], start: int, end: int) -> Iterator[RecordedStep]:
         first, last = steps["step"][start], steps["step"][end - 1]
-        scheduled = _ScheduledBytes(self._rows("decision_scheduled", first, last))
-        blocks = _RowTuples(self._rows("decision_block_ids", first, last), "block_id")
-        preemptions = self._rows("decision_preemptions", first, last)
-        preempted = _RowTuples(preemptions, None)
+        scheduled_rows = by_step_then_seq(self._rows("decision_scheduled", first, last))
+        scheduled = _StepBytes(scheduled_rows, _SCHEDULED)
+        blocks = _StepBytes(self._rows("decision_block_ids", first, last), _BLOCKS)
+        preempted = _StepIndices(self._rows("decision_preemptions", first, last))
+        free_blocks, update_steps = steps["num_free_blocks_after_schedule"], steps["update_step"]
         for i in range(start, end):
             step = steps["step"][i]
             if steps["idle"][i]:
                 yield RecordedStep(step, True, None, None)
                 continue
+            request_indices, num_tokens, kinds, sampled = scheduled.of(step)
+            block_requests, block_ids = blocks.of(step)
             yield RecordedStep(
                 step,
                 False,
-                steps["num_free_blocks_after_schedule"][i],
-                steps["update_step"][i],
-                **scheduled.of(step),
-                block_rows=blocks.of(step),
-                preempted=tuple(index for (index,) in preempted.of(step)),
+                free_blocks[i],
+                update_steps[i],
+                request_indices,
+                num_tokens,
+                kinds,
+                sampled,
+                block_requests,
+                block_ids,
+                preempted.of(step),
             )
 
     def _rows(self, name: str, first: int, last: int) -> pa.Table:
@@ -120,22 +134,20 @@ def _step_runs(table: pa.Table) -> dict[int, tuple[int, int]]:
     return found
 
 
-class _ScheduledBytes:
-    """A range's scheduled rows as column bytes, cut per step."""
+class _StepBytes:
+    """A range's rows of some columns as native bytes, cut per step."""
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: pa.Table, columns: tuple[tuple[str, pa.DataType, int], ...]):
         self.runs = _step_runs(table)
-        self.columns = {field: _column_view(table, *spec) for field, spec in _COLUMNS.items()}
+        self.columns = [column_view(table, *spec) for spec in columns]
 
-    def of(self, step: int) -> dict[str, bytes]:
+    def of(self, step: int) -> list[bytes]:
+        """Each column's bytes for `step`'s rows (empty when it has none)."""
         start, end = self.runs.get(step, (0, 0))
-        return {
-            field: view[start * width : end * width].tobytes()
-            for field, (view, width) in self.columns.items()
-        }
+        return [view[start * width : end * width].tobytes() for view, width in self.columns]
 
 
-def _column_view(
+def column_view(
     table: pa.Table, name: str, arrow_type: pa.DataType, null_as: int
 ) -> tuple[memoryview, int]:
     """The column's values as native bytes of `arrow_type`, and the width of one."""
@@ -149,15 +161,13 @@ def _column_view(
     return memoryview(array.buffers()[1])[offset : offset + len(array) * width], width
 
 
-class _RowTuples:
-    """A range's few rows per step (block ids, preemptions) as tuples of Python values."""
+class _StepIndices:
+    """A range's preempted request indices (a few rows per step) as tuples, cut per step."""
 
-    def __init__(self, table: pa.Table, extra: str | None) -> None:
+    def __init__(self, table: pa.Table) -> None:
         self.runs = _step_runs(table)
-        names = ["request_index"] + ([extra] if extra else [])
-        columns = [table[name].to_pylist() for name in names]
-        self.rows = list(zip(*columns, strict=True))
+        self.indices = table["request_index"].to_pylist() if table.num_rows else []
 
-    def of(self, step: int) -> tuple[Any, ...]:
+    def of(self, step: int) -> tuple[int, ...]:
         start, end = self.runs.get(step, (0, 0))
-        return tuple(self.rows[start:end])
+        return tuple(self.indices[start:end])

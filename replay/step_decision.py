@@ -165,9 +165,15 @@ def recorded_decision(recorded: RecordedStep, ids: Mapping[int, str]) -> StepDec
         sampled_token_ids=[None if token == SAMPLED_NONE else token for token in sampled],
         preempted_req_ids=frozenset(ids[index] for index in recorded.preempted),
         num_free_blocks=recorded.num_free_blocks,
-        block_ids=block_map(recorded.block_rows, ids),
+        block_ids=block_map(recorded_block_rows(recorded), ids),
         update_step=recorded.update_step,
     )
+
+
+def recorded_block_rows(recorded: RecordedStep) -> Iterator[tuple[int, int]]:
+    """A recorded step's (request index, block id) rows, by request then slot."""
+    requests = memoryview(recorded.block_requests).cast("i")
+    return zip(requests, memoryview(recorded.block_ids).cast("i"), strict=True)
 
 
 def block_map(

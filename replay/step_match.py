@@ -1,7 +1,8 @@
 """Whether an engine step decided as a recorded step did, without building either decision.
 
 The live step's rows are packed as the recorded ones are stored (`array` bytes of
-request indices, tokens, kind codes and sampled tokens), so a step that agrees costs
+request indices, tokens, kind codes, sampled tokens, and the block ids with their
+requests' indices), so a step that agrees costs
 a few byte comparisons. The check is at least as strict as `differences` plus
 `input_differences`: a step it rejects is decoded and compared field by field.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
+from itertools import chain, compress
 
 from stepscope.engine import StepRecord
 from stepscope.engine.outputs import ModelRunnerOutput
@@ -23,7 +24,6 @@ from stepscope.engine.scheduled_requests import (
 from stepscope.schema.ddl import enum_types
 
 from .recorded_steps import SAMPLED_NONE, RecordedStep
-from .step_decision import block_map, new_blocks
 
 _KIND_CODES = {RequestKind(name): code for code, name in enumerate(enum_types()["request_kind"])}
 """Each request kind's `request_kind` enum code."""
@@ -60,8 +60,7 @@ class StepMatcher:
             self._same_rows(recorded, requests)
             and _same_sampled(recorded, engine_step.model_runner_output, requests.req_ids)
             and frozenset(map(ids.__getitem__, recorded.preempted)) == output.preempted_req_ids
-            and block_map(recorded.block_rows, ids)
-            == new_blocks(requests.req_ids, requests.new_block_ids)
+            and self._same_blocks(recorded, requests)
         )
 
     def _same_rows(self, recorded: RecordedStep, requests: ScheduledRequests) -> bool:
@@ -79,6 +78,21 @@ class StepMatcher:
                 lambda: array("i", requests.num_scheduled_tokens).tobytes(),
             )
             and self._kinds.same(requests.kinds, recorded.kinds, lambda: _kind_codes(requests))
+        )
+
+    def _same_blocks(self, recorded: RecordedStep, requests: ScheduledRequests) -> bool:
+        """The same block ids per request: the rows that got any, packed by request index
+        as the trace stores them (by request, then slot)."""
+        tables = requests.new_block_ids
+        try:
+            indices = map(self.index_of.__getitem__, compress(requests.req_ids, tables))
+            given = sorted(zip(indices, filter(None, tables), strict=True))
+        except KeyError:  # a request the trace does not have
+            return False
+        owners = [index for index, table in given for _ in table]
+        block_ids = chain.from_iterable(table for _, table in given)
+        return array("i", owners).tobytes() == recorded.block_requests and (
+            array("i", block_ids).tobytes() == recorded.block_ids
         )
 
 
@@ -112,10 +126,13 @@ def _same_sampled(
 ) -> bool:
     """The same token sampled by each row (or none by the same rows)."""
     rows = runner_output.sampled_token_ids
-    if runner_output.req_ids == req_ids and all(rows):
-        packed = array("q", chain.from_iterable(rows))
-        if len(packed) == len(rows):  # one token per row, as most steps sample
-            return packed.tobytes() == recorded.sampled
+    if runner_output.req_ids == req_ids:
+        try:
+            tokens = [token for (token,) in rows]
+        except ValueError:  # a row sampled none, or drafts after its token
+            pass
+        else:  # one token per row, as most steps sample
+            return array("q", tokens).tobytes() == recorded.sampled
     sampled = sampled_token_ids(runner_output, req_ids)
     none = SAMPLED_NONE
     packed = array("q", [none if token is None else token for token in sampled])

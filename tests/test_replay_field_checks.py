@@ -1,0 +1,120 @@
+"""Exact replay's packed per-step check catches a change in every field it compares.
+
+Each case changes one recorded fact at one step of a trace with preemptions, resumed
+requests, prefill chunks and idle steps; the replay must diverge at that step and name
+the field, and the packed check must accept every step of the unchanged trace.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from stepscope.engine import EngineLoop
+from stepscope.replay.exact import replay_exact
+from stepscope.replay.inputs import workload_from_trace
+from stepscope.replay.recorded_steps import LAST_STEP
+from stepscope.replay.step_decision import RecordedDecisions
+from stepscope.replay.step_match import StepMatcher
+from stepscope.replay.trace_runner import replay_model_runner
+from traces import case, prefill_heavy_workload, record
+
+import stepscope
+
+CHANGES = {
+    "order": (
+        "UPDATE _scheduled SET seq = -seq WHERE step = {step}",
+        "SELECT min(step) FROM _scheduled GROUP BY step HAVING count(*) > 1 ORDER BY 1 LIMIT 1",
+        ("scheduled", "sampled"),  # the rows' tokens come in the other order too
+    ),
+    "kind": (
+        "UPDATE _scheduled SET kind = 'resumed' WHERE step = {step} AND kind = 'running'",
+        "SELECT min(step) FROM _scheduled WHERE kind = 'running' AND step > 20",
+        ("scheduled",),
+    ),
+    "sampled": (
+        "UPDATE _scheduled SET sampled_token_id = NULL "
+        "WHERE step = {step} AND sampled_token_id IS NOT NULL",
+        "SELECT min(step) FROM _scheduled WHERE sampled_token_id IS NOT NULL AND step > 20",
+        ("sampled",),
+    ),
+    "block_ids": (
+        "UPDATE _block_ids SET block_id = block_id + 100000 WHERE step = {step}",
+        "SELECT min(step) FROM _block_ids WHERE step > 20",
+        ("block_ids",),
+    ),
+    "block_owner": (
+        "UPDATE _block_ids SET request_index = request_index + 1 WHERE step = {step}",
+        "SELECT min(step) FROM _block_ids WHERE step > 20",
+        ("block_ids",),
+    ),
+    "preempted": (
+        "DELETE FROM _preemptions WHERE step = {step}",
+        "SELECT min(step) FROM _preemptions",
+        ("preempted",),
+    ),
+    "update_step": (
+        "UPDATE _steps SET update_step = update_step + 1 WHERE step = {step}",
+        "SELECT min(step) FROM _steps WHERE NOT idle AND step > 20",
+        ("update_step",),
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def stress_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    trace = tmp_path_factory.mktemp("stress") / "t.duckdb"
+    record(case("30"), trace)
+    return trace
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_a_changed_field_diverges_at_its_step_and_is_named(
+    name: str, stress_trace: Path, tmp_path: Path
+) -> None:
+    change, find_step, fields = CHANGES[name]
+    changed = tmp_path / "changed.duckdb"
+    shutil.copy(stress_trace, changed)
+    with duckdb.connect(str(changed)) as connection:
+        step = connection.sql(find_step).fetchall()[0][0]
+        assert step is not None
+        connection.execute(change.format(step=step))
+    divergence = replay_exact(changed).divergence
+    assert divergence is not None
+    assert (divergence.step, divergence.fields) == (step, fields)
+    assert divergence.recorded is not None and divergence.replayed is not None
+
+
+def test_a_step_recorded_idle_diverges_there(stress_trace: Path, tmp_path: Path) -> None:
+    changed = tmp_path / "changed.duckdb"
+    shutil.copy(stress_trace, changed)
+    with duckdb.connect(str(changed)) as connection:
+        connection.execute("UPDATE _steps SET idle = true WHERE step = 25")
+    divergence = replay_exact(changed).divergence
+    assert divergence is not None
+    assert divergence.step == 25 and "idle" in divergence.fields
+
+
+@pytest.mark.parametrize("source", ["stress", "prefill_heavy"])
+def test_the_packed_check_accepts_every_step_of_an_unchanged_trace(
+    source: str, stress_trace: Path, tmp_path: Path
+) -> None:
+    trace = stress_trace
+    if source == "prefill_heavy":
+        trace = tmp_path / "t.duckdb"
+        record(prefill_heavy_workload(), trace)
+    with stepscope.open(trace) as opened:
+        workload = workload_from_trace(opened)
+        recorded = RecordedDecisions(opened)
+        ids = recorded.request_ids
+        matcher = StepMatcher(ids, {req_id: index for index, req_id in ids.items()})
+        steps = list(recorded.steps.between(0, LAST_STEP))
+        loop = EngineLoop(workload, replay_model_runner(workload, opened))
+        checked = [
+            (record.step, matcher.same_decision(step, record))
+            for record, step in zip(loop.run(), steps, strict=True)
+        ]
+    assert [step for step, _ in checked] == [step.step for step in steps]
+    assert [step for step, same in checked if not same] == []
