@@ -23,6 +23,7 @@ from stepscope.schema import Trace, open_trace
 
 from .sql import query
 from .step_decision import DECISION_FIELDS, MISSING_STEP
+from .step_fingerprints import step_fingerprints
 
 
 class Classification(enum.StrEnum):
@@ -63,7 +64,7 @@ _FINGERPRINTS = {
     "preempted": "preempted",
     "block_ids": "blocks",
 }
-"""The `step_fingerprints.sql` column of each decision field."""
+"""The `step_fingerprints` column of each decision field."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class TraceDiff(StepComparison):
 
 def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepComparison:
     """The per-step part of a diff, for views that show their own step details (the TUI)."""
-    fingerprints = (_fingerprints(a), _fingerprints(b))
+    fingerprints = (step_fingerprints(a), step_fingerprints(b))
     decision_step, fields, divergent = _first_decision(*fingerprints, ignore_block_ids)
     workload_differences, workload_step = _workload_differences(a, b)
     input_step, cause = _first_input(*fingerprints, workload_step)
@@ -178,10 +179,6 @@ def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> T
             request_deltas=_request_deltas(a, b),
             metrics=_metrics(a, b),
         )
-
-
-def _fingerprints(trace: Trace) -> pa.Table:
-    return trace.sql(query("step_fingerprints")).to_arrow_table()
 
 
 def _first_decision(

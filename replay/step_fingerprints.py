@@ -1,0 +1,173 @@
+"""Per-step fingerprints of a trace's decisions, for comparing two traces step by step.
+
+One row per step: its own columns (idle, update step, free blocks) and 64-bit
+fingerprints of its scheduled rows (`decision`: request, tokens, kind and position;
+`sampled`: request, sampled token and position), the block ids handed out, the requests
+preempted and the step's inputs (arrivals, rejects, aborts). A fingerprint is the XOR
+of one hash per row, each row's fields mixed through splitmix64's finalizer (a
+bijection with full avalanche), so two steps that differ in any field of any row get
+different fingerprints except with probability about 2^-64 per step. Requests are
+named by the hash of their id, so traces of different workloads compare. The scheduled
+rows (most of a trace) are hashed here, in numpy, not grouped by step in SQL: grouping
+a million steps' rows in a hash table cost more than hashing them in a few passes; the
+smaller tables that are sets are fingerprinted in SQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+from stepscope.schema import Trace
+
+from .sql import query
+
+U64 = npt.NDArray[np.uint64]
+Ints = npt.NDArray[np.int64]
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+"""splitmix64's constants: its two multipliers and its increment (an odd 64-bit spread)."""
+
+_SET_FIELDS = ("blocks", "preempted", "inputs")
+"""The `fingerprint_sets.sql` fields, fingerprinted in SQL."""
+
+
+def step_fingerprints(trace: Trace) -> pa.Table:
+    """One row per step, by step: (step, idle, update_step, num_free_blocks, decision,
+    sampled, blocks, preempted, inputs)."""
+    steps = _columns(trace, "fingerprint_steps")
+    if not bool(np.all(steps["step"][1:] >= steps["step"][:-1])):
+        order = np.argsort(steps["step"], kind="stable")
+        steps = {name: column[order] for name, column in steps.items()}
+    decision, sampled = _scheduled_fingerprints(trace, steps["step"])
+    columns = {**steps, "decision": decision, "sampled": sampled}
+    columns.update(_set_fingerprints(trace, steps["step"]))
+    return pa.table(columns)
+
+
+def _table(trace: Trace, name: str) -> pa.Table:
+    return trace.sql(query(name)).to_arrow_table()
+
+
+def _columns(trace: Trace, name: str) -> dict[str, Any]:
+    """The query's columns as numpy arrays."""
+    table = _table(trace, name)
+    return {column: table[column].to_numpy() for column in table.column_names}
+
+
+def _where(table: pa.Table, column: str, value: str) -> pa.Table:
+    """The rows whose text `column` holds `value`."""
+    return table.filter(pc.equal(table[column], value))
+
+
+def mix(x: U64) -> U64:
+    """splitmix64's finalizer, in place: a bijection of 64-bit words in which every input
+    bit flips each output bit with probability about one half."""
+    shifted = np.empty_like(x)
+    for shift, multiplier in ((30, _M1), (27, _M2)):
+        np.right_shift(x, np.uint64(shift), out=shifted)
+        np.bitwise_xor(x, shifted, out=x)
+        np.multiply(x, multiplier, out=x)
+    np.right_shift(x, np.uint64(31), out=shifted)
+    return np.bitwise_xor(x, shifted, out=x)
+
+
+def _scheduled_fingerprints(trace: Trace, steps: Ints) -> tuple[U64, U64]:
+    """The `decision` and `sampled` fingerprint of each step (0 where nothing ran)."""
+    requests, present, kinds = _name_hashes(trace)
+    rows = _in_step_order(_columns(trace, "fingerprint_scheduled"))
+    index = rows["request_index"]
+    if not (index.size == 0 or (index.max() < present.size and present[index].all())):
+        known = index < present.size
+        known[known] = present[index[known]]
+        rows = {name: column[known] for name, column in rows.items()}
+        index = rows["request_index"]
+    starts = _run_starts(rows["step"])
+    position = rows["seq"] - np.repeat(rows["seq"][starts], np.diff(starts, append=index.size))
+    named = requests[index]
+    named ^= _mixed_range(position)[position]
+    decision = rows["num_tokens"].astype(np.uint64)
+    decision *= _GOLDEN
+    decision += kinds[rows["kind"]]
+    decision += named
+    sampled = rows["sampled"].astype(np.uint64)
+    sampled *= _GOLDEN
+    sampled += named
+    return (
+        _per_step(mix(decision), rows["step"], starts, steps),
+        _per_step(mix(sampled), rows["step"], starts, steps),
+    )
+
+
+def _name_hashes(trace: Trace) -> tuple[U64, npt.NDArray[np.bool_], U64]:
+    """Each request's id hash by request index (and which indices exist), and each
+    `request_kind` label's hash by enum code."""
+    table = _table(trace, "fingerprint_names")
+    by_kind = []
+    for kind in ("request", "kind"):
+        rows = _where(table, "kind", kind)
+        codes, hashes = rows["code"].to_numpy(), rows["name_hash"].to_numpy()
+        size = int(codes.max()) + 1 if codes.size else 0
+        values, present = np.zeros(size, np.uint64), np.zeros(size, np.bool_)
+        values[codes], present[codes] = hashes, True
+        by_kind.append((values, present))
+    (requests, present), (kinds, _) = by_kind
+    return requests, present, kinds
+
+
+def _in_step_order(rows: dict[str, Ints]) -> dict[str, Ints]:
+    """The rows by step, then seq: as stored unless storage says otherwise."""
+    step, seq = rows["step"], rows["seq"]
+    if bool(np.all(seq[1:] > seq[:-1])) and bool(np.all(step[1:] >= step[:-1])):
+        return rows
+    order = np.lexsort((seq, step))
+    return {name: column[order] for name, column in rows.items()}
+
+
+def _run_starts(step: Ints) -> Ints:
+    """The index of each step's first row (rows in step order)."""
+    if step.size == 0:
+        return np.zeros(0, np.int64)
+    return np.concatenate(([0], np.flatnonzero(step[1:] != step[:-1]) + 1))
+
+
+def _mixed_range(values: Ints) -> U64:
+    """`mix` of 0 ..= the largest of `values` (non-negative), to look small values up in."""
+    top = int(values.max()) + 1 if values.size else 0
+    return mix(np.arange(top, dtype=np.uint64))
+
+
+def _per_step(hashes: U64, row_steps: Ints, starts: Ints, steps: Ints) -> U64:
+    """The XOR of each step's row hashes, aligned with `steps` (0 where it has no rows)."""
+    if starts.size == 0:
+        return np.zeros(steps.size, np.uint64)
+    return _aligned(np.bitwise_xor.reduceat(hashes, starts), row_steps[starts], steps)
+
+
+def _aligned(values: U64, at: Ints, steps: Ints) -> U64:
+    """`values` (one per step in `at`) placed by step in `steps` (sorted), 0 elsewhere;
+    a step `steps` lacks is dropped."""
+    out = np.zeros(steps.size, np.uint64)
+    if np.array_equal(steps, np.arange(steps.size)):
+        keep = (at >= 0) & (at < steps.size)
+        out[at[keep]] = values[keep]
+        return out
+    where = np.searchsorted(steps, at).clip(max=max(steps.size - 1, 0))
+    keep = steps[where] == at if steps.size else np.zeros(at.size, np.bool_)
+    out[where[keep]] = values[keep]
+    return out
+
+
+def _set_fingerprints(trace: Trace, steps: Ints) -> dict[str, U64]:
+    """The `fingerprint_sets.sql` fingerprints of each step, by field."""
+    table = _table(trace, "fingerprint_sets")
+    out = {}
+    for field in _SET_FIELDS:
+        rows = _where(table, "field", field)
+        out[field] = _aligned(rows["fingerprint"].to_numpy(), rows["step"].to_numpy(), steps)
+    return out
