@@ -1,16 +1,17 @@
 """Per-step fingerprints of a trace's decisions, for comparing two traces step by step.
 
 One row per step: its own columns (idle, update step, free blocks) and 64-bit
-fingerprints of its scheduled rows (`decision`: request, tokens, kind and position;
-`sampled`: request, sampled token and position), the block ids handed out, the requests
-preempted and the step's inputs (arrivals, rejects, aborts). A fingerprint is the XOR
-of one hash per row, each row's fields mixed through splitmix64's finalizer (a
-bijection with full avalanche), so two steps that differ in any field of any row get
-different fingerprints except with probability about 2^-64 per step. Requests are
-named by the hash of their id, so traces of different workloads compare. The scheduled
-rows (most of a trace) are hashed here, in numpy, not grouped by step in SQL: grouping
-a million steps' rows in a hash table cost more than hashing them in a few passes; the
-smaller tables that are sets are fingerprinted in SQL.
+fingerprints of its scheduled rows (`decision`: request, tokens, kind and position in
+the step; `sampled`: request, sampled token and position), the block ids handed out, the
+requests preempted and the step's inputs (arrivals, rejects, aborts). A scheduled row's
+fields are combined into one word (the request's id hash, XOR the mixed position, plus
+each other field times an odd constant: distinct rows give distinct words unless 64-bit
+hashes coincide), mixed by splitmix64's finalizer, and a step's words are XORed. Two
+steps that differ in any field of any row thus get the same fingerprint with
+probability about 2^-64, some 10^-13 over a million steps. Requests are named by the
+hash of their id, so traces of different workloads compare. The scheduled rows (most of
+a trace) are hashed here in a few vector passes rather than grouped by step in SQL, which
+cost more; the smaller tables that are sets are fingerprinted in SQL.
 """
 
 from __future__ import annotations
@@ -81,12 +82,8 @@ def _scheduled_fingerprints(trace: Trace, steps: Ints) -> tuple[U64, U64]:
     """The `decision` and `sampled` fingerprint of each step (0 where nothing ran)."""
     requests, present, kinds = _name_hashes(trace)
     rows = _in_step_order(_columns(trace, "fingerprint_scheduled"))
+    rows = _of_known_requests(rows, present)
     index = rows["request_index"]
-    if not (index.size == 0 or (index.max() < present.size and present[index].all())):
-        known = index < present.size
-        known[known] = present[index[known]]
-        rows = {name: column[known] for name, column in rows.items()}
-        index = rows["request_index"]
     starts = _run_starts(rows["step"])
     position = rows["seq"] - np.repeat(rows["seq"][starts], np.diff(starts, append=index.size))
     named = requests[index]
@@ -102,6 +99,16 @@ def _scheduled_fingerprints(trace: Trace, steps: Ints) -> tuple[U64, U64]:
         _per_step(mix(decision), rows["step"], starts, steps),
         _per_step(mix(sampled), rows["step"], starts, steps),
     )
+
+
+def _of_known_requests(rows: dict[str, Ints], present: npt.NDArray[np.bool_]) -> dict[str, Ints]:
+    """The rows whose request the trace names (a row of an unknown request is not hashed)."""
+    index = rows["request_index"]
+    if index.size == 0 or (index.max() < present.size and present[index].all()):
+        return rows
+    known = index < present.size
+    known[known] = present[index[known]]
+    return {name: column[known] for name, column in rows.items()}
 
 
 def _name_hashes(trace: Trace) -> tuple[U64, npt.NDArray[np.bool_], U64]:
