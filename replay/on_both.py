@@ -16,7 +16,11 @@ T = TypeVar("T")
 
 
 def on_both(read: Callable[[Trace], T], a: Trace, b: Trace) -> tuple[T, T]:
-    """`(read(a), read(b))`, b's read in a second thread while a's runs in this one."""
+    """`(read(a), read(b))`, b's read in a second thread while a's runs in this one (one
+    read when both are the same trace: a connection runs one query at a time)."""
+    if a is b:
+        mine = read(a)
+        return mine, mine
     with ThreadPoolExecutor(max_workers=1) as pool:
         theirs = pool.submit(read, b)
         mine = read(a)
