@@ -25,6 +25,7 @@ from .on_both import on_both
 from .sql import query
 from .step_decision import DECISION_FIELDS, MISSING_STEP
 from .step_fingerprints import step_fingerprints
+from .stored_alike import StoredRows, stored_alike, stored_rows
 
 
 class Classification(enum.StrEnum):
@@ -147,7 +148,10 @@ class TraceDiff(StepComparison):
 
 def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepComparison:
     """The per-step part of a diff, for views that show their own step details (the TUI)."""
-    fingerprints, inputs = zip(*on_both(_step_facts, a, b), strict=True)
+    rows, inputs = zip(*on_both(_stored, a, b), strict=True)
+    start = stored_alike(*rows)
+    by_trace = {id(a): rows[0], id(b): rows[1]}
+    fingerprints = on_both(lambda t: step_fingerprints(t, by_trace[id(t)], start), a, b)
     decision_step, fields, divergent = _first_decision(*fingerprints, ignore_block_ids)
     workload_differences, workload_step = _workload_differences(*inputs)
     input_step, cause = _first_input(*fingerprints, workload_step)
@@ -183,9 +187,9 @@ def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> T
         )
 
 
-def _step_facts(trace: Trace) -> tuple[pa.Table, pa.Table]:
-    """What `compare_steps` reads of one trace: its step fingerprints and request inputs."""
-    return step_fingerprints(trace), trace.sql(query("request_input_hashes")).to_arrow_table()
+def _stored(trace: Trace) -> tuple[StoredRows, pa.Table]:
+    """What `compare_steps` reads of one trace: its decision rows and request inputs."""
+    return stored_rows(trace), trace.sql(query("request_input_hashes")).to_arrow_table()
 
 
 def _run_facts(trace: Trace) -> tuple[pa.Table, dict[str, Any]]:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from stepscope.schema import Trace
 
 from .sql import query
+from .stored_alike import StoredRows, stored_rows
 
 U64 = npt.NDArray[np.uint64]
 Ints = npt.NDArray[np.int64]
@@ -38,26 +39,31 @@ _SET_FIELDS = ("blocks", "preempted", "inputs")
 """The `fingerprint_sets.sql` fields, fingerprinted in SQL."""
 
 
-def step_fingerprints(trace: Trace) -> pa.Table:
+def step_fingerprints(trace: Trace, rows: StoredRows | None = None, start: int = 0) -> pa.Table:
     """One row per step, by step: (step, idle, update_step, num_free_blocks, decision,
-    sampled, blocks, preempted, inputs)."""
-    steps = _columns(trace, "fingerprint_steps")
+    sampled, blocks, preempted, inputs); the fingerprints of steps before `start` are 0
+    (for steps `stored_alike` found stored alike in the other trace)."""
+    rows = stored_rows(trace) if rows is None else rows
+    steps = _numpy(rows.by_step["fingerprint_steps"])
     if not bool(np.all(steps["step"][1:] >= steps["step"][:-1])):
         order = np.argsort(steps["step"], kind="stable")
         steps = {name: column[order] for name, column in steps.items()}
-    decision, sampled = _scheduled_fingerprints(trace, steps["step"])
+    scheduled = _from_step(rows.by_step["fingerprint_scheduled"], start)
+    decision, sampled = _scheduled_fingerprints(trace, scheduled, steps["step"])
     columns = {**steps, "decision": decision, "sampled": sampled}
-    columns.update(_set_fingerprints(trace, steps["step"]))
+    columns.update(_set_fingerprints(trace, steps["step"], start))
     return pa.table(columns)
 
 
-def _table(trace: Trace, name: str) -> pa.Table:
-    return trace.sql(query(name)).to_arrow_table()
+def _from_step(table: pa.Table, start: int) -> dict[str, Any]:
+    """The rows of steps `start` on (`start` > 0 only for tables in step order)."""
+    if start > 0:
+        table = table.slice(int(np.searchsorted(table["step"].to_numpy(), start)))
+    return _numpy(table)
 
 
-def _columns(trace: Trace, name: str) -> dict[str, Any]:
-    """The query's columns as numpy arrays."""
-    table = _table(trace, name)
+def _numpy(table: pa.Table) -> dict[str, Any]:
+    """The table's columns as numpy arrays."""
     return {column: table[column].to_numpy() for column in table.column_names}
 
 
@@ -78,10 +84,12 @@ def mix(x: U64) -> U64:
     return np.bitwise_xor(x, shifted, out=x)
 
 
-def _scheduled_fingerprints(trace: Trace, steps: Ints) -> tuple[U64, U64]:
+def _scheduled_fingerprints(trace: Trace, rows: dict[str, Ints], steps: Ints) -> tuple[U64, U64]:
     """The `decision` and `sampled` fingerprint of each step (0 where nothing ran)."""
+    if rows["step"].size == 0:
+        return np.zeros(steps.size, np.uint64), np.zeros(steps.size, np.uint64)
     requests, present, kinds = _name_hashes(trace)
-    rows = _in_step_order(_columns(trace, "fingerprint_scheduled"))
+    rows = _in_step_order(rows)
     rows = _of_known_requests(rows, present)
     index = rows["request_index"]
     starts = _run_starts(rows["step"])
@@ -114,7 +122,7 @@ def _of_known_requests(rows: dict[str, Ints], present: npt.NDArray[np.bool_]) ->
 def _name_hashes(trace: Trace) -> tuple[U64, npt.NDArray[np.bool_], U64]:
     """Each request's id hash by request index (and which indices exist), and each
     `request_kind` label's hash by enum code."""
-    table = _table(trace, "fingerprint_names")
+    table = trace.sql(query("fingerprint_names")).to_arrow_table()
     by_kind = []
     for kind in ("request", "kind"):
         rows = _where(table, "kind", kind)
@@ -170,9 +178,9 @@ def _aligned(values: U64, at: Ints, steps: Ints) -> U64:
     return out
 
 
-def _set_fingerprints(trace: Trace, steps: Ints) -> dict[str, U64]:
-    """The `fingerprint_sets.sql` fingerprints of each step, by field."""
-    table = _table(trace, "fingerprint_sets")
+def _set_fingerprints(trace: Trace, steps: Ints, start: int) -> dict[str, U64]:
+    """The `fingerprint_sets.sql` fingerprints of each step from `start` on, by field."""
+    table = trace.sql(query("fingerprint_sets"), [start]).to_arrow_table()
     out = {}
     for field in _SET_FIELDS:
         rows = _where(table, "field", field)

@@ -3,6 +3,7 @@
 Each case edits one field of one row of a recorded trace (a copy) and checks that the
 edited step's fingerprint for that field, and no other fingerprint of any step, differs.
 Storage order is not part of a decision: rows stored in another order fingerprint the same.
+Steps two traces stored alike are not fingerprinted, and the comparison is the same.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from stepscope.replay import diff
+from stepscope.replay.diff import compare_steps
 from stepscope.replay.step_fingerprints import step_fingerprints
+from stepscope.replay.stored_alike import ALL_STEPS, stored_alike, stored_rows
 from stepscope.schema import open_trace
 from traces import case, record
 
@@ -149,3 +153,41 @@ def test_rows_stored_in_another_order_fingerprint_the_same(recorded: Path, tmp_p
         steps = [row[0] for row in con.sql("SELECT step FROM _scheduled").fetchall()]
     assert steps != sorted(steps)  # the unsorted path runs
     assert _fingerprints(reordered) == _fingerprints(recorded)
+
+
+_LATER_EDITS = {
+    "later_tokens": "UPDATE _scheduled SET num_tokens = num_tokens + 1 WHERE seq = "
+    "(SELECT max(seq) FROM _scheduled)",
+    "later_free_blocks": "UPDATE _steps SET num_free_blocks_after_schedule = 0 WHERE step = 6",
+    "later_victim": "UPDATE _preemptions SET request_index = 99 WHERE step = 2",
+    "later_block": "UPDATE _block_ids SET block_id = block_id + 1 WHERE step = "
+    "(SELECT max(step) FROM _block_ids)",
+    "one_step_fewer": "DELETE FROM _steps WHERE step = (SELECT max(step) FROM _steps)",
+}
+"""Edits past the first steps, so the two traces are stored alike up to some step."""
+
+
+@pytest.mark.parametrize("edit", sorted(_LATER_EDITS) + sorted(EDITS))
+def test_steps_stored_alike_are_skipped_without_changing_the_comparison(
+    edit: str, recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statement = _LATER_EDITS[edit] if edit in _LATER_EDITS else EDITS[edit][0]
+    edited = _edited(recorded, tmp_path / "edited.duckdb", statement)
+    with open_trace(recorded) as a, open_trace(edited) as b:
+        start = stored_alike(stored_rows(a), stored_rows(b))
+        skipping = compare_steps(a, b)
+        monkeypatch.setattr(diff, "stored_alike", lambda *_: 0)
+        whole = compare_steps(a, b)
+    assert skipping == whole
+    assert skipping.divergent_steps or skipping.first_input_step is not None
+    assert start <= min([*skipping.divergent_steps, skipping.first_input_step or ALL_STEPS])
+    if edit in _LATER_EDITS:
+        assert start > 0
+
+
+def test_a_copy_is_stored_alike_throughout(recorded: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(recorded, copy)
+    with open_trace(recorded) as a, open_trace(copy) as b:
+        assert stored_alike(stored_rows(a), stored_rows(b)) == ALL_STEPS
+        assert compare_steps(a, b).identical
