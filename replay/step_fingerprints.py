@@ -16,6 +16,7 @@ cost more; the smaller tables that are sets are fingerprinted in SQL.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,9 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 """splitmix64's constants: its two multipliers and its increment (an odd 64-bit spread)."""
+
+_CHUNK = 1 << 17
+"""Rows hashed in one go: small enough that each pass's arrays stay in cache."""
 
 _SET_FIELDS = ("blocks", "preempted", "inputs")
 """The `fingerprint_sets.sql` fields, fingerprinted in SQL."""
@@ -89,24 +93,49 @@ def _scheduled_fingerprints(trace: Trace, rows: dict[str, Ints], steps: Ints) ->
     if rows["step"].size == 0:
         return np.zeros(steps.size, np.uint64), np.zeros(steps.size, np.uint64)
     requests, present, kinds = _name_hashes(trace)
-    rows = _in_step_order(rows)
-    rows = _of_known_requests(rows, present)
-    index = rows["request_index"]
+    rows = _of_known_requests(_in_step_order(rows), present)
     starts = _run_starts(rows["step"])
-    position = rows["seq"] - np.repeat(rows["seq"][starts], np.diff(starts, append=index.size))
-    named = requests[index]
-    named ^= _mixed_range(position)[position]
-    decision = rows["num_tokens"].astype(np.uint64)
-    decision *= _GOLDEN
-    decision += kinds[rows["kind"]]
-    decision += named
-    sampled = rows["sampled"].astype(np.uint64)
-    sampled *= _GOLDEN
-    sampled += named
-    return (
-        _per_step(mix(decision), rows["step"], starts, steps),
-        _per_step(mix(sampled), rows["step"], starts, steps),
-    )
+    ends = np.append(starts[1:], rows["step"].size)
+    first_seq = rows["seq"][starts]
+    positions = mix(np.arange(int((rows["seq"][ends - 1] - first_seq).max()) + 1, dtype=np.uint64))
+    decision, sampled = np.empty(starts.size, np.uint64), np.empty(starts.size, np.uint64)
+    for low, high in _chunks(starts):
+        chunk = {name: column[starts[low] : ends[high - 1]] for name, column in rows.items()}
+        counts = ends[low:high] - starts[low:high]
+        position = chunk["seq"] - np.repeat(first_seq[low:high], counts)
+        named = requests[chunk["request_index"]]
+        named ^= positions[position]
+        local = starts[low:high] - starts[low]
+        for out, words in (
+            (decision, _decision_words(chunk, kinds)),
+            (sampled, _sampled_words(chunk)),
+        ):
+            words += named
+            out[low:high] = np.bitwise_xor.reduceat(mix(words), local)
+    at = rows["step"][starts]
+    return _aligned(decision, at, steps), _aligned(sampled, at, steps)
+
+
+def _decision_words(rows: dict[str, Ints], kinds: U64) -> U64:
+    """Each row's tokens and kind in one word (before its request and position are added)."""
+    words = rows["num_tokens"].astype(np.uint64)
+    words *= _GOLDEN
+    words += kinds[rows["kind"]]
+    return words
+
+
+def _sampled_words(rows: dict[str, Ints]) -> U64:
+    words = rows["sampled"].astype(np.uint64)
+    words *= _GOLDEN
+    return words
+
+
+def _chunks(starts: Ints) -> list[tuple[int, int]]:
+    """Ranges of steps (indices into `starts`) of about `_CHUNK` rows each."""
+    total = int(starts[-1]) + 1
+    bounds = np.unique(np.searchsorted(starts, np.arange(0, total, _CHUNK)))
+    edges = [*bounds.tolist(), starts.size]
+    return [(low, high) for low, high in pairwise(edges) if low < high]
 
 
 def _of_known_requests(rows: dict[str, Ints], present: npt.NDArray[np.bool_]) -> dict[str, Ints]:
@@ -149,19 +178,6 @@ def _run_starts(step: Ints) -> Ints:
     if step.size == 0:
         return np.zeros(0, np.int64)
     return np.concatenate(([0], np.flatnonzero(step[1:] != step[:-1]) + 1))
-
-
-def _mixed_range(values: Ints) -> U64:
-    """`mix` of 0 ..= the largest of `values` (non-negative), to look small values up in."""
-    top = int(values.max()) + 1 if values.size else 0
-    return mix(np.arange(top, dtype=np.uint64))
-
-
-def _per_step(hashes: U64, row_steps: Ints, starts: Ints, steps: Ints) -> U64:
-    """The XOR of each step's row hashes, aligned with `steps` (0 where it has no rows)."""
-    if starts.size == 0:
-        return np.zeros(steps.size, np.uint64)
-    return _aligned(np.bitwise_xor.reduceat(hashes, starts), row_steps[starts], steps)
 
 
 def _aligned(values: U64, at: Ints, steps: Ints) -> U64:
