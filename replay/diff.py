@@ -21,8 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.schema import Trace, open_trace
 
+from .on_both import on_both
 from .sql import query
 from .step_decision import DECISION_FIELDS, MISSING_STEP
+from .step_fingerprints import step_fingerprints
+from .stored_alike import StoredRows, stored_alike, stored_rows
 
 
 class Classification(enum.StrEnum):
@@ -63,7 +66,7 @@ _FINGERPRINTS = {
     "preempted": "preempted",
     "block_ids": "blocks",
 }
-"""The `step_fingerprints.sql` column of each decision field."""
+"""The `step_fingerprints` column of each decision field."""
 
 
 @dataclass(frozen=True)
@@ -145,9 +148,12 @@ class TraceDiff(StepComparison):
 
 def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepComparison:
     """The per-step part of a diff, for views that show their own step details (the TUI)."""
-    fingerprints = (_fingerprints(a), _fingerprints(b))
+    rows, inputs = zip(*on_both(_stored, a, b), strict=True)
+    start = stored_alike(*rows)
+    by_trace = {id(a): rows[0], id(b): rows[1]}
+    fingerprints = on_both(lambda t: step_fingerprints(t, by_trace[id(t)], start), a, b)
     decision_step, fields, divergent = _first_decision(*fingerprints, ignore_block_ids)
-    workload_differences, workload_step = _workload_differences(a, b)
+    workload_differences, workload_step = _workload_differences(*inputs)
     input_step, cause = _first_input(*fingerprints, workload_step)
     return StepComparison(
         config_differences=_config_differences(a.config, b.config),
@@ -170,18 +176,25 @@ def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> T
         if steps.first_decision_step is not None:
             step = steps.first_decision_step
             detail = (_step_side(a, step), _step_side(b, step))
+        outcomes, metrics = zip(*on_both(_run_facts, a, b), strict=True)
         return TraceDiff(
             **vars(steps),
             a=a_path,
             b=b_path,
             first_step_detail=detail,
-            request_deltas=_request_deltas(a, b),
-            metrics=_metrics(a, b),
+            request_deltas=_request_deltas(*outcomes),
+            metrics=_metrics(*metrics),
         )
 
 
-def _fingerprints(trace: Trace) -> pa.Table:
-    return trace.sql(query("step_fingerprints")).to_arrow_table()
+def _stored(trace: Trace) -> tuple[StoredRows, pa.Table]:
+    """What `compare_steps` reads of one trace: its decision rows and request inputs."""
+    return stored_rows(trace), trace.sql(query("request_input_hashes")).to_arrow_table()
+
+
+def _run_facts(trace: Trace) -> tuple[pa.Table, dict[str, Any]]:
+    """What a diff reads of one trace's run: each request's outcome, and the run's figures."""
+    return trace.sql(query("request_outcomes")).to_arrow_table(), run_metrics(trace)
 
 
 def _first_decision(
@@ -247,11 +260,11 @@ def _classify(decision_step: int | None, input_step: int | None) -> Classificati
     return Classification.DECISION
 
 
-def _workload_differences(a: Trace, b: Trace) -> tuple[list[str], int | None]:
+def _workload_differences(a: pa.Table, b: pa.Table) -> tuple[list[str], int | None]:
     """Requests whose inputs differ between the traces, and the earliest step one arrives."""
-    a_rows, b_rows = _request_input_hashes(a), _request_input_hashes(b)
-    if a_rows == b_rows:
+    if a.equals(b):
         return [], None
+    a_rows, b_rows = _request_input_hashes(a), _request_input_hashes(b)
     differences = []
     arrival_steps: list[int] = []
     for request_id in sorted(a_rows.keys() | b_rows.keys()):
@@ -264,9 +277,8 @@ def _workload_differences(a: Trace, b: Trace) -> tuple[list[str], int | None]:
     return differences, min(arrival_steps, default=None)
 
 
-def _request_input_hashes(trace: Trace) -> dict[str, tuple[int, int]]:
+def _request_input_hashes(table: pa.Table) -> dict[str, tuple[int, int]]:
     """Each request's (arrival step, hash of its inputs), by id."""
-    table = trace.sql(query("request_input_hashes")).to_arrow_table()
     columns = [table[name].to_pylist() for name in ("request_id", "arrival_step", "inputs")]
     rows = zip(*columns, strict=True)
     return {request_id: (arrival, inputs) for request_id, arrival, inputs in rows}
@@ -290,15 +302,14 @@ _OUTCOME_FIELDS = ("finish_step", "finish_reason", "num_output_tokens", "ttft_st
                    "num_preemptions", "tpot_steps")  # fmt: skip
 
 
-def _request_deltas(a: Trace, b: Trace) -> list[RequestDelta]:
-    tables = [trace.sql(query("request_outcomes")).to_arrow_table() for trace in (a, b)]
-    if tables[0].equals(tables[1]):
+def _request_deltas(a: pa.Table, b: pa.Table) -> list[RequestDelta]:
+    if a.equals(b):
         return []  # every request ended the same way in both
 
     def outcomes(table: pa.Table) -> dict[str, dict[str, Any]]:
         return {row["request_id"]: row for row in table.to_pylist()}
 
-    mine, theirs = outcomes(tables[0]), outcomes(tables[1])
+    mine, theirs = outcomes(a), outcomes(b)
     deltas = []
     for request_id in mine.keys() & theirs.keys():
         changed = tuple(f for f in _OUTCOME_FIELDS if mine[request_id][f] != theirs[request_id][f])
@@ -312,6 +323,5 @@ def run_metrics(trace: Trace) -> dict[str, Any]:
     return dict(zip(relation.columns, relation.fetchall()[0], strict=True))
 
 
-def _metrics(a: Trace, b: Trace) -> dict[str, tuple[Any, Any]]:
-    mine, theirs = run_metrics(a), run_metrics(b)
+def _metrics(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     return {name: (mine[name], theirs[name]) for name in mine}

@@ -61,6 +61,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "schema/sql/used_blocks.sql": ["_steps"],
     "schema/sql/table_segments.sql": ["_steps"],
     "replay/sql/decision_preemptions.sql": [0, 9],
+    "replay/sql/fingerprint_sets.sql": [0],
     "replay/sql/decision_scheduled.sql": [0, 9],
     "replay/sql/decision_steps.sql": [0, 9],
     "replay/sql/step_side_allocations.sql": [3],

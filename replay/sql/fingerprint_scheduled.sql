@@ -1,0 +1,11 @@
+-- The scheduled rows a step's fingerprint hashes, in storage order, ungrouped (grouping
+-- them by step here costs more than the hashing): (step, seq, request_index, kind code,
+-- num_tokens, sampled token or -1). No parameters.
+SELECT
+    step,
+    seq,
+    request_index,
+    enum_code(kind) AS kind,
+    num_tokens,
+    coalesce(sampled_token_id, -1) AS sampled
+FROM _scheduled

@@ -1,0 +1,5 @@
+-- The arrivals, rejects and aborts as stored, for telling whether two traces stored the
+-- same leading steps: (step, request_index, kind, detail). No parameters.
+SELECT step, request_index, kind, detail
+FROM _events
+WHERE kind IN ('arrive', 'reject', 'abort')
