@@ -8,8 +8,10 @@ same workload in the same invocation, alternating, and their steps per second ar
 compared (goal: replay at least 0.95 of the engine's rate), by wall time and by the
 process's CPU time (all threads, DuckDB's included: steadier on a shared machine).
 Diff: two 100,000-step traces of 16 decoding requests (1.6 M scheduled rows each),
-identical, so every step is compared; and two copies of the 1,000,000-step chat trace
-of `tracer_overhead.py --generate-1m` (made once, kept in ~/.cache/stepscope-bench).
+identical, so every step is compared; and the 1,000,000-step chat trace of
+`tracer_overhead.py --generate-1m` (made once, kept in ~/.cache/stepscope-bench) against
+a copy whose `_scheduled.seq` is shifted by one (the same decisions, but no step stored
+alike, so every step is fingerprinted), a plain copy's time beside it.
 """
 
 from __future__ import annotations
