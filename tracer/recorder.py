@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
-from stepscope.engine import EngineConfig, EngineStep, StepRecord, Workload
+from stepscope.engine import EngineConfig, EngineCoreOutput, EngineStep, StepRecord, Workload
 from stepscope.engine.probe import (
     Decision,
     Preemption,
@@ -32,6 +32,9 @@ from .redact import Redactor
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .writer import REQUEST_ABORTS, TraceWriter
+
+FLUSH_ROWS = 131_072
+_FINISH_REASON = EngineCoreOutput._fields.index("finish_reason")
 
 
 class TraceRecorder:
@@ -50,7 +53,8 @@ class TraceRecorder:
         meta: Mapping[str, str],
         redactor: Redactor | None = None,
         flush_every_steps: int = 256,
-        flush_interval_s: float = 0.5,
+        flush_interval_s: float = 5.0,
+        flush_rows: int = FLUSH_ROWS,
     ) -> None:
         self.writer = TraceWriter(path, {**meta, "redacted": str(redactor is not None).lower()})
         self.workload = workload
@@ -59,6 +63,7 @@ class TraceRecorder:
         self.request_index = {spec.request_id: i for i, spec in enumerate(self.specs)}
         self.flush_every_steps = flush_every_steps
         self.flush_interval_s = flush_interval_s
+        self.flush_rows = flush_rows
         self.decisions: list[Decision] = []
         self._schedule_start: ScheduleStart | None = None
         self._schedule_calls: deque[ScheduleCall] = deque()
@@ -66,6 +71,7 @@ class TraceRecorder:
         self._last_flush = time.monotonic()
         self.num_steps = 0
         self._buffers = _new_buffers()
+        self._scheduled = self._buffers["_scheduled"]
         self._aborts: list[tuple[int, int, bool]] = []
         """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
         self._table_lengths: dict[int, int] = {}
@@ -124,6 +130,7 @@ class TraceRecorder:
         self._steps_since_flush += 1
         if (
             self._steps_since_flush >= self.flush_every_steps
+            or self._scheduled.num_rows >= self.flush_rows
             or time.monotonic() - self._last_flush >= self.flush_interval_s
         ):
             self.flush()
@@ -287,7 +294,7 @@ class TraceRecorder:
         if self.workload.config.num_speculative_tokens:
             add_spec_decode(buffers, step, engine_step, self.request_index, self.redactor)
         self._record_late_aborts(record, seq)
-        finished = [o for o in engine_step.outputs if o.finish_reason is not None]
+        finished = [o for o in engine_step.outputs if o[_FINISH_REASON] is not None]
         for output in finished:
             stop = self._stop_reason(output.stop_reason)
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
