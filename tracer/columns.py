@@ -1,7 +1,7 @@
 """Column buffers that turn into Arrow tables without touching each value again.
 
-Hot columns (one value per request per step) are `array.array`s, handed to Arrow
-as buffers; rare columns are plain lists.
+Hot columns (one value per request per step) are `array.array`s reused batch after
+batch (`filled_array.py`), handed to Arrow as buffers; rare columns are plain lists.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ class OptionalIntColumn(IntColumn):
 
     def to_arrow(self) -> pa.Array:
         values = self.values.view()
-        if (pc.min(values).as_py() or 0) >= 0:
+        minimum = pc.min(values).as_py()
+        if minimum is None or minimum >= 0:
             return values
         return pc.if_else(pc.less(values, 0), pa.scalar(None, values.type), values)
 

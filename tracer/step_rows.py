@@ -218,8 +218,10 @@ def _add_block_ids(
     if not blocks:
         return
     continued = list(compress(indices, islice(tables, num_running)))
-    admitted = compress(islice(indices, num_running, None), islice(tables, num_running, None))
-    rows = continued + list(admitted)
+    rows = continued
+    if num_running < len(tables):
+        admitted = compress(indices[num_running:], tables[num_running:])
+        rows = continued + list(admitted)
     counts = list(map(len, blocks))
     firsts = list(map(table_lengths.get, continued, repeat(0)))
     firsts += repeat(0, len(rows) - len(continued))
