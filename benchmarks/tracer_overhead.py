@@ -8,10 +8,15 @@ alternate in the same invocation; each figure is the median over the repeats.
 Bytes per scheduled row are measured twice: on that uniform decode, and on chat
 traffic (`chat_traffic.py`: prefix caching, chunked prefill, preemptions, over a
 million rows), with each stored table's share of the file.
-Two ratios are printed: the engine thread's own cost (probe hooks plus turning each
-step into column buffers) and the end-to-end cost with the background DuckDB
-writer. On this kind of VM two busy threads each run at about half speed, so the
-writer's CPU lands on the engine's wall time; with a spare core it would not.
+Ratios are taken in CPU time, which other work on the machine disturbs far less
+than wall time: the engine thread's cost (the untraced step plus `record_step`,
+which turns each step into column buffers) and the end-to-end cost, which adds the
+background DuckDB writer's CPU per step (all of its thread's CPU, the final
+checkpoint included, over all recorded steps). The traced engine step itself (the
+probe hooks) is printed beside the untraced one: the hooks only append a prebuilt
+record per decision, and the two differ by less than run-to-run noise. The engine
+thread's wall-time ratio is printed too: on a busy 2-core VM the writer's CPU lands
+on it.
 """
 
 from __future__ import annotations
@@ -31,48 +36,63 @@ from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.engine.workload import parse_workload
 from stepscope.schema import open_trace
 from stepscope.tracer.record_workload import record_workload, trace_meta
-from stepscope.tracer.recorder import TraceRecorder
+from stepscope.tracer.recorder import FLUSH_ROWS, TraceRecorder
 from workloads import decode_case
 
-GOAL_RATIO = 1.05
+GOAL_ENGINE_THREAD = 1.03
+GOAL_END_TO_END = 1.05
+RECORDER_WARMUP_STEPS = 2 * FLUSH_ROWS // 1024 + 1
+"""Steps before measuring, both sides: the recorder's buffers get their memory in its first
+two batches (one being written while the next fills) and reuse it from then on."""
 GOAL_INGEST_ROWS_PER_S = 1_000_000
 GOAL_BYTES_PER_ROW = 4.0
 
 
-def decode_workload(num_requests: int, num_steps: int) -> tuple[Workload, int]:
-    case = decode_case(num_requests, num_steps)
-    case["workload"]["max_steps"] = case["measure_from"] + num_steps
-    return parse_workload(json.dumps(case["workload"]), source="decode"), case["measure_from"]
+def decode_workload(
+    num_requests: int, num_steps: int, recorder_warmup: int = 0
+) -> tuple[Workload, int]:
+    """The decode case and the step its measured steps start at (after `recorder_warmup`)."""
+    case = decode_case(num_requests, num_steps + recorder_warmup)
+    measure_from = case["measure_from"] + recorder_warmup
+    case["workload"]["max_steps"] = measure_from + num_steps
+    return parse_workload(json.dumps(case["workload"]), source="decode"), measure_from
 
 
 def timed_run(workload: Workload, warmup: int, trace: Path | None) -> dict[str, float]:
-    """Wall time per step after warmup: engine step, recording, and both together."""
+    """Wall and engine-thread CPU time per step after warmup: engine step and recording."""
     recorder = TraceRecorder(trace, workload, trace_meta(workload)) if trace else None
     loop = EngineLoop(workload, TapeModelRunner({}), probe=recorder)
     steps = iter(loop.run())
-    engine_s = record_s = 0.0
-    measured = 0
-    clock = time.perf_counter
+    totals = dict.fromkeys(("engine_ms", "record_ms", "engine_cpu_ms", "record_cpu_ms"), 0.0)
+    measured = num_steps = 0
+    clock, cpu = time.perf_counter, time.thread_time
     while True:
-        started = clock()
+        started, started_cpu = clock(), cpu()
         record = next(steps, None)
         if record is None:
             break
-        stepped = clock()
+        stepped, stepped_cpu = clock(), cpu()
         if recorder is not None:
             recorder.record_step(record, loop.core.scheduler)
-        done = clock()
+        done, done_cpu = clock(), cpu()
+        num_steps += 1
         if record.step >= warmup:
-            engine_s += stepped - started
-            record_s += done - stepped
+            for name, value in (
+                ("engine_ms", stepped - started),
+                ("record_ms", done - stepped),
+                ("engine_cpu_ms", stepped_cpu - started_cpu),
+                ("record_cpu_ms", done_cpu - stepped_cpu),
+            ):
+                totals[name] += value
             measured += 1
-    result = {"engine_ms": engine_s / measured * 1e3, "record_ms": record_s / measured * 1e3}
+    result = {name: total / measured * 1e3 for name, total in totals.items()}
     if recorder is not None:
         started = clock()
         recorder.close(complete=True)
         result["close_s"] = clock() - started
         result["rows"] = recorder.writer.rows_written
         result["write_cpu_s"] = recorder.writer.write_cpu_s
+        result["writer_cpu_ms"] = recorder.writer.write_cpu_s / num_steps * 1e3
     return result
 
 
@@ -84,7 +104,7 @@ def scheduled_rows_and_bytes(trace: Path) -> tuple[int, float]:
 
 
 def measure(num_steps: int, repeats: int, size_steps: int) -> dict[str, Any]:
-    workload, warmup = decode_workload(1024, num_steps)
+    workload, warmup = decode_workload(1024, num_steps, RECORDER_WARMUP_STEPS)
     plain, traced = [], []
     with tempfile.TemporaryDirectory() as folder:
         for repeat in range(repeats):
@@ -94,43 +114,53 @@ def measure(num_steps: int, repeats: int, size_steps: int) -> dict[str, Any]:
         trace = Path(folder) / "long.duckdb"
         timed_run(long_workload, long_warmup, trace)
         size_rows, bytes_per_row = scheduled_rows_and_bytes(trace)
-    untraced_ms = statistics.median(r["engine_ms"] for r in plain)
-    engine_thread_ms = statistics.median(r["engine_ms"] + r["record_ms"] for r in traced)
-    record_ms = statistics.median(r["record_ms"] for r in traced)
-    ingest = statistics.median(r["rows"] / r["write_cpu_s"] for r in traced)
+    untraced_cpu = median("engine_cpu_ms", plain)
+    record_cpu = median("record_cpu_ms", traced)
+    writer_cpu = median("writer_cpu_ms", traced)
+    wall = statistics.median(r["engine_ms"] + r["record_ms"] for r in traced)
     return {
         "steps": num_steps,
         "repeats": repeats,
-        "untraced_ms": untraced_ms,
-        "traced_ms": engine_thread_ms,
-        "record_ms": record_ms,
-        "engine_in_traced_ms": statistics.median(r["engine_ms"] for r in traced),
-        "ratio": engine_thread_ms / untraced_ms,
-        "engine_thread_ratio": (untraced_ms + record_ms) / untraced_ms,
-        "writer_ingest_rows_per_s": ingest,
+        "untraced_ms": median("engine_ms", plain),
+        "untraced_cpu_ms": untraced_cpu,
+        "traced_engine_cpu_ms": median("engine_cpu_ms", traced),
+        "record_cpu_ms": record_cpu,
+        "writer_cpu_ms": writer_cpu,
+        "engine_thread_ratio": (untraced_cpu + record_cpu) / untraced_cpu,
+        "end_to_end_ratio": (untraced_cpu + record_cpu + writer_cpu) / untraced_cpu,
+        "wall_ratio": wall / median("engine_ms", plain),
+        "writer_ingest_rows_per_s": statistics.median(r["rows"] / r["write_cpu_s"] for r in traced),
         "bytes_per_row": bytes_per_row,
         "size_steps": size_steps,
         "size_rows": size_rows,
-        "close_s": statistics.median(r["close_s"] for r in traced),
+        "close_s": median("close_s", traced),
     }
+
+
+def median(name: str, runs: list[dict[str, float]]) -> float:
+    return statistics.median(run[name] for run in runs)
 
 
 def report(figures: dict[str, Any]) -> str:
     def mark(ok: bool) -> str:
         return "ok" if ok else "over goal"
 
+    engine_ok = figures["engine_thread_ratio"] <= GOAL_ENGINE_THREAD
+    end_to_end_ok = figures["end_to_end_ratio"] <= GOAL_END_TO_END
     rows = [
         "| figure | value | goal |",
         "|---|---:|---|",
-        f"| untraced engine step (1,024 decoding requests) | {figures['untraced_ms']:.2f} ms | |",
-        f"| traced engine step, end to end (engine + record + writer CPU) | "
-        f"{figures['traced_ms']:.2f} ms | |",
-        f"| ratio traced / untraced, end to end | {figures['ratio']:.3f} | ≤ {GOAL_RATIO} "
-        f"({mark(figures['ratio'] <= GOAL_RATIO)}) |",
-        f"| ratio, the engine thread's own cost (probe + record_step) | "
-        f"{figures['engine_thread_ratio']:.3f} | ≤ {GOAL_RATIO} "
-        f"({mark(figures['engine_thread_ratio'] <= GOAL_RATIO)}) |",
-        f"| record_step per step | {figures['record_ms']:.3f} ms | |",
+        f"| untraced engine step (1,024 decoding requests), CPU / wall | "
+        f"{figures['untraced_cpu_ms']:.2f} / {figures['untraced_ms']:.2f} ms | |",
+        f"| traced engine step (probe hooks), CPU | {figures['traced_engine_cpu_ms']:.2f} ms | |",
+        f"| record_step per step, CPU | {figures['record_cpu_ms']:.3f} ms | |",
+        f"| writer thread CPU per step | {figures['writer_cpu_ms']:.3f} ms | |",
+        f"| ratio, engine thread (CPU: untraced step + record_step) | "
+        f"{figures['engine_thread_ratio']:.3f} | ≤ {GOAL_ENGINE_THREAD} ({mark(engine_ok)}) |",
+        f"| ratio, end to end (CPU: untraced step + record_step + writer thread) | "
+        f"{figures['end_to_end_ratio']:.3f} | ≤ {GOAL_END_TO_END} ({mark(end_to_end_ok)}) |",
+        f"| ratio, engine thread wall time (the writer competing for the cores) | "
+        f"{figures['wall_ratio']:.3f} | |",
         f"| writer ingest (rows per second of writer CPU) | "
         f"{figures['writer_ingest_rows_per_s'] / 1e6:.2f} M | ≥ 1 M "
         f"({mark(figures['writer_ingest_rows_per_s'] >= GOAL_INGEST_ROWS_PER_S)}) |",
@@ -140,7 +170,8 @@ def report(figures: dict[str, Any]) -> str:
         f"| close (final checkpoint and compression) | {figures['close_s']:.2f} s | |",
     ]
     note = (
-        f"{figures['steps']} measured steps, median of {figures['repeats']} runs; bytes per row "
+        f"{figures['steps']} measured steps after {RECORDER_WARMUP_STEPS} steps of recorder "
+        f"warmup (both sides), median of {figures['repeats']} runs; bytes per row "
         f"from one {figures['size_steps']}-step trace ({figures['size_rows']:,} rows)."
     )
     return "\n".join(rows) + "\n\n" + note

@@ -1,7 +1,7 @@
 """Column buffers that turn into Arrow tables without touching each value again.
 
-Hot columns (one value per request per step) are `array.array`s, handed to Arrow
-as buffers; rare columns are plain lists.
+Hot columns (one value per request per step) are `array.array`s reused batch after
+batch (`filled_array.py`), handed to Arrow as buffers; rare columns are plain lists.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.schema.ddl import TableSpec
 
-_ARROW_INT = {"b": pa.int8(), "i": pa.int32(), "q": pa.int64()}
+from .filled_array import FilledArray
+
 _ARANGE = array("q", range(1 << 16))
+_LIST_VALUE = {"i": pa.int32(), "q": pa.int64()}
 
 
-def _from_array(values: array[int], arrow_type: pa.DataType | None = None) -> pa.Array:
-    base = pa.Array.from_buffers(
-        _ARROW_INT[values.typecode], len(values), [None, pa.py_buffer(values)]
-    )
-    return base if arrow_type is None else base.cast(arrow_type)
+def _from_array(values: array[int], arrow_type: pa.DataType) -> pa.Array:
+    return pa.Array.from_buffers(arrow_type, len(values), [None, pa.py_buffer(values)])
 
 
 class IntColumn:
@@ -33,34 +32,34 @@ class IntColumn:
     def __init__(self, typecode: str = "i", arrow_type: pa.DataType | None = None) -> None:
         self.typecode = typecode
         self.arrow_type = arrow_type
-        self.values: array[int] = array(typecode)
+        self.values = FilledArray(typecode)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.values.size
 
     def append(self, value: int) -> None:
         self.values.append(value)
 
     def extend(self, values: Iterable[int]) -> None:
         # Building an array from a list or tuple runs twice as fast as array.extend.
-        if isinstance(values, array) and values.typecode == self.typecode:
-            self.values.extend(values)
-            return
-        if not isinstance(values, list | tuple):
-            values = list(values)
-        self.values.extend(array(self.typecode, values))
+        if not (isinstance(values, array) and values.typecode == self.typecode):
+            if not isinstance(values, list | tuple):
+                values = list(values)
+            values = array(self.typecode, values)
+        self.values.put(values)
 
     def extend_repeated(self, value: int, count: int) -> None:
-        self.values.extend(array(self.typecode, [value]) * count)
+        self.values.put(array(self.typecode, [value]) * count)
 
     def to_arrow(self) -> pa.Array:
-        return _from_array(self.values, self.arrow_type)
+        view = self.values.view()
+        return view if self.arrow_type is None else view.cast(self.arrow_type)
 
     def truncate(self, num_rows: int) -> None:
-        del self.values[num_rows:]
+        self.values.truncate(num_rows)
 
     def reset(self) -> None:
-        self.values = array(self.typecode)
+        self.values.start_over()
 
 
 class BoolColumn(IntColumn):
@@ -77,35 +76,32 @@ class SeqColumn(IntColumn):
 
     def __init__(self) -> None:
         super().__init__("q")
-        self.offsets: array[int] = array("q")
+        self.offsets = FilledArray("q")
 
     def append(self, value: int) -> None:
         self.values.append(value)
         self.offsets.append(0)
 
     def extend(self, values: Iterable[int]) -> None:
-        values = array("q", values if isinstance(values, list | tuple) else list(values))
-        self.values.extend(values)
-        self.offsets.extend(array("q", [0]) * len(values))
+        chunk = array("q", values if isinstance(values, list | tuple) else list(values))
+        self.values.put(chunk)
+        self.offsets.put(array("q", [0]) * len(chunk))
 
     def extend_range(self, start: int, stop: int) -> None:
         count = stop - start
-        self.values.extend(array("q", [start]) * count)
-        if count <= len(_ARANGE):
-            self.offsets.extend(_ARANGE[:count])
-        else:
-            self.offsets.extend(array("q", range(count)))
+        self.values.put(array("q", [start]) * count)
+        self.offsets.put(_ARANGE[:count] if count <= len(_ARANGE) else array("q", range(count)))
 
     def to_arrow(self) -> pa.Array:
-        return pc.add(_from_array(self.values), _from_array(self.offsets))
+        return pc.add(self.values.view(), self.offsets.view())
 
     def truncate(self, num_rows: int) -> None:
-        del self.values[num_rows:]
-        del self.offsets[num_rows:]
+        self.values.truncate(num_rows)
+        self.offsets.truncate(num_rows)
 
     def reset(self) -> None:
-        super().reset()
-        self.offsets = array("q")
+        self.values.start_over()
+        self.offsets.start_over()
 
 
 class OptionalIntColumn(IntColumn):
@@ -114,7 +110,10 @@ class OptionalIntColumn(IntColumn):
     MISSING = -1
 
     def to_arrow(self) -> pa.Array:
-        values = _from_array(self.values)
+        values = self.values.view()
+        minimum = pc.min(values).as_py()
+        if minimum is None or minimum >= 0:
+            return values
         return pc.if_else(pc.less(values, 0), pa.scalar(None, values.type), values)
 
 
@@ -144,7 +143,10 @@ class ListColumn:
         )
 
     def to_arrow(self) -> pa.Array:
-        return pa.ListArray.from_arrays(_from_array(self.offsets), _from_array(self.values))
+        offsets = _from_array(self.offsets, pa.int32())
+        return pa.ListArray.from_arrays(
+            offsets, _from_array(self.values, _LIST_VALUE[self.typecode])
+        )
 
     def truncate(self, num_rows: int) -> None:
         del self.values[self.offsets[num_rows] :]
@@ -161,28 +163,28 @@ class EnumColumn:
     def __init__(self, categories: Sequence[str]) -> None:
         self.dictionary = pa.array(list(categories), pa.string())
         self.code = {name: index for index, name in enumerate(categories)}
-        self.values: array[int] = array("b")
+        self.values = FilledArray("b")
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self.values.size
 
     def append(self, value: str) -> None:
         self.values.append(self.code[value])
 
     def extend(self, values: Iterable[str]) -> None:
-        self.values.extend(map(self.code.__getitem__, values))
+        self.values.put(array("b", map(self.code.__getitem__, values)))
 
     def extend_repeated(self, value: str, count: int) -> None:
-        self.values.extend(array("b", [self.code[value]]) * count)
+        self.values.put(array("b", [self.code[value]]) * count)
 
     def to_arrow(self) -> pa.Array:
-        return pa.DictionaryArray.from_arrays(_from_array(self.values), self.dictionary)
+        return pa.DictionaryArray.from_arrays(self.values.view(), self.dictionary, safe=False)
 
     def truncate(self, num_rows: int) -> None:
-        del self.values[num_rows:]
+        self.values.truncate(num_rows)
 
     def reset(self) -> None:
-        self.values = array("b")
+        self.values.start_over()
 
 
 class ObjectColumn:

@@ -1,8 +1,11 @@
 """Records every engine step into a trace: the probe the scheduler calls, plus each step's output.
 
-Rows go into column buffers; every `flush_every_steps` steps or `flush_interval_s`
-seconds (whichever comes first) they become one Arrow batch for the background
-writer. Wall time only paces flushes; it never touches a decision.
+Rows go into column buffers; they become one Arrow batch for the background writer
+every `flush_rows` scheduled rows, `flush_every_steps` steps or `flush_interval_s`
+seconds, whichever comes first. Batches of a DuckDB row group or more cost the
+writer a fraction of the CPU per row that small ones do, so a busy engine flushes
+by rows and a slow one by time. Wall time only paces flushes; it never touches a
+decision.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
-from stepscope.engine import EngineConfig, EngineStep, StepRecord, Workload
+from stepscope.engine import EngineConfig, EngineCoreOutput, EngineStep, StepRecord, Workload
 from stepscope.engine.probe import (
     Decision,
     Preemption,
@@ -29,9 +32,15 @@ from stepscope.schema.ddl import enum_types, table_specs
 
 from .columns import TableBuffer, buffer_for
 from .redact import Redactor
+from .request_rows import request_row
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
+from .steps_table import engine_step_row, idle_step_row
 from .writer import REQUEST_ABORTS, TraceWriter
+
+FLUSH_ROWS = 131_072
+"""`_scheduled` rows per batch at most: about one DuckDB row group (122,880 rows)."""
+_FINISH_REASON = EngineCoreOutput._fields.index("finish_reason")
 
 
 class TraceRecorder:
@@ -50,7 +59,8 @@ class TraceRecorder:
         meta: Mapping[str, str],
         redactor: Redactor | None = None,
         flush_every_steps: int = 256,
-        flush_interval_s: float = 0.5,
+        flush_interval_s: float = 5.0,
+        flush_rows: int = FLUSH_ROWS,
     ) -> None:
         self.writer = TraceWriter(path, {**meta, "redacted": str(redactor is not None).lower()})
         self.workload = workload
@@ -59,6 +69,7 @@ class TraceRecorder:
         self.request_index = {spec.request_id: i for i, spec in enumerate(self.specs)}
         self.flush_every_steps = flush_every_steps
         self.flush_interval_s = flush_interval_s
+        self.flush_rows = flush_rows
         self.decisions: list[Decision] = []
         self._schedule_start: ScheduleStart | None = None
         self._schedule_calls: deque[ScheduleCall] = deque()
@@ -66,6 +77,7 @@ class TraceRecorder:
         self._last_flush = time.monotonic()
         self.num_steps = 0
         self._buffers = _new_buffers()
+        self._scheduled = self._buffers["_scheduled"]
         self._aborts: list[tuple[int, int, bool]] = []
         """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
         self._table_lengths: dict[int, int] = {}
@@ -124,6 +136,7 @@ class TraceRecorder:
         self._steps_since_flush += 1
         if (
             self._steps_since_flush >= self.flush_every_steps
+            or self._scheduled.num_rows >= self.flush_rows
             or time.monotonic() - self._last_flush >= self.flush_interval_s
         ):
             self.flush()
@@ -194,39 +207,8 @@ class TraceRecorder:
 
     def _record_request(self, request_id: str) -> None:
         index = self.request_index[request_id]
-        spec = self.specs[index]
-        params = spec.sampling_params
-        prompt = list(spec.prompt_token_ids)
-        eos, stops = params.eos_token_id, list(params.stop_token_ids)
-        if self.redactor is not None:
-            prompt = self.redactor.tokens(prompt)
-            eos = None if eos is None else self.redactor.token(eos)
-            stops = self.redactor.tokens(stops)
-        self._buffers["_requests"].append_row(
-            {
-                "request_index": index,
-                "request_id": request_id,
-                "arrival_step": spec.arrival_step,
-                "arrival_time": spec.arrival_time,
-                "priority": spec.priority,
-                "prompt_len": len(prompt),
-                "prompt_token_ids": prompt,
-                "max_tokens": params.max_tokens,
-                "min_tokens": params.min_tokens,
-                "eos_token_id": eos,
-                "stop_token_ids": stops,
-                "abort_step": spec.abort_step,
-                "abort_before_update": spec.abort_before_update,
-                "temperature": params.temperature,
-                "top_k": params.top_k,
-                "top_p": params.top_p,
-                "seed": params.seed,
-                "lora_id": spec.lora_id,
-                "grammar_ready_step": spec.grammar_ready_step,
-                "draft_mismatch_every": spec.draft_mismatch_every,
-                "draft_accept": None if spec.draft_accept is None else list(spec.draft_accept),
-            }
-        )
+        row = request_row(index, request_id, self.specs[index], self.redactor)
+        self._buffers["_requests"].append_row(row)
 
     def _event(
         self,
@@ -247,18 +229,7 @@ class TraceRecorder:
         columns["stop_reason"].append(stop_reason)
 
     def _record_idle_step(self, step: int, scheduler: QueueState) -> None:
-        num_running, num_waiting = scheduler.get_request_counts()
-        free = scheduler.get_num_free_blocks()
-        row: dict[str, object] = dict.fromkeys(self._buffers["_steps"].columns)
-        row.update(
-            step=step,
-            idle=True,
-            num_free_blocks_before=free,
-            num_free_blocks_after_update=free,
-            num_running_after=num_running,
-            num_waiting_after=num_waiting,
-        )
-        self._append_step_row(row)
+        self._append_step_row(idle_step_row(self._buffers["_steps"].columns, step, scheduler))
 
     def _record_engine_step(
         self, record: StepRecord, engine_step: EngineStep, scheduler: QueueState, seq: Seq
@@ -287,58 +258,20 @@ class TraceRecorder:
         if self.workload.config.num_speculative_tokens:
             add_spec_decode(buffers, step, engine_step, self.request_index, self.redactor)
         self._record_late_aborts(record, seq)
-        finished = [o for o in engine_step.outputs if o.finish_reason is not None]
+        finished = [o for o in engine_step.outputs if o[_FINISH_REASON] is not None]
         for output in finished:
             stop = self._stop_reason(output.stop_reason)
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
             self._table_lengths.pop(self.request_index[output.request_id], None)
-        row = self._step_row(step, engine_step, scheduler, start, end)
+        blocked = end.blocked_request_id
+        row = engine_step_row(step, engine_step, scheduler, start, end)
         row.update(
+            blocked_request_index=None if blocked is None else self.request_index[blocked],
             update_step=record.update_step,
             num_preemptions=len(numbered.preemptions),
             num_finished=len(finished),
         )
         self._append_step_row(row)
-
-    def _step_row(
-        self,
-        step: int,
-        engine_step: EngineStep,
-        scheduler: QueueState,
-        start: ScheduleStart,
-        end: ScheduleEnd,
-    ) -> dict[str, object]:
-        output = engine_step.scheduler_output
-        num_running, num_waiting = scheduler.get_request_counts()
-        blocked = end.blocked_request_id
-        return {
-            "step": step,
-            "idle": False,
-            "token_budget": start.token_budget,
-            "input_budget": start.input_budget,
-            "long_prefill_token_threshold": start.long_prefill_token_threshold,
-            "num_running_before": start.num_running,
-            "num_waiting_before": start.num_waiting,
-            "num_free_blocks_before": start.num_free_blocks,
-            "num_scheduled_tokens": output.total_num_scheduled_tokens,
-            "num_scheduled_reqs": len(output.num_scheduled_tokens),
-            "num_new_reqs": len(output.scheduled_new_reqs),
-            "num_resumed_reqs": len(output.scheduled_cached_reqs.resumed_req_ids),
-            "num_preemptions": 0,
-            "num_finished": 0,
-            "num_free_blocks_after_schedule": engine_step.num_free_blocks_after_schedule,
-            "num_free_blocks_after_update": scheduler.get_num_free_blocks(),
-            "num_running_after": num_running,
-            "num_waiting_after": num_waiting,
-            "prefix_cache_queries": end.prefix_cache_queries,
-            "prefix_cache_hits": end.prefix_cache_hits,
-            "running_pass_end": str(end.running_pass_end),
-            "admission_stop": str(end.admission_stop),
-            "blocked_request_index": None if blocked is None else self.request_index[blocked],
-            "schedule_ns": engine_step.schedule_ns,
-            "model_ns": engine_step.model_ns,
-            "update_ns": engine_step.update_ns,
-        }
 
     def _append_step_row(self, row: Mapping[str, object]) -> None:
         self._buffers["_steps"].append_row(row)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
+from itertools import chain, compress, islice, repeat
+from operator import add
 from typing import Any
 
 from stepscope.engine import EngineStep
@@ -130,13 +131,15 @@ class IndexCache:
 
     def __init__(self) -> None:
         self._request_ids: Sequence[str] = ()
-        self._indices: array[int] = array("i")
+        self.as_list: list[int] = []
+        self.as_array: array[int] = array("i")
 
-    def indices(self, request_ids: Sequence[str], request_index: Mapping[str, int]) -> array[int]:
+    def update(self, request_ids: Sequence[str], request_index: Mapping[str, int]) -> None:
+        """Look up `request_ids`' indices unless they are the last step's."""
         if request_ids != self._request_ids:
             self._request_ids = request_ids
-            self._indices = array("i", list(map(request_index.__getitem__, request_ids)))
-        return self._indices
+            self.as_list = list(map(request_index.__getitem__, request_ids))
+            self.as_array = array("i", self.as_list)
 
 
 def add_scheduled(
@@ -149,23 +152,27 @@ def add_scheduled(
     redactor: Redactor | None,
     table_lengths: dict[int, int],
     index_cache: IndexCache,
-) -> Sequence[int]:
-    """The output's rows in `num_scheduled_tokens` order; returns their request indices."""
+) -> None:
+    """The output's rows in `num_scheduled_tokens` order."""
     requests = scheduled_requests(engine_step.scheduler_output)
     request_ids, num_running = requests.req_ids, requests.num_running
-    indices = index_cache.indices(request_ids, request_index)
+    index_cache.update(request_ids, request_index)
     num_rows = len(request_ids)
     columns = scheduled.columns
     columns["step"].extend_repeated(step, num_rows)
     seqs.add_to(columns["seq"])
-    columns["request_index"].extend(indices)
+    columns["request_index"].extend(index_cache.as_array)
     columns["kind"].extend_repeated("running", num_running)
     columns["kind"].extend(requests.kinds[num_running:])
-    columns["num_tokens"].extend(requests.num_scheduled_tokens)
+    if engine_step.scheduler_output.total_num_scheduled_tokens == num_rows:
+        # Every scheduled row has at least one token, so each has exactly one.
+        columns["num_tokens"].extend_repeated(1, num_rows)
+    else:
+        columns["num_tokens"].extend(requests.num_scheduled_tokens)
     columns["computed_before"].extend(requests.num_computed_tokens)
     _add_sampled(columns["sampled_token_id"], engine_step, request_ids, redactor)
-    _add_block_ids(block_ids, step, indices, requests.new_block_ids, num_running, table_lengths)
-    return indices
+    tables = requests.new_block_ids
+    _add_block_ids(block_ids, step, index_cache.as_list, tables, num_running, table_lengths)
 
 
 def _add_sampled(
@@ -197,7 +204,7 @@ def _add_sampled(
 def _add_block_ids(
     buffer: TableBuffer,
     step: int,
-    indices: Sequence[int],
+    indices: list[int],
     tables: Sequence[Sequence[int] | None],
     num_running: int,
     table_lengths: dict[int, int],
@@ -207,23 +214,24 @@ def _add_block_ids(
     Admissions carry their whole table (slots from 0); a running request's new blocks
     continue its table, whose length `table_lengths` keeps per request.
     """
-    request_indices: list[int] = []
-    slots: list[int] = []
-    block_ids: list[int] = []
-    for position in compress(range(len(tables)), tables):
-        index, blocks = indices[position], tables[position]
-        assert blocks is not None
-        first_slot = table_lengths.get(index, 0) if position < num_running else 0
-        count = len(blocks)
-        request_indices += [index] * count
-        slots += range(first_slot, first_slot + count)
-        block_ids += blocks
-        table_lengths[index] = first_slot + count
+    blocks: list[Sequence[int]] = list(filter(None, tables))
+    if not blocks:
+        return
+    continued = list(compress(indices, islice(tables, num_running)))
+    rows = continued
+    if num_running < len(tables):
+        admitted = compress(indices[num_running:], tables[num_running:])
+        rows = continued + list(admitted)
+    counts = list(map(len, blocks))
+    firsts = list(map(table_lengths.get, continued, repeat(0)))
+    firsts += repeat(0, len(rows) - len(continued))
+    lengths = list(map(add, firsts, counts))
+    table_lengths.update(zip(rows, lengths, strict=True))
     columns = buffer.columns
-    columns["step"].extend_repeated(step, len(block_ids))
-    columns["request_index"].extend(request_indices)
-    columns["slot"].extend(slots)
-    columns["block_id"].extend(block_ids)
+    columns["step"].extend_repeated(step, sum(counts))
+    columns["request_index"].extend(list(chain.from_iterable(map(repeat, rows, counts))))
+    columns["slot"].extend(list(chain.from_iterable(map(range, firsts, lengths))))
+    columns["block_id"].extend(list(chain.from_iterable(blocks)))
 
 
 def add_explicit_calls(

@@ -1,0 +1,66 @@
+"""A step's `_steps` row: budgets, queue lengths and free blocks, why its passes stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from stepscope.engine import EngineStep
+from stepscope.engine.probe import QueueState, ScheduleEnd, ScheduleStart
+
+
+def idle_step_row(columns: Iterable[str], step: int, scheduler: QueueState) -> dict[str, object]:
+    """A step with nothing scheduled: only its queue lengths and free blocks."""
+    num_running, num_waiting = scheduler.get_request_counts()
+    free = scheduler.get_num_free_blocks()
+    row: dict[str, object] = dict.fromkeys(columns)
+    row.update(
+        step=step,
+        idle=True,
+        num_free_blocks_before=free,
+        num_free_blocks_after_update=free,
+        num_running_after=num_running,
+        num_waiting_after=num_waiting,
+    )
+    return row
+
+
+def engine_step_row(
+    step: int,
+    engine_step: EngineStep,
+    scheduler: QueueState,
+    start: ScheduleStart,
+    end: ScheduleEnd,
+) -> dict[str, object]:
+    """A scheduled step's row; the caller fills in what it counted (preemptions, finishes,
+    the blocked request's index, the update step)."""
+    output = engine_step.scheduler_output
+    num_running, num_waiting = scheduler.get_request_counts()
+    return {
+        "step": step,
+        "idle": False,
+        "token_budget": start.token_budget,
+        "input_budget": start.input_budget,
+        "long_prefill_token_threshold": start.long_prefill_token_threshold,
+        "num_running_before": start.num_running,
+        "num_waiting_before": start.num_waiting,
+        "num_free_blocks_before": start.num_free_blocks,
+        "num_scheduled_tokens": output.total_num_scheduled_tokens,
+        "num_scheduled_reqs": len(output.num_scheduled_tokens),
+        "num_new_reqs": len(output.scheduled_new_reqs),
+        "num_resumed_reqs": len(output.scheduled_cached_reqs.resumed_req_ids),
+        "num_preemptions": 0,
+        "num_finished": 0,
+        "num_free_blocks_after_schedule": engine_step.num_free_blocks_after_schedule,
+        "num_free_blocks_after_update": scheduler.get_num_free_blocks(),
+        "num_running_after": num_running,
+        "num_waiting_after": num_waiting,
+        "prefix_cache_queries": end.prefix_cache_queries,
+        "prefix_cache_hits": end.prefix_cache_hits,
+        "running_pass_end": str(end.running_pass_end),
+        "admission_stop": str(end.admission_stop),
+        "blocked_request_index": None,
+        "update_step": None,
+        "schedule_ns": engine_step.schedule_ns,
+        "model_ns": engine_step.model_ns,
+        "update_ns": engine_step.update_ns,
+    }
