@@ -41,7 +41,13 @@ RedactOption = Annotated[
     ),
 ]
 FlushEveryOption = Annotated[
-    int, typer.Option("--flush-every", min=1, help="Steps per write to the file.")
+    int,
+    typer.Option(
+        "--flush-every",
+        min=1,
+        help="Most steps per write to the file (a write also comes every 131,072 "
+        "scheduled rows or 5 seconds).",
+    ),
 ]
 OtelOption = Annotated[
     str | None,
