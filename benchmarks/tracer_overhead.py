@@ -9,14 +9,12 @@ Bytes per scheduled row are measured twice: on that uniform decode, and on chat
 traffic (`chat_traffic.py`: prefix caching, chunked prefill, preemptions, over a
 million rows), with each stored table's share of the file.
 Ratios are taken in CPU time, which other work on the machine disturbs far less
-than wall time: the engine thread's cost (the untraced step plus `record_step`,
+than wall time, against the untraced step: the engine thread's cost (the traced step,
+probe hooks and the recorder's effect on the caches included, plus `record_step`,
 which turns each step into column buffers) and the end-to-end cost, which adds the
 background DuckDB writer's CPU per step (all of its thread's CPU, the final
-checkpoint included, over all recorded steps). The traced engine step itself (the
-probe hooks) is printed beside the untraced one: the hooks only append a prebuilt
-record per decision, and the two differ by less than run-to-run noise. The engine
-thread's wall-time ratio is printed too: on a busy 2-core VM the writer's CPU lands
-on it.
+checkpoint included, over all recorded steps). The engine thread's wall-time ratio
+is printed too: on a busy 2-core VM the writer's CPU lands on it.
 """
 
 from __future__ import annotations
@@ -115,6 +113,7 @@ def measure(num_steps: int, repeats: int, size_steps: int) -> dict[str, Any]:
         timed_run(long_workload, long_warmup, trace)
         size_rows, bytes_per_row = scheduled_rows_and_bytes(trace)
     untraced_cpu = median("engine_cpu_ms", plain)
+    traced_cpu = median("engine_cpu_ms", traced)
     record_cpu = median("record_cpu_ms", traced)
     writer_cpu = median("writer_cpu_ms", traced)
     wall = statistics.median(r["engine_ms"] + r["record_ms"] for r in traced)
@@ -123,11 +122,11 @@ def measure(num_steps: int, repeats: int, size_steps: int) -> dict[str, Any]:
         "repeats": repeats,
         "untraced_ms": median("engine_ms", plain),
         "untraced_cpu_ms": untraced_cpu,
-        "traced_engine_cpu_ms": median("engine_cpu_ms", traced),
+        "traced_engine_cpu_ms": traced_cpu,
         "record_cpu_ms": record_cpu,
         "writer_cpu_ms": writer_cpu,
-        "engine_thread_ratio": (untraced_cpu + record_cpu) / untraced_cpu,
-        "end_to_end_ratio": (untraced_cpu + record_cpu + writer_cpu) / untraced_cpu,
+        "engine_thread_ratio": (traced_cpu + record_cpu) / untraced_cpu,
+        "end_to_end_ratio": (traced_cpu + record_cpu + writer_cpu) / untraced_cpu,
         "wall_ratio": wall / median("engine_ms", plain),
         "writer_ingest_rows_per_s": statistics.median(r["rows"] / r["write_cpu_s"] for r in traced),
         "bytes_per_row": bytes_per_row,
@@ -155,9 +154,9 @@ def report(figures: dict[str, Any]) -> str:
         f"| traced engine step (probe hooks), CPU | {figures['traced_engine_cpu_ms']:.2f} ms | |",
         f"| record_step per step, CPU | {figures['record_cpu_ms']:.3f} ms | |",
         f"| writer thread CPU per step | {figures['writer_cpu_ms']:.3f} ms | |",
-        f"| ratio, engine thread (CPU: untraced step + record_step) | "
+        f"| ratio, engine thread (CPU: traced step + record_step) | "
         f"{figures['engine_thread_ratio']:.3f} | ≤ {GOAL_ENGINE_THREAD} ({mark(engine_ok)}) |",
-        f"| ratio, end to end (CPU: untraced step + record_step + writer thread) | "
+        f"| ratio, end to end (CPU: traced step + record_step + writer thread) | "
         f"{figures['end_to_end_ratio']:.3f} | ≤ {GOAL_END_TO_END} ({mark(end_to_end_ok)}) |",
         f"| ratio, engine thread wall time (the writer competing for the cores) | "
         f"{figures['wall_ratio']:.3f} | |",
