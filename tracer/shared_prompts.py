@@ -1,7 +1,8 @@
 """Which other prompt each request's prompt begins with, so a shared prefix is stored once.
 
-A prompt is matched block by block (16 tokens, chained SHA-256 as vLLM's prefix
-cache hashes them) against the prompts seen before it that are stored whole; the
+A prompt is matched block by block (16 tokens; each block's SHA-256 key chains the
+one before it, as vLLM's prefix-cache block hashes do, so equal keys mean equal
+prefixes) against the prompts seen before it that are stored whole; the
 longest match becomes a reference (that request, that many tokens) and only the
 rest of the prompt is stored. Only prompts stored whole are referred to, so the
 view `_requests` rebuilds any prompt with one join (and compaction checks it does).
