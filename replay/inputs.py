@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
+import numpy as np
 from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace
 
-from .recorded_steps import column_view
 from .row_order import request_then_step
 from .sql import query
 
@@ -30,13 +28,15 @@ def recorded_outputs(trace: Trace) -> dict[str, list[int]]:
 def _one_token_per_step(trace: Trace) -> dict[str, list[int]]:
     """The tapes read as flat rows and cut per request (no list aggregate to build)."""
     ids = dict(trace.sql(query("request_ids")).fetchall())
-    rows = trace.sql(query("recorded_tokens")).to_arrow_table().combine_chunks()
-    by_request = rows.select(["request_index", "token_id"]).take(request_then_step(rows))
-    tokens = column_view(by_request, "token_id", pa.int64(), 0)[0].cast("q").tolist()
-    runs = pc.run_end_encode(by_request["request_index"].combine_chunks())
+    rows = trace.sql(query("recorded_tokens")).to_arrow_table()
+    requests = rows["request_index"].to_numpy()
+    order = request_then_step(requests, rows["step"].to_numpy())
+    tokens = rows["token_id"].to_numpy()[order]
+    ends = np.cumsum(np.bincount(requests)).tolist() if len(requests) else []
     tapes, start = {}, 0
-    for index, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
-        tapes[ids[index]] = tokens[start:end]
+    for index, end in enumerate(ends):
+        if end > start:
+            tapes[ids[index]] = tokens[start:end].tolist()
         start = end
     return tapes
 

@@ -84,6 +84,8 @@ class StepMatcher:
         """The same block ids per request: the rows that got any, packed by request index
         as the trace stores them (by request, then slot)."""
         tables = requests.new_block_ids
+        if not recorded.block_ids:
+            return not any(tables)
         try:
             indices = map(self.index_of.__getitem__, compress(requests.req_ids, tables))
             given = sorted(zip(indices, filter(None, tables), strict=True))
