@@ -10,8 +10,8 @@ import pytest
 from conftest import TESTS
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import recorded_outputs
-from stepscope.replay.sql import query
 from stepscope.replay.recorded_steps import LAST_STEP
+from stepscope.replay.sql import query
 from stepscope.replay.step_decision import RecordedDecisions, recorded_decision
 from traces import prefill_heavy_workload, record
 
