@@ -55,11 +55,10 @@ class StepMatcher:
         ):
             return False
         requests = scheduled_requests(output)
-        ids = self.ids
         return (
             self._same_rows(recorded, requests)
             and _same_sampled(recorded, engine_step.model_runner_output, requests.req_ids)
-            and frozenset(map(ids.__getitem__, recorded.preempted)) == output.preempted_req_ids
+            and _same_preempted(recorded.preempted, output.preempted_req_ids, self.ids)
             and self._same_blocks(recorded, requests)
         )
 
@@ -121,6 +120,15 @@ def _kind_codes(requests: ScheduledRequests) -> bytes:
     """The rows' kind codes: the running pass's rows are all `running`."""
     admitted = requests.kinds[requests.num_running :]
     return _RUNNING_CODE * requests.num_running + bytes(map(_KIND_CODES.__getitem__, admitted))
+
+
+def _same_preempted(
+    recorded: tuple[int, ...], preempted: frozenset[str], ids: Mapping[int, str]
+) -> bool:
+    """The same victims (most steps have none on either side)."""
+    if not recorded:
+        return not preempted
+    return frozenset(map(ids.__getitem__, recorded)) == preempted
 
 
 def _same_sampled(
