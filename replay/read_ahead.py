@@ -61,6 +61,7 @@ class ReadAhead(Generic[Item]):
 
     def close(self) -> None:
         """Stop producing and wait for the thread: nothing reads once this returns."""
+        self._done = True
         self._closed.set()
         self._thread.join()
 

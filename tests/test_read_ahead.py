@@ -54,3 +54,4 @@ def test_closing_early_stops_the_producer_and_closes_it() -> None:
     assert closed.is_set()  # close() returned after the producer's own cleanup
     assert len(made) <= 3  # one handed over, one waiting, one being put
     assert not producers[0].is_alive()
+    assert list(read) == []  # nothing more once closed, and no wait for it
