@@ -88,7 +88,7 @@ def test_a_failed_compaction_keeps_the_trace_as_written(
 
 
 def test_table_bytes_share_out_the_file(tmp_path: Path) -> None:
-    path = record(decode_workload(64, 400), tmp_path / "t.duckdb").path
+    path = record(decode_workload(256, 400), tmp_path / "t.duckdb").path
     with duckdb.connect(str(path), read_only=True) as con:
         sizes = table_bytes(con)
         assert set(sizes) <= set(stored_tables(con))

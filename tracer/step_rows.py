@@ -217,20 +217,26 @@ def _add_block_ids(
     blocks: list[Sequence[int]] = list(filter(None, tables))
     if not blocks:
         return
-    continued = list(compress(indices, islice(tables, num_running)))
-    rows = continued
-    if num_running < len(tables):
-        admitted = compress(indices[num_running:], tables[num_running:])
-        rows = continued + list(admitted)
+    if num_running == len(tables):
+        continued = rows = list(compress(indices, tables))
+    else:
+        continued = list(compress(indices, islice(tables, num_running)))
+        rows = continued + list(compress(indices[num_running:], tables[num_running:]))
     counts = list(map(len, blocks))
     firsts = list(map(table_lengths.get, continued, repeat(0)))
     firsts += repeat(0, len(rows) - len(continued))
     lengths = list(map(add, firsts, counts))
     table_lengths.update(zip(rows, lengths, strict=True))
     columns = buffer.columns
-    columns["step"].extend_repeated(step, sum(counts))
-    columns["request_index"].extend(list(chain.from_iterable(map(repeat, rows, counts))))
-    columns["slot"].extend(list(chain.from_iterable(map(range, firsts, lengths))))
+    num_blocks = sum(counts)
+    columns["step"].extend_repeated(step, num_blocks)
+    if num_blocks == len(rows):
+        # One new block per row, as in a decode step: its slot is the table's old length.
+        columns["request_index"].extend(rows)
+        columns["slot"].extend(firsts)
+    else:
+        columns["request_index"].extend(list(chain.from_iterable(map(repeat, rows, counts))))
+        columns["slot"].extend(list(chain.from_iterable(map(range, firsts, lengths))))
     columns["block_id"].extend(list(chain.from_iterable(blocks)))
 
 

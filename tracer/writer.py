@@ -43,6 +43,11 @@ _WRITER_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     # Measured on decode-heavy traces: 64 KiB blocks waste less space than the 256 KiB
     # default (partly filled segment blocks) and less than 16 KiB (block metadata).
     "default_block_size": "65536",
+    # No vacuum at checkpoints: a batch past a row group leaves a small one behind, and
+    # vacuuming merged it with its neighbours, compressing every row a second time
+    # (measured: the writer's CPU per row 377 -> 220 ns on decode, the file smaller).
+    # Nothing is deleted while recording, and a complete trace is compacted anyway.
+    "max_vacuum_tasks": 0,
 }
 
 
@@ -183,11 +188,13 @@ class TraceWriter:
         self._last_checkpoint = time.monotonic()
 
     def _run_with_batch(self, sql: str, rows: pa.Table) -> None:
-        """Run `sql` with `rows` visible as `_batch`."""
-        con = self._con
-        con.register("_batch", rows)
-        con.execute(sql)
-        con.unregister("_batch")
+        """Run `sql` with `rows` visible as `_batch`.
+
+        DuckDB finds `_batch` among this frame's local variables (a replacement scan):
+        registering the table instead cost about 1 ms more per statement.
+        """
+        _batch = rows  # read by the SQL
+        self._con.execute(sql)
         self.rows_written += rows.num_rows
 
     def _set_meta(self, update: _MetaUpdate) -> None:
