@@ -12,14 +12,18 @@ and 100 % are the samples nearest to that fraction of the process's wall time (p
 by elapsed time: the engine's steps cost about the same all run long). Max RSS is the
 kernel's peak for the process (wait4's ru_maxrss), not a sample.
 
-`--recording` measures `record` alone on two more runs: 1,000,000 steps of chat
+`--recording` measures recording alone on two more runs: 1,000,000 steps of chat
 traffic (the TUI benchmark's trace, about six requests running) and 10,000
-requests running at once (64 + 300 tokens each, all arriving at step 0).
+requests running at once (64 + 300 tokens each, all arriving at step 0). Each is
+recorded in its own process that reads its own RSS by steps recorded
+(`recording_rss.py`), and run again there with no recorder, so the table shows
+what the engine itself holds beside what the recorder adds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -175,8 +179,53 @@ def run_all(num_requests: int, folder: Path) -> list[Measured]:
     ]
 
 
-def run_recordings(quick: bool, folder: Path) -> list[Measured]:
-    """`record` on a million steps of chat traffic and on 10,000 concurrent requests."""
+@dataclass
+class Recording:
+    """One run of `recording_rss.py`: RSS by steps recorded, then after close."""
+
+    name: str
+    samples: list[tuple[int, float]]  # (step, RSS MB)
+    recording_peak_mb: float
+    after_close_mb: float
+    max_rss_mb: float
+    trace_bytes: int
+
+    def at(self, fraction: float) -> float:
+        """RSS at the sample nearest to `fraction` of the steps recorded."""
+        target = fraction * self.samples[-1][0]
+        return min(self.samples, key=lambda sample: abs(sample[0] - target))[1]
+
+    def from_first_tenth(self) -> list[tuple[int, float]]:
+        return [s for s in self.samples if s[0] >= 0.1 * self.samples[-1][0]]
+
+    def trend_mb(self) -> float:
+        """The least-squares line through the samples from 10 % on: its rise to 100 %."""
+        points = self.from_first_tenth()
+        steps = [step for step, _ in points]
+        mean_step = sum(steps) / len(steps)
+        mean_rss = sum(rss for _, rss in points) / len(points)
+        covariance = sum((step - mean_step) * (rss - mean_rss) for step, rss in points)
+        variance = sum((step - mean_step) ** 2 for step in steps)
+        return covariance / variance * (steps[-1] - steps[0])
+
+
+def sample_recording(
+    name: str, workload: Path, trace: Path, every: int, engine_only: bool
+) -> Recording:
+    """Run `recording_rss.py` in its own process and read what it printed."""
+    script = Path(__file__).with_name("recording_rss.py")
+    command = [sys.executable, str(script), str(workload), str(trace), "--every", str(every)]
+    done = subprocess.run(
+        command + (["--engine-only"] if engine_only else []), capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed: {done.stderr}")
+    figures = json.loads(done.stdout)
+    return Recording(name, [tuple(s) for s in figures.pop("samples")], **figures)
+
+
+def run_recordings(quick: bool, folder: Path) -> list[tuple[Recording, Recording]]:
+    """(recorded, engine alone) on a million steps of chat traffic and on 10,000 concurrent."""
     num_steps, concurrent = (100_000, 2_000) if quick else (1_000_000, 10_000)
     million = folder / "million.toml"
     million.write_text(
@@ -185,33 +234,50 @@ def run_recordings(quick: bool, folder: Path) -> list[Measured]:
     wide = folder / "concurrent.toml"
     blocks = concurrent * (64 + 300 + 15) // 16 + 1
     wide.write_text(CONCURRENT_WORKLOAD.format(num_requests=concurrent, num_blocks=blocks))
-    base = ["--model", "tape", "--flush-every", "4096"]
-    first, second = folder / "million.duckdb", folder / "concurrent.duckdb"
-    return [
-        measure(f"record {num_steps:,} steps", ["record", str(million), *base, "-o", str(first)],
-                folder / "o1", first),
-        measure(f"record {concurrent:,} concurrent",
-                ["record", str(wide), *base, "-o", str(second)], folder / "o2", second),
-    ]  # fmt: skip
+    runs = [(f"{num_steps:,} steps", million, num_steps // 1000),
+            (f"{concurrent:,} concurrent", wide, 1)]  # fmt: skip
+    pairs = []
+    for name, workload, every in runs:
+        trace = folder / f"{workload.stem}.duckdb"
+        recorded = sample_recording(f"record {name}", workload, trace, every, engine_only=False)
+        alone = sample_recording(f"engine alone, {name}", workload, trace, every, engine_only=True)
+        pairs.append((recorded, alone))
+    return pairs
 
 
-def recording_report(results: list[Measured]) -> str:
+def recording_report(pairs: list[tuple[Recording, Recording]]) -> str:
     rows = [
-        "| recording | 10 % | 50 % | 100 % | max RSS | trace | RSS 100 % / 10 % |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| run | 10 % | 50 % | 100 % | min–max from 10 % | trend 10 → 100 % | peak recording "
+        "| after close | max RSS | trace |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for result in results:
-        samples = list(map(result.at, FRACTIONS))
-        cells = [f"{t:.1f} s, {rss:.0f} MB" for t, rss in samples]
-        growth = samples[-1][1] / samples[0][1]
+    for recorded, alone in pairs:
+        for run in (recorded, alone):
+            cells = [f"{run.at(f):.0f} MB" for f in FRACTIONS]
+            low = min(rss for _, rss in run.from_first_tenth())
+            high = max(rss for _, rss in run.from_first_tenth())
+            closing = [f"{run.recording_peak_mb:.0f} MB", f"{run.after_close_mb:.0f} MB",
+                       f"{run.max_rss_mb:.0f} MB"] if run is recorded else ["", "", ""]  # fmt: skip
+            trace = f"{run.trace_bytes / 1e6:.1f} MB" if run is recorded else ""
+            rows.append(
+                f"| `{run.name}` | {' | '.join(cells)} | {low:.0f}–{high:.0f} MB | "
+                f"{run.trend_mb():+.1f} MB | {' | '.join(closing)} | {trace} |"
+            )
+        own = [recorded.at(f) - alone.at(f) for f in FRACTIONS]
         rows.append(
-            f"| `{result.name}` | {' | '.join(cells)} | {result.max_rss_mb:.0f} MB | "
-            f"{result.output_bytes / 1e6:.1f} MB | {growth:.2f} |"
+            f"| recorder's own ({recorded.name.removeprefix('record ')}) | "
+            + " | ".join(f"{mb:+.0f} MB" for mb in own)
+            + f" | | {recorded.trend_mb() - alone.trend_mb():+.1f} MB | | | | |"
         )
     note = (
-        "`stepscope record --model tape --flush-every 4096`, one process per run; RSS sampled "
-        f"every {SAMPLE_EVERY_S} s, cells at that fraction of the wall time; max RSS is the "
-        "kernel's peak (the final checkpoint included)."
+        "Each run in its own process (`recording_rss.py`): `record_workload` as `stepscope "
+        "record --model tape --flush-every 4096` runs it (no progress bar), or the same engine "
+        "loop with no recorder (engine alone). RSS read in the process by a step sink (every "
+        "1,000 steps of the million, every step of the concurrent run); cells at that fraction "
+        "of the steps recorded; trend: the least-squares line through the samples from 10 % "
+        "on, its rise from the first to the last; peak recording: VmHWM at the last step; "
+        "after close: the trace closed and compacted; max RSS: the process's peak, the close "
+        "included."
     )
     return "\n".join(rows) + "\n\n" + note
 

@@ -26,6 +26,7 @@ from stepscope.schema.sql_files import query
 from stepscope.schema.version import SCHEMA_VERSION
 
 from .compact import compact
+from .evict_blocks import evict_blocks
 
 QUEUE_DEPTH = 4
 CHECKPOINT_EVERY_BATCHES = 8
@@ -44,10 +45,6 @@ _WRITER_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     # default (partly filled segment blocks) and less than 16 KiB (block metadata).
     "default_block_size": "65536",
 }
-_EVICT = "SET memory_limit = '1MB'"
-"""Below what DuckDB holds after a checkpoint: every unpinned block it can drop goes."""
-_RESTORE_LIMIT = "RESET memory_limit"
-"""Back to DuckDB's default (the writer's config sets no limit)."""
 
 
 class TraceWriteError(RuntimeError):
@@ -183,28 +180,9 @@ class TraceWriter:
     def _checkpoint(self) -> None:
         """Fold the write-ahead log into the file: the `.duckdb` alone then holds every batch."""
         self._con.checkpoint()
-        self._release_written_blocks()
+        evict_blocks(self._con)  # else DuckDB keeps them loaded: the file, in memory
         self._batches_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
-
-    def _release_written_blocks(self) -> None:
-        """Drop the blocks the checkpoint wrote from DuckDB's buffer pool; they are on disk.
-
-        DuckDB keeps every block it writes loaded until memory runs short, so a recording
-        would hold about as much memory as its file (5.6 MB per 100,000 steps of chat
-        traffic). A memory limit below what is left evicts them, and the limit is restored;
-        not while rows are held unwritten, which eviction would copy to a temporary file.
-        """
-        con = self._con
-        unwritten = con.execute(query(__package__, "unwritten_bytes")).fetchone()
-        if unwritten is None or unwritten[0]:
-            return
-        try:
-            con.execute(_EVICT)
-        except duckdb.OutOfMemoryException:
-            pass  # some blocks were pinned: the others were evicted all the same
-        finally:
-            con.execute(_RESTORE_LIMIT)
 
     def _run_with_batch(self, sql: str, rows: pa.Table) -> None:
         """Run `sql` with `rows` visible as `_batch`."""
