@@ -17,7 +17,9 @@ traffic (the TUI benchmark's trace, about six requests running) and 10,000
 requests running at once (64 + 300 tokens each, all arriving at step 0). Each is
 recorded in its own process that reads its own RSS by steps recorded
 (`recording_rss.py`), and run again there with no recorder, so the table shows
-what the engine itself holds beside what the recorder adds.
+what the engine itself holds beside what the recorder adds. `--baseline SRC`
+records each run once more first, importing the `stepscope` package found under
+SRC (e.g. an older commit's `stepscope/` with `engine/`, `tracer/`, ... copied into it).
 """
 
 from __future__ import annotations
@@ -210,13 +212,17 @@ class Recording:
 
 
 def sample_recording(
-    name: str, workload: Path, trace: Path, every: int, engine_only: bool
+    name: str, workload: Path, trace: Path, every: int, engine_only: bool, source: Path | None
 ) -> Recording:
-    """Run `recording_rss.py` in its own process and read what it printed."""
+    """Run `recording_rss.py` in its own process (`source`: the stepscope it imports)."""
     script = Path(__file__).with_name("recording_rss.py")
     command = [sys.executable, str(script), str(workload), str(trace), "--every", str(every)]
+    env = dict(os.environ, PYTHONPATH=str(source)) if source else None
     done = subprocess.run(
-        command + (["--engine-only"] if engine_only else []), capture_output=True, text=True
+        command + (["--engine-only"] if engine_only else []),
+        capture_output=True,
+        text=True,
+        env=env,
     )
     if done.returncode != 0:
         raise SystemExit(f"{name} failed: {done.stderr}")
@@ -224,8 +230,12 @@ def sample_recording(
     return Recording(name, [tuple(s) for s in figures.pop("samples")], **figures)
 
 
-def run_recordings(quick: bool, folder: Path) -> list[tuple[Recording, Recording]]:
-    """(recorded, engine alone) on a million steps of chat traffic and on 10,000 concurrent."""
+Runs = tuple[Recording, Recording, Recording | None]
+"""Recorded, engine alone, and recorded by the baseline's code (if one was given)."""
+
+
+def run_recordings(quick: bool, folder: Path, baseline: Path | None) -> list[Runs]:
+    """Each run on a million steps of chat traffic and on 10,000 concurrent requests."""
     num_steps, concurrent = (100_000, 2_000) if quick else (1_000_000, 10_000)
     million = folder / "million.toml"
     million.write_text(
@@ -234,35 +244,45 @@ def run_recordings(quick: bool, folder: Path) -> list[tuple[Recording, Recording
     wide = folder / "concurrent.toml"
     blocks = concurrent * (64 + 300 + 15) // 16 + 1
     wide.write_text(CONCURRENT_WORKLOAD.format(num_requests=concurrent, num_blocks=blocks))
-    runs = [(f"{num_steps:,} steps", million, num_steps // 1000),
-            (f"{concurrent:,} concurrent", wide, 1)]  # fmt: skip
-    pairs = []
-    for name, workload, every in runs:
-        trace = folder / f"{workload.stem}.duckdb"
-        recorded = sample_recording(f"record {name}", workload, trace, every, engine_only=False)
-        alone = sample_recording(f"engine alone, {name}", workload, trace, every, engine_only=True)
-        pairs.append((recorded, alone))
-    return pairs
+    cases = [(f"{num_steps:,} steps", million, num_steps // 1000),
+             (f"{concurrent:,} concurrent", wide, 1)]  # fmt: skip
+    runs: list[Runs] = []
+    for name, workload, every in cases:
+        trace, old_trace = folder / f"{workload.stem}.duckdb", folder / f"{workload.stem}-0.duckdb"
+        before = None
+        if baseline is not None:
+            before = sample_recording(f"record {name}, baseline", workload, old_trace, every,
+                                      engine_only=False, source=baseline)  # fmt: skip
+        recorded = sample_recording(f"record {name}", workload, trace, every, False, None)
+        alone = sample_recording(f"engine alone, {name}", workload, trace, every, True, None)
+        runs.append((recorded, alone, before))
+    return runs
 
 
-def recording_report(pairs: list[tuple[Recording, Recording]]) -> str:
+def _recording_row(run: Recording, closing: bool) -> str:
+    cells = [f"{run.at(f):.0f} MB" for f in FRACTIONS]
+    low = min(rss for _, rss in run.from_first_tenth())
+    high = max(rss for _, rss in run.from_first_tenth())
+    close = ["", "", "", ""]
+    if closing:
+        close = [f"{run.recording_peak_mb:.0f} MB", f"{run.after_close_mb:.0f} MB",
+                 f"{run.max_rss_mb:.0f} MB", f"{run.trace_bytes / 1e6:.1f} MB"]  # fmt: skip
+    return (
+        f"| `{run.name}` | {' | '.join(cells)} | {low:.0f}–{high:.0f} MB | "
+        f"{run.trend_mb():+.1f} MB | {' | '.join(close)} |"
+    )
+
+
+def recording_report(runs: list[Runs]) -> str:
     rows = [
         "| run | 10 % | 50 % | 100 % | min–max from 10 % | trend 10 → 100 % | peak recording "
         "| after close | max RSS | trace |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for recorded, alone in pairs:
-        for run in (recorded, alone):
-            cells = [f"{run.at(f):.0f} MB" for f in FRACTIONS]
-            low = min(rss for _, rss in run.from_first_tenth())
-            high = max(rss for _, rss in run.from_first_tenth())
-            closing = [f"{run.recording_peak_mb:.0f} MB", f"{run.after_close_mb:.0f} MB",
-                       f"{run.max_rss_mb:.0f} MB"] if run is recorded else ["", "", ""]  # fmt: skip
-            trace = f"{run.trace_bytes / 1e6:.1f} MB" if run is recorded else ""
-            rows.append(
-                f"| `{run.name}` | {' | '.join(cells)} | {low:.0f}–{high:.0f} MB | "
-                f"{run.trend_mb():+.1f} MB | {' | '.join(closing)} | {trace} |"
-            )
+    for recorded, alone, before in runs:
+        if before is not None:
+            rows.append(_recording_row(before, closing=True))
+        rows += [_recording_row(recorded, closing=True), _recording_row(alone, closing=False)]
         own = [recorded.at(f) - alone.at(f) for f in FRACTIONS]
         rows.append(
             f"| recorder's own ({recorded.name.removeprefix('record ')}) | "
@@ -272,12 +292,12 @@ def recording_report(pairs: list[tuple[Recording, Recording]]) -> str:
     note = (
         "Each run in its own process (`recording_rss.py`): `record_workload` as `stepscope "
         "record --model tape --flush-every 4096` runs it (no progress bar), or the same engine "
-        "loop with no recorder (engine alone). RSS read in the process by a step sink (every "
-        "1,000 steps of the million, every step of the concurrent run); cells at that fraction "
-        "of the steps recorded; trend: the least-squares line through the samples from 10 % "
-        "on, its rise from the first to the last; peak recording: VmHWM at the last step; "
-        "after close: the trace closed and compacted; max RSS: the process's peak, the close "
-        "included."
+        "loop with no recorder (engine alone); baseline: the code given by `--baseline`. RSS "
+        "read in the process by a step sink (every 1,000 steps of the million, every step of "
+        "the concurrent run); cells at that fraction of the steps recorded; trend: the "
+        "least-squares line through the samples from 10 % on, its rise from the first to the "
+        "last; peak recording: VmHWM at the last step; after close: the trace closed and "
+        "compacted; max RSS: the process's peak, the close included."
     )
     return "\n".join(rows) + "\n\n" + note
 
@@ -317,11 +337,17 @@ def main() -> None:
     parser.add_argument(
         "--recording", action="store_true", help="record 1M steps and 10,000 concurrent requests"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SRC",
+        help="with --recording: also record with the stepscope package under SRC (older code)",
+    )
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     args = parser.parse_args()
     if args.recording:
         with tempfile.TemporaryDirectory() as folder:
-            text = recording_report(run_recordings(args.quick, Path(folder)))
+            text = recording_report(run_recordings(args.quick, Path(folder), args.baseline))
         print(text)
         if args.results:
             write_section(

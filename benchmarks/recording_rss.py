@@ -62,7 +62,7 @@ def main() -> None:
     sampler = RssSampler(args.every)
     runner = TapeModelRunner.for_workload(workload)
     if args.engine_only:
-        loop = EngineLoop(workload, runner, keep_output_tokens=False)
+        loop = EngineLoop(workload, runner, keep_output_tokens=False, keep_finishes=False)
         for record in loop.run():
             sampler.on_step(record, loop.core.scheduler)
     else:
