@@ -12,15 +12,22 @@ and 100 % are the samples nearest to that fraction of the process's wall time (p
 by elapsed time: the engine's steps cost about the same all run long). Max RSS is the
 kernel's peak for the process (wait4's ru_maxrss), not a sample.
 
-`--recording` measures `record` alone on two more runs: 1,000,000 steps of chat
+`--recording` measures recording alone on two more runs: 1,000,000 steps of chat
 traffic (the TUI benchmark's trace, about six requests running) and 10,000
-requests running at once (64 + 300 tokens each, all arriving at step 0).
+requests running at once (64 + 300 tokens each, all arriving at step 0). Each is
+recorded in its own process that reads its own RSS by steps recorded
+(`recording_rss.py`), and run again there with no recorder, so the table shows
+what the engine itself holds beside what the recorder adds. `--baseline SRC`
+records each run once more first, importing the `stepscope` package found under
+SRC (e.g. an older commit's `stepscope/` with `engine/`, `tracer/`, ... copied into it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -175,8 +182,66 @@ def run_all(num_requests: int, folder: Path) -> list[Measured]:
     ]
 
 
-def run_recordings(quick: bool, folder: Path) -> list[Measured]:
-    """`record` on a million steps of chat traffic and on 10,000 concurrent requests."""
+@dataclass
+class Recording:
+    """One run of `recording_rss.py`: RSS by steps recorded, then after close."""
+
+    name: str
+    samples: list[tuple[int, float]]  # (step, RSS MB)
+    recording_peak_mb: float
+    after_close_mb: float
+    max_rss_mb: float
+    trace_bytes: int
+
+    def at(self, fraction: float) -> float:
+        """The median RSS of the samples within 5 % of the run of `fraction` of its steps.
+
+        One sample would land anywhere on the writer's sawtooth (rows held until the
+        next checkpoint); the window spans a few of its periods.
+        """
+        last = self.samples[-1][0]
+        near = [rss for step, rss in self.samples if abs(step - fraction * last) <= 0.05 * last]
+        return statistics.median(near)
+
+    def from_first_tenth(self) -> list[tuple[int, float]]:
+        return [s for s in self.samples if s[0] >= 0.1 * self.samples[-1][0]]
+
+    def trend_mb(self) -> float:
+        """The least-squares line through the samples from 10 % on: its rise to 100 %."""
+        points = self.from_first_tenth()
+        steps = [step for step, _ in points]
+        mean_step = sum(steps) / len(steps)
+        mean_rss = sum(rss for _, rss in points) / len(points)
+        covariance = sum((step - mean_step) * (rss - mean_rss) for step, rss in points)
+        variance = sum((step - mean_step) ** 2 for step in steps)
+        return covariance / variance * (steps[-1] - steps[0])
+
+
+def sample_recording(
+    name: str, workload: Path, trace: Path, every: int, engine_only: bool, source: Path | None
+) -> Recording:
+    """Run `recording_rss.py` in its own process (`source`: the stepscope it imports)."""
+    script = Path(__file__).with_name("recording_rss.py")
+    command = [sys.executable, str(script), str(workload), str(trace), "--every", str(every)]
+    env = dict(os.environ, PYTHONPATH=str(source)) if source else None
+    done = subprocess.run(
+        command + (["--engine-only"] if engine_only else []),
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed: {done.stderr}")
+    figures = json.loads(done.stdout)
+    return Recording(name, [tuple(s) for s in figures.pop("samples")], **figures)
+
+
+Runs = tuple[Recording, Recording, Recording | None]
+"""Recorded, engine alone, and recorded by the baseline's code (if one was given)."""
+
+
+def run_recordings(quick: bool, folder: Path, baseline: Path | None) -> list[Runs]:
+    """Each run on a million steps of chat traffic and on 10,000 concurrent requests."""
     num_steps, concurrent = (100_000, 2_000) if quick else (1_000_000, 10_000)
     million = folder / "million.toml"
     million.write_text(
@@ -185,33 +250,61 @@ def run_recordings(quick: bool, folder: Path) -> list[Measured]:
     wide = folder / "concurrent.toml"
     blocks = concurrent * (64 + 300 + 15) // 16 + 1
     wide.write_text(CONCURRENT_WORKLOAD.format(num_requests=concurrent, num_blocks=blocks))
-    base = ["--model", "tape", "--flush-every", "4096"]
-    first, second = folder / "million.duckdb", folder / "concurrent.duckdb"
-    return [
-        measure(f"record {num_steps:,} steps", ["record", str(million), *base, "-o", str(first)],
-                folder / "o1", first),
-        measure(f"record {concurrent:,} concurrent",
-                ["record", str(wide), *base, "-o", str(second)], folder / "o2", second),
-    ]  # fmt: skip
+    cases = [(f"{num_steps:,} steps", million, num_steps // 1000),
+             (f"{concurrent:,} concurrent", wide, 1)]  # fmt: skip
+    runs: list[Runs] = []
+    for name, workload, every in cases:
+        trace, old_trace = folder / f"{workload.stem}.duckdb", folder / f"{workload.stem}-0.duckdb"
+        before = None
+        if baseline is not None:
+            before = sample_recording(f"record {name}, baseline", workload, old_trace, every,
+                                      engine_only=False, source=baseline)  # fmt: skip
+        recorded = sample_recording(f"record {name}", workload, trace, every, False, None)
+        alone = sample_recording(f"engine alone, {name}", workload, trace, every, True, None)
+        runs.append((recorded, alone, before))
+    return runs
 
 
-def recording_report(results: list[Measured]) -> str:
+def _recording_row(run: Recording, closing: bool) -> str:
+    cells = [f"{run.at(f):.0f} MB" for f in FRACTIONS]
+    low = min(rss for _, rss in run.from_first_tenth())
+    high = max(rss for _, rss in run.from_first_tenth())
+    close = ["", "", "", ""]
+    if closing:
+        close = [f"{run.recording_peak_mb:.0f} MB", f"{run.after_close_mb:.0f} MB",
+                 f"{run.max_rss_mb:.0f} MB", f"{run.trace_bytes / 1e6:.1f} MB"]  # fmt: skip
+    return (
+        f"| `{run.name}` | {' | '.join(cells)} | {low:.0f}–{high:.0f} MB | "
+        f"{run.trend_mb():+.1f} MB | {' | '.join(close)} |"
+    )
+
+
+def recording_report(runs: list[Runs]) -> str:
     rows = [
-        "| recording | 10 % | 50 % | 100 % | max RSS | trace | RSS 100 % / 10 % |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| run | 10 % | 50 % | 100 % | min–max from 10 % | trend 10 → 100 % | peak recording "
+        "| after close | max RSS | trace |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for result in results:
-        samples = list(map(result.at, FRACTIONS))
-        cells = [f"{t:.1f} s, {rss:.0f} MB" for t, rss in samples]
-        growth = samples[-1][1] / samples[0][1]
+    for recorded, alone, before in runs:
+        if before is not None:
+            rows.append(_recording_row(before, closing=True))
+        rows += [_recording_row(recorded, closing=True), _recording_row(alone, closing=False)]
+        own = [recorded.at(f) - alone.at(f) for f in FRACTIONS]
         rows.append(
-            f"| `{result.name}` | {' | '.join(cells)} | {result.max_rss_mb:.0f} MB | "
-            f"{result.output_bytes / 1e6:.1f} MB | {growth:.2f} |"
+            f"| recorder's own ({recorded.name.removeprefix('record ')}) | "
+            + " | ".join(f"{mb:+.0f} MB" for mb in own)
+            + f" | | {recorded.trend_mb() - alone.trend_mb():+.1f} MB | | | | |"
         )
     note = (
-        "`stepscope record --model tape --flush-every 4096`, one process per run; RSS sampled "
-        f"every {SAMPLE_EVERY_S} s, cells at that fraction of the wall time; max RSS is the "
-        "kernel's peak (the final checkpoint included)."
+        "Each run in its own process (`recording_rss.py`): `record_workload` as `stepscope "
+        "record --model tape --flush-every 4096` runs it (no progress bar), or the same engine "
+        "loop with no recorder (engine alone); baseline: the code given by `--baseline`. RSS "
+        "read in the process by a step sink (every 1,000 steps of the million, every step of "
+        "the concurrent run); cells: the median of the samples within 5 % of the run of that "
+        "fraction of the steps recorded (95–100 % for 100 %); trend: the "
+        "least-squares line through the samples from 10 % on, its rise from the first to the "
+        "last; peak recording: VmHWM at the last step; after close: the trace closed and "
+        "compacted; max RSS: the process's peak, the close included."
     )
     return "\n".join(rows) + "\n\n" + note
 
@@ -251,11 +344,17 @@ def main() -> None:
     parser.add_argument(
         "--recording", action="store_true", help="record 1M steps and 10,000 concurrent requests"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SRC",
+        help="with --recording: also record with the stepscope package under SRC (older code)",
+    )
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     args = parser.parse_args()
     if args.recording:
         with tempfile.TemporaryDirectory() as folder:
-            text = recording_report(run_recordings(args.quick, Path(folder)))
+            text = recording_report(run_recordings(args.quick, Path(folder), args.baseline))
         print(text)
         if args.results:
             write_section(

@@ -85,13 +85,20 @@ class StepLoop(Generic[SchedulerT]):
     """Drives an `EngineCore` through a workload, one `StepRecord` per step."""
 
     def __init__(
-        self, workload: Workload, core: EngineCore[SchedulerT], keep_output_tokens: bool = True
+        self,
+        workload: Workload,
+        core: EngineCore[SchedulerT],
+        keep_output_tokens: bool = True,
+        keep_finishes: bool = True,
     ) -> None:
         self.workload = workload
         self.core = core
         self.keep_output_tokens = keep_output_tokens
         """Whether `finishes` keeps each request's output tokens (the oracle's final line
         needs them; a recording or a table does not, and a long run would hold them all)."""
+        self.keep_finishes = keep_finishes
+        """Whether `finishes` keeps anything (a recording has each ending in its trace, and
+        a long run would hold one per request)."""
         self.unfinished: dict[str, Request] = {}
         """Arrived requests that have not finished; a finished one's ending is in `finishes`
         (only that is kept, so a long run holds no finished request's tokens or blocks)."""
@@ -210,7 +217,8 @@ class StepLoop(Generic[SchedulerT]):
         error = check_prompt_len(len(spec.prompt_token_ids), self.workload.config.max_model_len)
         if error is None:
             return False
-        self.finishes[spec.request_id] = RequestFinish(None, REJECTED, (), 0, error=error)
+        if self.keep_finishes:
+            self.finishes[spec.request_id] = RequestFinish(None, REJECTED, (), 0, error=error)
         return True
 
     def _abort_late(self, step: int, aborted: list[str]) -> None:
@@ -225,9 +233,10 @@ class StepLoop(Generic[SchedulerT]):
             for request in self.core.abort_request(request_id):
                 aborted.append(request.request_id)
                 del self.unfinished[request.request_id]
-                self.finishes[request.request_id] = self._finish_of(
-                    request, step, FinishReason.ABORT
-                )
+                if self.keep_finishes:
+                    self.finishes[request.request_id] = self._finish_of(
+                        request, step, FinishReason.ABORT
+                    )
         return tuple(aborted)
 
     def _finish_of(
@@ -245,12 +254,14 @@ class StepLoop(Generic[SchedulerT]):
         for output in engine_step.outputs:
             if output.finish_reason is not None:
                 request = self.unfinished.pop(output.request_id)
-                self.finishes[output.request_id] = self._finish_of(
-                    request, step, output.finish_reason
-                )
+                if self.keep_finishes:
+                    self.finishes[output.request_id] = self._finish_of(
+                        request, step, output.finish_reason
+                    )
 
     def final(self) -> dict[str, RequestFinish]:
         """Every workload request's ending, in workload order (unfinished: reason None)."""
+        assert self.keep_finishes, "this loop was told to keep no finishes"
         final = {}
         for spec in self.workload.requests:
             finish = self.finishes.get(spec.request_id)
@@ -331,6 +342,7 @@ class EngineLoop(StepLoop[Scheduler]):
         probe: Probe | None = None,
         scheduler_cls: type[Scheduler] | None = None,
         keep_output_tokens: bool = True,
+        keep_finishes: bool = True,
     ) -> None:
         core = make_engine_core(workload.config, model_runner, probe, scheduler_cls)
-        super().__init__(workload, core, keep_output_tokens)
+        super().__init__(workload, core, keep_output_tokens, keep_finishes)

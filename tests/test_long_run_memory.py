@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import gc
+import random
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 from conftest import REPO
-from stepscope.engine import EngineLoop, TapeModelRunner, Workload
+from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload
+from stepscope.engine.engine_loop import RequestFinish
 from stepscope.engine.request import Request
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
-from stepscope.tracer.record_workload import trace_meta
+from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
+from stepscope.tracer.writer import CHECKPOINT_EVERY_BATCHES, TraceWriter
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from long_run import stream_workload  # the benchmark's workload, made small
+
+_HELD = "SELECT tag, memory_usage_bytes FROM duckdb_memory() WHERE memory_usage_bytes > 0"
 
 
 def _workload() -> Workload:
@@ -88,3 +94,49 @@ def test_a_synthetic_workload_shares_one_int_per_token_id() -> None:
     ]
     assert len(tokens) > 1000
     assert len({id(token) for token in tokens}) == len(set(tokens))
+
+
+def test_a_recording_keeps_no_ending_of_a_finished_request(tmp_path: Path) -> None:
+    """The trace has every ending; the loop would otherwise hold one per request all run."""
+    workload = _workload()
+    told = EngineLoop(workload, TapeModelRunner({}), keep_finishes=False)
+    for _ in told.run():
+        pass
+    assert not told.finishes and not told.unfinished
+    counted: list[int] = []
+
+    class CountFinishes:
+        def on_step(self, record: StepRecord, scheduler: object) -> None:
+            if record.step % 10 == 0:
+                counted.append(sum(1 for obj in gc.get_objects() if type(obj) is RequestFinish))
+
+    record_workload(workload, TapeModelRunner({}), tmp_path / "t.duckdb", sinks=[CountFinishes()])
+    assert len(counted) > 10 and not any(counted)
+
+
+def _batch(rng: random.Random, first_step: int, num_rows: int) -> pa.Table:
+    """`_block_ids` rows of random ids: they compress little, so the file grows as written."""
+    return pa.table(
+        {
+            "step": pa.array([first_step + i // 8 for i in range(num_rows)], pa.int32()),
+            "request_index": pa.array([i % 8 for i in range(num_rows)], pa.int32()),
+            "slot": pa.array([i // 8 for i in range(num_rows)], pa.int32()),
+            "block_id": pa.array([rng.randrange(1 << 30) for _ in range(num_rows)], pa.int32()),
+        }
+    )
+
+
+def test_the_writer_lets_go_of_the_blocks_it_has_written(tmp_path: Path) -> None:
+    """DuckDB would keep every block it writes loaded: the trace's size in memory."""
+    path = tmp_path / "t.duckdb"
+    writer = TraceWriter(path, {})
+    rng = random.Random(3)
+    for number in range(CHECKPOINT_EVERY_BATCHES + 2):
+        writer.submit({"_block_ids": _batch(rng, number * 40_000, 320_000)})
+    writer.set_meta({"note": "all written"}, checkpoint=True)
+    writer.wait()
+    memory = dict(writer._con.cursor().execute(_HELD).fetchall())
+    writer.close(complete=False)
+    assert path.stat().st_size > 10 << 20
+    assert memory.get("IN_MEMORY_TABLE", 0) == 0
+    assert memory.get("BASE_TABLE", 0) < 4 << 20

@@ -184,6 +184,10 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         assert con.table("_meta").filter("key = 'note'").fetchall() == [("note", "b")]
         row = con.table("_requests").filter("request_index = 0")
         assert row.select("abort_step", "abort_before_update").fetchall() == [(7, True)]
+        unwritten = sql_files.query("stepscope.tracer", "unwritten_bytes")
+        assert con.execute(unwritten).fetchall()[0][0] > 0  # committed, not checkpointed
+        con.checkpoint()
+        assert con.execute(unwritten).fetchall() == [(0,)]
     # The compaction's statements run in test_trace_compact.py (they need two catalogs).
     assert sorted(f for f in ALL_FILES if f.startswith("stepscope.tracer:sql/")) == [
         "stepscope.tracer:sql/recorded_prompts.sql",
@@ -197,6 +201,7 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         "stepscope.tracer:sql/shared_prompt_rows.sql",
         "stepscope.tracer:sql/shared_prompt_table.sql",
         "stepscope.tracer:sql/shared_prompt_view.sql",
+        "stepscope.tracer:sql/unwritten_bytes.sql",
     ]
 
 

@@ -80,6 +80,7 @@ def record_workload(
         probe=recorder,
         scheduler_cls=scheduler_cls,
         keep_output_tokens=False,
+        keep_finishes=False,
     )
     complete = False
     try:

@@ -26,6 +26,7 @@ from stepscope.schema.sql_files import query
 from stepscope.schema.version import SCHEMA_VERSION
 
 from .compact import compact
+from .evict_blocks import evict_blocks
 
 QUEUE_DEPTH = 4
 CHECKPOINT_EVERY_BATCHES = 8
@@ -184,6 +185,7 @@ class TraceWriter:
     def _checkpoint(self) -> None:
         """Fold the write-ahead log into the file: the `.duckdb` alone then holds every batch."""
         self._con.checkpoint()
+        evict_blocks(self._con)  # else DuckDB keeps them loaded: the file, in memory
         self._batches_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
 
