@@ -8,7 +8,7 @@ the first that differs is reported with both sides and the decisions that led th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from stepscope.tracer.record_workload import StepSink, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
 from .inputs import workload_from_trace
-from .recorded_steps import LAST_STEP, RecordedStep, StepsRead
+from .recorded_steps import LAST_STEP, RecordedStep
 from .step_decision import (
     MISSING_STEP,
     RecordedDecisions,
@@ -78,15 +78,11 @@ def replay_exact(
 ) -> ExactReplay:
     """Replay `trace_path`; with `output`, the replay is recorded there as a trace too."""
     with open_trace(trace_path) as trace:
-        recorded = RecordedDecisions(trace, batch_rows=1 << 18, ahead=True)
-        steps = recorded.steps.between(0, LAST_STEP)  # read while the workload is read too
-        try:
-            workload = workload_from_trace(trace)
-            num_recorded = trace.num_steps
-            replay = _Replay(workload, recorded, steps, output, scheduler_cls, trace, sinks)
-            divergence, compared = replay.run(stop_at_divergence, trace.complete)
-        finally:
-            steps.close()
+        workload = workload_from_trace(trace)
+        num_recorded = trace.num_steps
+        recorded = RecordedDecisions(trace, batch_rows=1 << 18)
+        replay = _Replay(workload, recorded, output, scheduler_cls, trace, sinks)
+        divergence, compared = replay.run(stop_at_divergence, trace.complete)
     return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)
 
 
@@ -97,13 +93,12 @@ class _Replay:
         self,
         workload: Workload,
         recorded: RecordedDecisions,
-        steps: StepsRead,
         output: Path | None,
         scheduler_cls: type[Scheduler] | None,
         trace: Trace,
         sinks: Sequence[StepSink] = (),
     ) -> None:
-        self.recorded = steps
+        self.recorded: Iterator[RecordedStep] = recorded.steps.between(0, LAST_STEP)
         self.ids = recorded.request_ids
         self.matcher = StepMatcher(self.ids, {req_id: index for index, req_id in self.ids.items()})
         self.sinks = sinks
@@ -133,50 +128,41 @@ class _Replay:
         return ()
 
     def run(self, stop_at_divergence: bool, trace_complete: bool) -> tuple[Divergence | None, int]:
+        divergence: Divergence | None = None
+        compared = 0
         complete = False
         try:
-            divergence, compared, complete = self._step_through(stop_at_divergence, trace_complete)
-            if divergence is None and complete:
-                divergence = self._missing_step()
+            for record in self.loop.run():
+                decisions = (
+                    tuple(self.recorder.next_decisions) if self.recorder is not None else None
+                )
+                if self.recorder is not None:
+                    self.recorder.record_step(record, self.loop.core.scheduler)
+                for sink in self.sinks:
+                    sink.on_step(record, self.loop.core.scheduler)
+                if divergence is not None:
+                    continue
+                expected = next(self.recorded, None)
+                if expected is None and not trace_complete:
+                    break  # the recording stopped early: nothing more to compare
+                if expected is not None and self.matcher.same_decision(expected, record):
+                    compared += 1
+                    continue
+                divergence = self._compare(record, expected, decisions)
+                compared += divergence is None
+                if divergence is not None and stop_at_divergence:
+                    break
+            else:
+                complete = True
         finally:
             if self.recorder is not None:
                 self.recorder.close(complete)
+        if divergence is None and complete:
+            missing = next(self.recorded, None)
+            if missing is not None:
+                decision = recorded_decision(missing, self.ids)
+                divergence = Divergence(missing.step, (MISSING_STEP,), decision, None, ())
         return divergence, compared
-
-    def _step_through(
-        self, stop_at_divergence: bool, trace_complete: bool
-    ) -> tuple[Divergence | None, int, bool]:
-        """Run the engine beside the recorded steps: the first divergence, the steps that
-        agreed, and whether the engine ran to its end."""
-        divergence: Divergence | None = None
-        compared = 0
-        for record in self.loop.run():
-            decisions = tuple(self.recorder.next_decisions) if self.recorder is not None else None
-            if self.recorder is not None:
-                self.recorder.record_step(record, self.loop.core.scheduler)
-            for sink in self.sinks:
-                sink.on_step(record, self.loop.core.scheduler)
-            if divergence is not None:
-                continue
-            expected = next(self.recorded, None)
-            if expected is None and not trace_complete:
-                return None, compared, False  # the recording stopped early: nothing to compare
-            if expected is not None and self.matcher.same_decision(expected, record):
-                compared += 1
-                continue
-            divergence = self._compare(record, expected, decisions)
-            compared += divergence is None
-            if divergence is not None and stop_at_divergence:
-                return divergence, compared, False
-        return divergence, compared, True
-
-    def _missing_step(self) -> Divergence | None:
-        """A recorded step the replay, having run to its end, never took."""
-        missing = next(self.recorded, None)
-        if missing is None:
-            return None
-        decision = recorded_decision(missing, self.ids)
-        return Divergence(missing.step, (MISSING_STEP,), decision, None, ())
 
     def _compare(
         self,

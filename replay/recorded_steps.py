@@ -10,17 +10,14 @@ split between two reads; a range's rows are read in the order recorded (`row_ord
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain, starmap
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.schema import Trace
 
-from .read_ahead import ReadAhead
 from .row_order import by_step_then_seq
 from .sql import query
 
@@ -28,8 +25,6 @@ SAMPLED_NONE = -(1 << 63)
 """The `sampled` value of a row that sampled nothing (a prefill chunk); no token id is negative."""
 
 LAST_STEP = (1 << 31) - 1
-
-Cursor = duckdb.DuckDBPyConnection
 
 _SCHEDULED = (
     ("request_index", pa.int32(), -1),
@@ -69,122 +64,50 @@ class RecordedStep:
 
 
 class RecordedSteps:
-    """A trace's `RecordedStep`s in step order, read a range of steps at a time.
+    """A trace's `RecordedStep`s in step order, read a range of steps at a time."""
 
-    With `ahead`, the ranges are read on a thread of their own (`ReadAhead`), from the
-    moment `between` is called; close what it returns before closing the trace.
-    """
-
-    def __init__(self, trace: Trace, batch_rows: int = 1 << 16, ahead: bool = False) -> None:
+    def __init__(self, trace: Trace, batch_rows: int = 1 << 16) -> None:
         self.trace = trace
         self.batch_rows = batch_rows
-        self.ahead = ahead
 
-    def between(self, first: int, last: int) -> StepsRead:
+    def between(self, first: int, last: int) -> Iterator[RecordedStep]:
         """The steps `first`..`last`."""
-        if not self.ahead:
-            return StepsRead(self._loaded(first, last, None, None))
-        cursors = self.trace.cursor(), self.trace.cursor()  # made here, read there
-        return StepsRead(ReadAhead(self._loaded(first, last, *cursors)))
-
-    def _loaded(
-        self, first: int, last: int, steps_on: Cursor | None, rows_on: Cursor | None
-    ) -> Generator[tuple[_StepsRange, _RangeRows], None, None]:
-        """Each range of the steps with its rows."""
-        for steps_range in self._step_ranges(first, last, steps_on):
-            yield steps_range, self._load(steps_range, rows_on)
-
-    def _step_ranges(self, first: int, last: int, on: Cursor | None) -> Iterator[_StepsRange]:
-        """The steps `first`..`last` (`sql/decision_steps.sql`) cut into ranges of rows."""
-        reader = self.trace.stream(query("decision_steps"), self.batch_rows, [first, last], on)
+        reader = self.trace.stream(query("decision_steps"), self.batch_rows, [first, last])
         for batch in reader:
             steps = {name: batch.column(name).to_pylist() for name in batch.schema.names}
             for start, end in _ranges(steps["num_scheduled_reqs"], self.batch_rows):
-                yield _StepsRange(steps, start, end)
+                yield from self._range(steps, start, end)
 
-    def _load(self, steps_range: _StepsRange, on: Cursor | None) -> _RangeRows:
-        """The range's scheduled rows, block ids and preemptions, cut per step."""
-        first, last = steps_range.first, steps_range.last
-        scheduled_rows = by_step_then_seq(self._rows("decision_scheduled", first, last, on))
-        return _RangeRows(
-            _StepBytes(scheduled_rows, _SCHEDULED),
-            _StepBytes(self._rows("decision_block_ids", first, last, on), _BLOCKS),
-            _StepIndices(self._rows("decision_preemptions", first, last, on)),
-        )
+    def _range(self, steps: dict[str, list[Any]], start: int, end: int) -> Iterator[RecordedStep]:
+        first, last = steps["step"][start], steps["step"][end - 1]
+        scheduled_rows = by_step_then_seq(self._rows("decision_scheduled", first, last))
+        scheduled = _StepBytes(scheduled_rows, _SCHEDULED)
+        blocks = _StepBytes(self._rows("decision_block_ids", first, last), _BLOCKS)
+        preempted = _StepIndices(self._rows("decision_preemptions", first, last))
+        free_blocks, update_steps = steps["num_free_blocks_after_schedule"], steps["update_step"]
+        for i in range(start, end):
+            step = steps["step"][i]
+            if steps["idle"][i]:
+                yield RecordedStep(step, True, None, None)
+                continue
+            request_indices, num_tokens, kinds, sampled = scheduled.of(step)
+            block_requests, block_ids = blocks.of(step)
+            yield RecordedStep(
+                step,
+                False,
+                free_blocks[i],
+                update_steps[i],
+                request_indices,
+                num_tokens,
+                kinds,
+                sampled,
+                block_requests,
+                block_ids,
+                preempted.of(step),
+            )
 
-    def _rows(self, name: str, first: int, last: int, on: Cursor | None) -> pa.Table:
-        return self.trace.stream(query(name), self.batch_rows, [first, last], on).read_all()
-
-
-class StepsRead:
-    """`RecordedSteps.between`'s steps; `close()` stops any reading ahead."""
-
-    def __init__(self, loaded: Iterator[tuple[_StepsRange, _RangeRows]]) -> None:
-        self._loaded = loaded
-        self._steps = chain.from_iterable(starmap(_range_steps, loaded))
-
-    def __iter__(self) -> StepsRead:
-        return self
-
-    def __next__(self) -> RecordedStep:
-        return next(self._steps)
-
-    def close(self) -> None:
-        close = getattr(self._loaded, "close", None)
-        if close is not None:
-            close()
-
-
-@dataclass(frozen=True, slots=True)
-class _StepsRange:
-    """Steps `start`..`end - 1` of a batch of `_steps` columns."""
-
-    steps: dict[str, list[Any]]
-    start: int
-    end: int
-
-    @property
-    def first(self) -> int:
-        return int(self.steps["step"][self.start])
-
-    @property
-    def last(self) -> int:
-        return int(self.steps["step"][self.end - 1])
-
-
-@dataclass(frozen=True, slots=True)
-class _RangeRows:
-    """A range's rows of the step tables, cut per step."""
-
-    scheduled: _StepBytes
-    blocks: _StepBytes
-    preempted: _StepIndices
-
-
-def _range_steps(steps_range: _StepsRange, rows: _RangeRows) -> Iterator[RecordedStep]:
-    """The range's `RecordedStep`s."""
-    steps = steps_range.steps
-    free_blocks, update_steps = steps["num_free_blocks_after_schedule"], steps["update_step"]
-    for i in range(steps_range.start, steps_range.end):
-        step = steps["step"][i]
-        if steps["idle"][i]:
-            yield RecordedStep(step, True, None, None)
-            continue
-        request_indices, num_tokens, kinds, sampled = rows.scheduled.of(step)
-        block_requests, block_ids = rows.blocks.of(step)
-        yield RecordedStep(
-            step,
-            False,
-            free_blocks[i],
-            update_steps[i],
-            request_indices,
-            num_tokens,
-            kinds,
-            sampled,
-            block_requests,
-            block_ids,
-            rows.preempted.of(step),
-        )
+    def _rows(self, name: str, first: int, last: int) -> pa.Table:
+        return self.trace.stream(query(name), self.batch_rows, [first, last]).read_all()
 
 
 def _ranges(num_rows: list[int | None], batch_rows: int) -> Iterator[tuple[int, int]]:

@@ -129,9 +129,9 @@ def new_blocks(
 class RecordedDecisions:
     """A trace's step decisions in step order, read a range at a time (never all at once)."""
 
-    def __init__(self, trace: Trace, batch_rows: int = 1 << 16, ahead: bool = False) -> None:
+    def __init__(self, trace: Trace, batch_rows: int = 1 << 16) -> None:
         self.trace = trace
-        self.steps = RecordedSteps(trace, batch_rows, ahead)
+        self.steps = RecordedSteps(trace, batch_rows)
         self._request_ids: dict[int, str] | None = None
 
     def __iter__(self) -> Iterator[StepDecision]:

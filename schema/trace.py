@@ -121,27 +121,17 @@ class Trace:
         return relation
 
     def stream(
-        self,
-        query: str,
-        batch_rows: int = 1 << 16,
-        params: list[Any] | None = None,
-        on: duckdb.DuckDBPyConnection | None = None,
+        self, query: str, batch_rows: int = 1 << 16, params: list[Any] | None = None
     ) -> pa.RecordBatchReader:
-        """Stream a query's rows in Arrow batches, on a cursor of its own (or `on` one).
+        """Stream a query's rows in Arrow batches, on a cursor of its own.
 
         Several streams can be open at once; they see the physical `_` tables, not
-        the views (which belong to the main connection). A stream read on another thread
-        goes `on` a cursor made here beforehand (`cursor()`), one stream at a time.
+        the views (which belong to the main connection).
         """
-        cursor = self._con.cursor() if on is None else on
         try:
-            return cursor.sql(query, params=params).to_arrow_reader(batch_rows)
+            return self._con.cursor().sql(query, params=params).to_arrow_reader(batch_rows)
         except duckdb.Error as error:
             raise TraceError(self._message(error)) from None
-
-    def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A connection of its own on the file, for another thread's `stream(on=...)`."""
-        return self._con.cursor()
 
     def read_all(self) -> None:
         """Read every stored byte, so a damaged block is an error now, not a missed difference."""

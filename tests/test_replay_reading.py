@@ -10,9 +10,8 @@ import pytest
 from conftest import TESTS
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import recorded_outputs
-from stepscope.replay.recorded_steps import LAST_STEP
 from stepscope.replay.sql import query
-from stepscope.replay.step_decision import RecordedDecisions, recorded_decision
+from stepscope.replay.step_decision import RecordedDecisions
 from traces import prefill_heavy_workload, record
 
 import stepscope
@@ -37,21 +36,6 @@ def test_small_read_ranges_give_the_same_decisions(tmp_path: Path) -> None:
         ranged = list(RecordedDecisions(opened, batch_rows=7))
     assert whole == ranged
     assert any(None in decision.sampled_token_ids for decision in whole)
-
-
-def test_reading_ahead_gives_the_same_decisions(tmp_path: Path) -> None:
-    trace = tmp_path / "t.duckdb"
-    record(prefill_heavy_workload(), trace)
-    with stepscope.open(trace) as opened:
-        plain = list(RecordedDecisions(opened, batch_rows=7))
-        ahead = RecordedDecisions(opened, batch_rows=7, ahead=True)
-        steps = ahead.steps.between(0, LAST_STEP)
-        try:
-            read = [recorded_decision(step, ahead.request_ids) for step in steps]
-        finally:
-            steps.close()
-    assert read == plain
-    assert len(plain) > 20
 
 
 def test_tapes_read_in_any_stored_order(tmp_path: Path) -> None:
