@@ -7,7 +7,9 @@ three 64-token prefixes (prefix caching), ask for 16-96 tokens, and are all sent
 at once so the KV pool runs short; every `--cancel-every`-th request asks for
 900-1,000 tokens (serve with `--max-model-len 1216`) and closes its stream after a
 few chunks, which the server turns into an abort. Prints one JSON
-line: how many requests finished, were cancelled, and failed.
+line: how many requests finished, were cancelled, and failed, and how many were
+planned to hang up (`planned_hang_ups`: a planned hang-up whose stream ends before
+its few chunks were read counts as finished).
 """
 
 from __future__ import annotations
@@ -91,13 +93,15 @@ async def run(args: argparse.Namespace) -> dict[str, int]:
     async with aiohttp.ClientSession(timeout=timeout) as session:
         async with session.get(f"{args.url}/v1/models") as response:
             model = (await response.json())["data"][0]["id"]
+        planned = plans(model, args)
         results = await asyncio.gather(
-            *(send(session, args.url, plan) for plan in plans(model, args)),
+            *(send(session, args.url, plan) for plan in planned),
             return_exceptions=True,
         )
     counts = {"finished": 0, "cancelled": 0, "failed": 0}
     for result in results:
         counts[result if isinstance(result, str) else "failed"] += 1
+    counts["planned_hang_ups"] = sum(plan.cancel_after_chunks is not None for plan in planned)
     return counts
 
 

@@ -88,7 +88,7 @@ def failed_run(
 def test_the_server_keeps_answering(failed_run: FailedRun) -> None:
     assert failed_run.before["failed"] == 0
     assert failed_run.during["failed"] == 0
-    assert failed_run.after == {"finished": 24, "cancelled": 0, "failed": 0}
+    assert failed_run.after == {"finished": 24, "cancelled": 0, "failed": 0, "planned_hang_ups": 0}
 
 
 def test_the_failure_is_logged_once(failed_run: FailedRun) -> None:

@@ -10,8 +10,11 @@ engine and through vLLM's own scheduler.
 
 Not every hang-up becomes an abort: vLLM aborts a request when its server notices
 the client gone, and some streams run to their end all the same (seen: 5 of 9
-aborted; the others ran to `max_tokens` or a stop id). The trace must show the
-aborts the engine made, only for requests the client hung up on.
+aborted; the others ran to `max_tokens` or a stop id). Nor does every planned
+hang-up happen: a stream the server falls behind on has its deltas merged, and
+once (in CI) one of the 900-odd-token requests reached `[DONE]` before the client
+had read the few chunks it meant to read. The trace must show the aborts the
+engine made, only for requests the client planned to hang up on.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ def test_the_load_was_served(served: ServerRun) -> None:
     assert f"Successful requests:                     {BENCH_PROMPTS}" in served.bench
     assert served.counts["failed"] == 0
     assert served.counts["cancelled"] > 0
+    assert served.counts["planned_hang_ups"] == CLIENT_REQUESTS // 5
 
 
 def test_a_normal_stop_leaves_a_complete_trace(served: ServerRun) -> None:
@@ -107,7 +111,8 @@ def test_the_trace_shows_preemptions_aborts_chunks_and_stops(served: ServerRun) 
         ).fetchall()
     assert chunks > 0, "no prefill was chunked"
     assert stopped_on_ids > 0, "no request stopped on a stop id"
-    assert sum(hung_up for hung_up, _ in outcomes) == served.counts["cancelled"]
+    assert sum(hung_up for hung_up, _ in outcomes) == served.counts["planned_hang_ups"]
+    assert sum(reason == "abort" for _, reason in outcomes) <= served.counts["cancelled"]
     assert all(hung_up for hung_up, reason in outcomes if reason == "abort"), (
         "a request the client did not hang up on was aborted"
     )
