@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import sys
@@ -13,6 +14,8 @@ from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload
 from stepscope.engine.engine_loop import RequestFinish
 from stepscope.engine.request import Request
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
+from stepscope.engine.workload import RequestSpec
+from stepscope.schema import open_trace
 from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.writer import CHECKPOINT_EVERY_BATCHES, TraceWriter
@@ -112,6 +115,33 @@ def test_a_recording_keeps_no_ending_of_a_finished_request(tmp_path: Path) -> No
 
     record_workload(workload, TapeModelRunner({}), tmp_path / "t.duckdb", sinks=[CountFinishes()])
     assert len(counted) > 10 and not any(counted)
+
+
+def test_a_live_recording_lets_go_of_each_request_once_its_row_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """A live engine registers each request as it arrives, prompt and all; a server's
+    recording would otherwise hold every prompt it was ever sent."""
+    workload = _workload()
+    recorder = TraceRecorder(tmp_path / "t.duckdb", Workload(workload.config, ()), {})
+    by_id = {spec.request_id: spec for spec in workload.requests}
+    loop = EngineLoop(workload, TapeModelRunner({}), probe=recorder)
+    counted: list[int] = []
+    for record in loop.run():
+        for request_id in record.arrived:  # a spec of its own, as a live engine makes one
+            recorder.register_request(dataclasses.replace(by_id.pop(request_id)))
+        recorder.record_step(record, loop.core.scheduler)
+        if record.step % 10 == 0:
+            gc.collect()
+            counted.append(sum(1 for obj in gc.get_objects() if type(obj) is RequestSpec))
+    recorder.close(complete=True)
+    assert not by_id and len(counted) > 10
+    assert counted == [len(workload.requests)] * len(counted)  # the workload's own, no more
+    with open_trace(tmp_path / "t.duckdb") as trace:
+        ((prompt_tokens,),) = trace.sql(
+            "SELECT sum(len(prompt_token_ids)) FROM requests"
+        ).fetchall()
+    assert prompt_tokens == sum(len(spec.prompt_token_ids) for spec in workload.requests)
 
 
 def _batch(rng: random.Random, first_step: int, num_rows: int) -> pa.Table:

@@ -65,8 +65,12 @@ class TraceRecorder:
         self.writer = TraceWriter(path, {**meta, "redacted": str(redactor is not None).lower()})
         self.workload = workload
         self.redactor = redactor
-        self.specs: list[RequestSpec] = list(workload.requests)
-        self.request_index = {spec.request_id: i for i, spec in enumerate(self.specs)}
+        self.specs: list[RequestSpec | None] = list(workload.requests)
+        """Each request's spec until its `_requests` row is recorded, then None: a live
+        engine's recording would otherwise hold every prompt it was sent."""
+        self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
+        self._row_aborts: dict[int, tuple[int, bool]] = {}
+        """The abort (step, before update) in a recorded `_requests` row, by request index."""
         self.flush_every_steps = flush_every_steps
         self.flush_interval_s = flush_interval_s
         self.flush_rows = flush_rows
@@ -198,17 +202,27 @@ class TraceRecorder:
         index = self.request_index[request_id]
         self._table_lengths.pop(index, None)
         spec = self.specs[index]
-        if spec.abort_step == step and spec.abort_before_update == before_update:
+        if spec is None:  # its row is recorded
+            if self._row_aborts.get(index) == (step, before_update):
+                return
+            self._row_aborts[index] = (step, before_update)
+        elif spec.abort_step == step and spec.abort_before_update == before_update:
             return
-        self.specs[index] = dataclasses.replace(
-            spec, abort_step=step, abort_before_update=before_update
-        )
+        else:
+            self.specs[index] = dataclasses.replace(
+                spec, abort_step=step, abort_before_update=before_update
+            )
         self._aborts.append((index, step, before_update))
 
     def _record_request(self, request_id: str) -> None:
+        """The request's `_requests` row; from then on only an abort in it is kept."""
         index = self.request_index[request_id]
-        row = request_row(index, request_id, self.specs[index], self.redactor)
-        self._buffers["_requests"].append_row(row)
+        spec = self.specs[index]
+        assert spec is not None, f"request {request_id}: its row is recorded already"
+        self._buffers["_requests"].append_row(request_row(index, request_id, spec, self.redactor))
+        self.specs[index] = None
+        if spec.abort_step is not None:
+            self._row_aborts[index] = (spec.abort_step, spec.abort_before_update)
 
     def _event(
         self,
