@@ -6,6 +6,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from .block_hash import BlockHash
+from .block_hash_map import BlockHashToBlockMap
 
 
 class KVCacheBlock:
@@ -79,13 +80,10 @@ class BlockPool:
         self.null_block = self.free_block_queue.popleft()
         # Several blocks may share a hash (no de-duplication: block tables are
         # append-only); a lookup returns the earliest inserted one still cached.
-        self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
+        self.cached_block_hash_to_block = BlockHashToBlockMap()
 
     def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
-        blocks = self.cached_block_hash_to_block.get(block_hash)
-        if blocks is None:
-            return None
-        return next(iter(blocks.values()))
+        return self.cached_block_hash_to_block.get_one_block(block_hash)
 
     def cache_full_blocks(
         self,
@@ -100,7 +98,7 @@ class BlockPool:
             block_hash = block_hashes[index]
             assert block.block_hash is None, f"block {block.block_id} is already cached"
             block.block_hash = block_hash
-            self.cached_block_hash_to_block.setdefault(block_hash, {})[block.block_id] = block
+            self.cached_block_hash_to_block.insert(block_hash, block)
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
         """Pop `num_blocks` from the front of the free queue, evicting cached ones."""
@@ -115,10 +113,8 @@ class BlockPool:
 
     def _evict(self, block: KVCacheBlock) -> None:
         assert block.block_hash is not None
-        same_hash = self.cached_block_hash_to_block[block.block_hash]
-        del same_hash[block.block_id]
-        if not same_hash:
-            del self.cached_block_hash_to_block[block.block_hash]
+        evicted = self.cached_block_hash_to_block.pop(block.block_hash, block.block_id)
+        assert evicted is block, f"block {block.block_id} was not cached under its hash"
         block.block_hash = None
 
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:

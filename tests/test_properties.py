@@ -37,8 +37,13 @@ def _check_blocks(loop: EngineLoop) -> None:
             assert block.block_id not in holders, block
         else:
             assert block.ref_cnt == holders[block.block_id] > 0, block
-    for block_hash, blocks in pool.cached_block_hash_to_block.items():
-        assert all(block.block_hash == block_hash for block in blocks.values())
+    cached = pool.cached_block_hash_to_block
+    for block_hash in cached:
+        blocks = cached.blocks(block_hash)
+        assert blocks and all(block.block_hash == block_hash for block in blocks)
+    assert sum(len(cached.blocks(h)) for h in cached) == sum(
+        block.block_hash is not None for block in pool.blocks
+    )
 
 
 def _check_queues(loop: EngineLoop) -> None:

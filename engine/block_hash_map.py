@@ -1,0 +1,67 @@
+"""The prefix cache's index: block hash -> the cached blocks with that hash.
+
+As vLLM's `BlockHashToBlockMap`: a hash held by one block maps to the block itself,
+and only a hash held by several (block tables are append-only, so equal blocks are
+not de-duplicated) gets a dict of them by block id. Most hashes have one block, so
+the cache keeps no dict per cached block: less memory, and fewer containers for the
+garbage collector to walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .block_hash import BlockHash
+
+if TYPE_CHECKING:
+    from .block_pool import KVCacheBlock
+
+
+class BlockHashToBlockMap:
+    def __init__(self) -> None:
+        self._cache: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+
+    def get_one_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
+        """The earliest inserted block still cached under `block_hash`, if any."""
+        blocks = self._cache.get(block_hash)
+        if blocks is None or not isinstance(blocks, dict):
+            return blocks
+        return next(iter(blocks.values()))
+
+    def insert(self, block_hash: BlockHash, block: KVCacheBlock) -> None:
+        blocks = self._cache.get(block_hash)
+        if blocks is None:
+            self._cache[block_hash] = block
+        elif isinstance(blocks, dict):
+            blocks[block.block_id] = block
+        else:
+            self._cache[block_hash] = {blocks.block_id: blocks, block.block_id: block}
+
+    def pop(self, block_hash: BlockHash, block_id: int) -> KVCacheBlock | None:
+        """Take block `block_id` out from under `block_hash`; None if it is not there."""
+        blocks = self._cache.get(block_hash)
+        if blocks is None:
+            return None
+        if not isinstance(blocks, dict):
+            if blocks.block_id != block_id:
+                return None
+            del self._cache[block_hash]
+            return blocks
+        block = blocks.pop(block_id, None)
+        if not blocks:
+            del self._cache[block_hash]
+        return block
+
+    def blocks(self, block_hash: BlockHash) -> tuple[KVCacheBlock, ...]:
+        """Every block cached under `block_hash`, earliest inserted first."""
+        blocks = self._cache.get(block_hash)
+        if blocks is None:
+            return ()
+        return tuple(blocks.values()) if isinstance(blocks, dict) else (blocks,)
+
+    def __iter__(self) -> Iterator[BlockHash]:
+        return iter(self._cache)
+
+    def __len__(self) -> int:
+        return len(self._cache)
