@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Generic
 
 from .arrivals import WorkloadArrivals
 from .core import EngineCore, EngineStep, SchedulerT, make_engine_core
+from .gc_heap import frozen_heap
 from .model_runner import ModelRunner
 from .request import FinishReason, Request
 from .scheduler import Scheduler
@@ -117,9 +118,10 @@ class StepLoop(Generic[SchedulerT]):
         return self.arrivals.all_arrived()
 
     def run(self) -> Iterator[StepRecord]:
+        """The steps, with the heap as it is at the first step frozen (`gc_heap`)."""
         if self.workload.config.async_scheduling:
-            return self._run_with_batch_queue()
-        return self._run()
+            return _with_frozen_heap(self._run_with_batch_queue())
+        return _with_frozen_heap(self._run())
 
     def _run(self) -> Iterator[StepRecord]:
         for step in range(self.workload.max_steps):
@@ -330,6 +332,11 @@ def _complete_records(records: deque[_PendingRecord]) -> Iterator[StepRecord]:
     """The oldest records whose output has been processed, in step order."""
     while records and records[0].complete:
         yield records.popleft().record()
+
+
+def _with_frozen_heap(records: Iterator[StepRecord]) -> Iterator[StepRecord]:
+    with frozen_heap():
+        yield from records
 
 
 class EngineLoop(StepLoop[Scheduler]):
