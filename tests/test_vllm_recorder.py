@@ -282,6 +282,20 @@ def test_a_vllm_version_not_supported_runs_on_unrecorded(vllm: VllmPython, tmp_p
     assert not trace.exists()
 
 
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_recording_lets_go_of_requests_the_scheduler_has_freed(
+    vllm: VllmPython, tmp_path: Path, mode: str
+) -> None:
+    """A server's recording would otherwise keep each request's sampling params for good
+    (36 requests under KV pressure, 4 of them aborted)."""
+    workload = next(p for p in CONFORMANCE if p.name.startswith("39"))
+    knobs = [arg for k, v in MODES[mode].items() for arg in ("--set", f"{k}={json.dumps(v)}")]
+    held = json.loads(vllm.harness("held", str(tmp_path / "t.duckdb"), str(workload), *knobs))
+    assert len(held["unshipped"]) < held["requests"]
+    assert set(held["sampling"]) <= set(held["unshipped"])
+    assert set(held["admitted"]) <= set(held["unshipped"])
+
+
 def test_the_wrong_class_for_the_mode_is_noted(vllm: VllmPython, tmp_path: Path) -> None:
     """Subclassing `Scheduler` under async scheduling silently drops async behaviour."""
     trace = tmp_path / "t.duckdb"

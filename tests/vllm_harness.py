@@ -5,6 +5,7 @@
     python vllm_harness.py unsupported VERSION WORKLOAD.json CLASS
     python vllm_harness.py failing OUT WORKLOAD.json AFTER_STEPS [--set KNOB=VALUE]...
     python vllm_harness.py replay TRACE...
+    python vllm_harness.py held OUT WORKLOAD.json [--set KNOB=VALUE]...
 
 `record` writes OUT_DIR/<stem>.duckdb per workload (vLLM's import is paid once).
 `settings` builds the scheduler from CLASS (`module.Class`), which records only if
@@ -12,7 +13,9 @@ STEPSCOPE_TRACE says so, runs the workload, shuts the scheduler down and prints
 what was wrapped; `unsupported` does so with vLLM reporting VERSION instead of its
 own. `failing` makes the recorder fail after AFTER_STEPS steps and
 prints whether the run still finished. `replay` replays each trace through vLLM
-and prints each diff's classification.
+and prints each diff's classification. `held` records the workload and prints the
+requests the recording still keeps something for, and those the scheduler has not
+shipped as finished.
 """
 
 from __future__ import annotations
@@ -110,6 +113,18 @@ def failing(argv: list[str]) -> None:
     print(json.dumps(outcome))
 
 
+def held(argv: list[str]) -> None:
+    (out, path), knobs = _split(argv)
+    workload = _workload(path, knobs)
+    scheduler, block_hasher = build_scheduler(workload)
+    recording = attach_recording(scheduler, Path(out), planned=workload)
+    run_scripted(workload, scheduler, block_hasher, recording)
+    kept = {"sampling": sorted(recording.sampling), "admitted": sorted(recording.admitted)}
+    unshipped = sorted(set(scheduler.finished_req_ids) | set(scheduler.requests))
+    recording.close()
+    print(json.dumps({"requests": len(workload.requests), "unshipped": unshipped, **kept}))
+
+
 def replay(argv: list[str]) -> None:
     from stepscope.replay.vllm_replay import replay_with_vllm
 
@@ -126,5 +141,6 @@ if __name__ == "__main__":
         "unsupported": unsupported,
         "failing": failing,
         "replay": replay,
+        "held": held,
     }
     commands[sys.argv[1]](sys.argv[2:])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +95,12 @@ class VllmRecording:
         self.queue_state = QueueState(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.sampling: dict[str, SamplingParams] = {}
+        """The sampling params of each request the scheduler holds (its first admission's
+        row needs them), let go once an output ships the request as finished."""
         self.arrived: set[str] = set()
+        """Every request id seen: a second request with one is left out of the trace."""
         self.admitted: set[str] = set()
+        """Requests admitted once and not shipped as finished yet (`convert.scheduler_output`)."""
         self.step = -1
         self.active = True
         self._start: Any = None
@@ -282,6 +286,7 @@ class VllmRecording:
         assert iteration is not None
         free_blocks = self.queue_state.get_num_free_blocks()
         ours = convert.scheduler_output(output, self.sampling, self.admitted)
+        self._forget(output.finished_req_ids)
         end = schedule_end(
             self.scheduler, self._start, self.recorder.decisions, ours, self.tap.prefix_cache
         )
@@ -292,6 +297,13 @@ class VllmRecording:
         self._in_flight[id(output)] = iteration
         if self._returns_before_update(output, in_flight_before):
             self._current = None
+
+    def _forget(self, finished_req_ids: Iterable[str]) -> None:
+        """Let go of what was kept for requests the scheduler has freed: a server's
+        recording would otherwise hold some for every request it was ever sent."""
+        for req_id in finished_req_ids:
+            self.sampling.pop(req_id, None)
+            self.admitted.discard(req_id)
 
     def _returns_before_update(self, output: Any, in_flight_before: int) -> bool:
         """`step_with_batch_queue` returns right after scheduling when its queue was empty."""
