@@ -286,14 +286,16 @@ def test_a_vllm_version_not_supported_runs_on_unrecorded(vllm: VllmPython, tmp_p
 def test_a_recording_lets_go_of_requests_the_scheduler_has_freed(
     vllm: VllmPython, tmp_path: Path, mode: str
 ) -> None:
-    """A server's recording would otherwise keep each request's sampling params for good
-    (36 requests under KV pressure, 4 of them aborted)."""
+    """A server's recording would otherwise keep each request's sampling params for good,
+    and `record --engine vllm`'s step loop each request's ending (36 requests under KV
+    pressure, 4 of them aborted)."""
     workload = next(p for p in CONFORMANCE if p.name.startswith("39"))
     knobs = [arg for k, v in MODES[mode].items() for arg in ("--set", f"{k}={json.dumps(v)}")]
     held = json.loads(vllm.harness("held", str(tmp_path / "t.duckdb"), str(workload), *knobs))
     assert len(held["unshipped"]) < held["requests"]
     assert set(held["sampling"]) <= set(held["unshipped"])
     assert set(held["admitted"]) <= set(held["unshipped"])
+    assert len(held["finishes"]) > 3 and not any(held["finishes"])
 
 
 def test_the_wrong_class_for_the_mode_is_noted(vllm: VllmPython, tmp_path: Path) -> None:

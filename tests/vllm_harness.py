@@ -14,12 +14,13 @@ what was wrapped; `unsupported` does so with vLLM reporting VERSION instead of i
 own. `failing` makes the recorder fail after AFTER_STEPS steps and
 prints whether the run still finished. `replay` replays each trace through vLLM
 and prints each diff's classification. `held` records the workload and prints the
-requests the recording still keeps something for, and those the scheduler has not
-shipped as finished.
+requests the recording still keeps something for, those the scheduler has not
+shipped as finished, and how many request endings the step loop held every 10 steps.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import logging
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.engine import Workload
+from stepscope.engine.engine_loop import RequestFinish
 from stepscope.engine.workload import load_workload
 from stepscope.tracer.vllm.attach import attach_recording
 from stepscope.tracer.vllm.driver import build_scheduler, prepare_environment, record_with_vllm
@@ -118,11 +120,25 @@ def held(argv: list[str]) -> None:
     workload = _workload(path, knobs)
     scheduler, block_hasher = build_scheduler(workload)
     recording = attach_recording(scheduler, Path(out), planned=workload)
+    record_step = recording.recorder.record_step
+    finishes: list[int] = []
+
+    def record_and_count(record: Any, *args: Any) -> None:
+        record_step(record, *args)
+        if record.step % 10 == 0:
+            finishes.append(sum(1 for obj in gc.get_objects() if type(obj) is RequestFinish))
+
+    recording.recorder.record_step = record_and_count  # type: ignore[method-assign]
     run_scripted(workload, scheduler, block_hasher, recording)
     kept = {"sampling": sorted(recording.sampling), "admitted": sorted(recording.admitted)}
     unshipped = sorted(set(scheduler.finished_req_ids) | set(scheduler.requests))
     recording.close()
-    print(json.dumps({"requests": len(workload.requests), "unshipped": unshipped, **kept}))
+    print(
+        json.dumps(
+            {"requests": len(workload.requests), "unshipped": unshipped, "finishes": finishes}
+            | kept
+        )
+    )
 
 
 def replay(argv: list[str]) -> None:

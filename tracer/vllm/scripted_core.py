@@ -145,7 +145,9 @@ class VllmLoop(StepLoop[VllmScheduler]):
     def __init__(
         self, workload: Workload, core: VllmEngineCore, recording: VllmRecording | None
     ) -> None:
-        super().__init__(workload, core)
+        # No one reads its finishes (a recording has them in its trace, a replay compares
+        # steps), and a long run would hold one per request, output tokens and all.
+        super().__init__(workload, core, keep_output_tokens=False, keep_finishes=False)
         self.recording = recording
 
     def _reject(self, spec: RequestSpec) -> bool:
