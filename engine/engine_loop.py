@@ -22,7 +22,7 @@ scheduler, and `stepscope.tracer.vllm.scripted_core` around vLLM's.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Generic
@@ -117,8 +117,9 @@ class StepLoop(Generic[SchedulerT]):
     def all_arrived(self) -> bool:
         return self.arrivals.all_arrived()
 
-    def run(self) -> Iterator[StepRecord]:
-        """The steps, with the heap as it is at the first step frozen (`gc_heap`)."""
+    def run(self) -> Generator[StepRecord]:
+        """The steps, with the heap as it is at the first step frozen (`gc_heap`) until
+        they end or the generator is closed."""
         if self.workload.config.async_scheduling:
             return _with_frozen_heap(self._run_with_batch_queue())
         return _with_frozen_heap(self._run())
@@ -334,7 +335,7 @@ def _complete_records(records: deque[_PendingRecord]) -> Iterator[StepRecord]:
         yield records.popleft().record()
 
 
-def _with_frozen_heap(records: Iterator[StepRecord]) -> Iterator[StepRecord]:
+def _with_frozen_heap(records: Iterator[StepRecord]) -> Generator[StepRecord]:
     with frozen_heap():
         yield from records
 

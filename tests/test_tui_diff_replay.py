@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -197,6 +198,21 @@ def test_replay_mode_steps_continues_breaks_and_returns_to_the_step() -> None:
         await press(pilot, "escape")
         assert isinstance(pilot.app.screen, TimelineScreen)
         assert pilot.app.screen.query_one(StepTable).cursor_step == 379
+
+    drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_leaving_a_replay_midway_ends_its_engine_loop() -> None:
+    """The loop keeps the heap it started with frozen (`engine/gc_heap.py`) until it ends."""
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "p")
+        await until(pilot, lambda: replay_status(pilot).startswith("ready"))
+        await press(pilot, "s")
+        await until(pilot, lambda: "through step 0" in replay_status(pilot))
+        assert gc.get_freeze_count() > 0
+        await press(pilot, "escape")
+        await until(pilot, lambda: gc.get_freeze_count() == 0)
 
     drive(StepscopeApp(trace("storm")), scenario)
 

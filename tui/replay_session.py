@@ -10,7 +10,7 @@ compares them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +140,7 @@ class ReplaySession:
         self.source = TraceSource(path)
         self.workload = workload_from_trace(self.source, knobs)
         runner = TapeModelRunner.for_workload(self.workload)
-        self._steps: Iterator[StepRecord] = EngineLoop(self.workload, runner).run()
+        self._steps: Generator[StepRecord] = EngineLoop(self.workload, runner).run()
         self._recorded: dict[int, StepDecision] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -153,6 +153,8 @@ class ReplaySession:
         return self.source.info.num_steps
 
     def close(self) -> None:
+        with self._lock:
+            self._steps.close()  # the loop ends now: its frozen heap goes back to the collector
         self.source.close()
 
     def stop(self) -> None:

@@ -115,6 +115,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
     def on_unmount(self) -> None:
         if self.session is not None:
             self.session.stop()
+            self.session.close()  # once a running worker has seen the stop
 
     # -- workers -------------------------------------------------------------------
 
