@@ -62,6 +62,3 @@ class BlockHashToBlockMap:
 
     def __iter__(self) -> Iterator[BlockHash]:
         return iter(self._cache)
-
-    def __len__(self) -> int:
-        return len(self._cache)
