@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from recording_rss import status_mb
 from results import heading, write_section
 from tracer_overhead import MILLION_STEP_TRAFFIC
 
@@ -137,13 +138,9 @@ class Measured:
 
 def rss_mb(pid: int) -> float | None:
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
+        return status_mb(pid).get("VmRSS")
+    except OSError:  # it has exited
         return None
-    for line in status.splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return None
 
 
 def measure(name: str, args: list[str], stdout: Path, output: Path) -> Measured:

@@ -26,10 +26,11 @@ from stepscope.inputs import load_workload_arg
 FLUSH_EVERY = 4096
 
 
-def status_mb() -> dict[str, float]:
-    """VmRSS and VmHWM (the peak so far) of this process, in MB."""
+def status_mb(pid: int | str = "self") -> dict[str, float]:
+    """VmRSS and VmHWM (the peak so far) of process `pid` (this one by default), in MB;
+    OSError once the process is gone."""
     figures = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key = line.split(":")[0]
         if key in ("VmRSS", "VmHWM"):
             figures[key] = int(line.split()[1]) / 1024
