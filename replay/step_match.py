@@ -10,7 +10,7 @@ a few byte comparisons. The check is at least as strict as `differences` plus
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
 
 from stepscope.engine import StepRecord
@@ -85,13 +85,18 @@ class StepMatcher:
         tables = requests.new_block_ids
         if not recorded.block_ids:
             return not any(tables)
+        blocks = list(filter(None, tables))
         try:
-            indices = map(self.index_of.__getitem__, compress(requests.req_ids, tables))
-            given = sorted(zip(indices, filter(None, tables), strict=True))
+            owners = list(map(self.index_of.__getitem__, compress(requests.req_ids, tables)))
         except KeyError:  # a request the trace does not have
             return False
-        owners = [index for index, table in given for _ in table]
-        block_ids = chain.from_iterable(table for _, table in given)
+        block_ids: Iterable[int]
+        if sum(map(len, blocks)) == len(blocks) and owners == sorted(owners):
+            block_ids = chain.from_iterable(blocks)  # a block a row, rows by request: as stored
+        else:
+            given = sorted(zip(owners, blocks, strict=True))
+            owners = [index for index, table in given for _ in table]
+            block_ids = chain.from_iterable(table for _, table in given)
         return array("i", owners).tobytes() == recorded.block_requests and (
             array("i", block_ids).tobytes() == recorded.block_ids
         )

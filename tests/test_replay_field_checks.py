@@ -23,6 +23,20 @@ from traces import case, prefill_heavy_workload, record
 
 import stepscope
 
+DECODE_BLOCK_STEP = """
+    SELECT step FROM (
+        SELECT b.step, b.request_index,
+            lag(b.request_index) OVER (PARTITION BY b.step ORDER BY s.seq) AS previous_owner
+        FROM _block_ids b JOIN _scheduled s USING (step, request_index)
+    )
+    WHERE step > 20 AND step NOT IN (SELECT step FROM _scheduled WHERE kind <> 'running')
+    GROUP BY step
+    HAVING count(*) = count(DISTINCT request_index) AND count(*) > 1
+        AND bool_and(previous_owner IS NULL OR previous_owner < request_index)
+"""
+"""A step past 20 that ran only running requests and gave several of them one new block
+each, their rows in request order: the check's fast path (`StepMatcher._same_blocks`)."""
+
 CHANGES = {
     "order": (
         "UPDATE _scheduled SET seq = -seq WHERE step = {step}",
@@ -48,6 +62,16 @@ CHANGES = {
     "block_owner": (
         "UPDATE _block_ids SET request_index = request_index + 1 WHERE step = {step}",
         "SELECT min(step) FROM _block_ids WHERE step > 20",
+        ("block_ids",),
+    ),
+    "block_ids_decode": (
+        "UPDATE _block_ids SET block_id = block_id + 100000 WHERE step = {step}",
+        "SELECT min(step) FROM (" + DECODE_BLOCK_STEP + ")",
+        ("block_ids",),
+    ),
+    "block_owner_decode": (
+        "UPDATE _block_ids SET request_index = request_index + 1 WHERE step = {step}",
+        "SELECT min(step) FROM (" + DECODE_BLOCK_STEP + ")",
         ("block_ids",),
     ),
     "preempted": (
