@@ -118,6 +118,7 @@ class _Replay:
             replay_model_runner(self.workload, self.trace),
             probe=probe,
             scheduler_cls=self.scheduler_cls,
+            keep_finishes=False,  # the trace has every ending; a long replay would hold them all
         )
 
     def _decisions_at(self, step: int) -> tuple[Decision, ...]:

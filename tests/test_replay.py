@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import REPO, TESTS
-from stepscope.engine import Scheduler, SchedulerOutput, load_workload
+from stepscope.engine import RequestFinish, Scheduler, SchedulerOutput, StepRecord, load_workload
 from stepscope.engine.step_plan import StepPlan
 from stepscope.replay.diff import Classification, diff_traces
 from stepscope.replay.exact import replay_exact
@@ -38,6 +39,33 @@ def test_exact_replay_of_every_conformance_case_is_identical(
     result = replay_exact(trace)
     assert result.divergence is None
     assert result.num_compared_steps == result.num_recorded_steps > 0
+
+
+class _EndingsAlive:
+    """A step sink: the requests finished so far, and the `RequestFinish` objects alive
+    (every 10 steps: a walk of the collector's objects)."""
+
+    def __init__(self) -> None:
+        self.num_finished = 0
+        self.alive: list[int] = []
+
+    def on_step(self, record: StepRecord, scheduler: Scheduler) -> None:
+        if record.engine_step is not None:
+            outputs = record.engine_step.outputs
+            self.num_finished += sum(output.finish_reason is not None for output in outputs)
+        if record.step % 10 == 0:
+            self.alive.append(sum(isinstance(o, RequestFinish) for o in gc.get_objects()))
+
+
+def test_an_exact_replay_keeps_no_request_endings(tmp_path: Path) -> None:
+    """The trace has every ending; a replay that kept them would hold one per request, its
+    output tokens included, for the whole run (with the loop's default, 59 by the end here)."""
+    trace = tmp_path / "t.duckdb"
+    record(case("30"), trace)
+    endings = _EndingsAlive()
+    assert replay_exact(trace, sinks=[endings]).divergence is None
+    assert endings.num_finished >= 20 and len(endings.alive) >= 10
+    assert max(endings.alive) == 0
 
 
 def test_inputs_come_back_out_of_the_trace(tmp_path: Path) -> None:

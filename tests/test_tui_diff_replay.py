@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from stepscope.engine import load_workload
+from stepscope.engine import RequestFinish, load_workload
 from stepscope.replay.diff import Classification
 from stepscope.schema import TraceError
 from stepscope.tui.app import StepscopeApp
@@ -91,6 +91,18 @@ def test_an_exact_replay_never_diverges_and_a_what_if_does() -> None:
     steps, stopped = what_if.run(lambda replayed: replayed.diverged)
     assert stopped == "condition" and steps[-1].step == 2
     assert steps[-1].differences == ("num_free_blocks", "scheduled", "block_ids")
+
+
+def test_a_replay_session_keeps_no_request_endings() -> None:
+    """The trace has every ending: the session's loop keeps none (a long replay would hold
+    one per request, its output tokens included: 21 by the end here with the default)."""
+    session = ReplaySession(trace("storm"))
+    alive = []
+    while (replayed := session.step()) is not None:
+        if replayed.step % 50 == 0:
+            alive.append(sum(isinstance(o, RequestFinish) for o in gc.get_objects()))
+    session.close()
+    assert len(alive) >= 7 and max(alive) == 0
 
 
 def test_break_predicates_over_the_replayed_step() -> None:

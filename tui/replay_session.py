@@ -140,7 +140,9 @@ class ReplaySession:
         self.source = TraceSource(path)
         self.workload = workload_from_trace(self.source, knobs)
         runner = TapeModelRunner.for_workload(self.workload)
-        self._steps: Generator[StepRecord] = EngineLoop(self.workload, runner).run()
+        # No finishes kept: the trace has every ending, and a long replay would hold them all.
+        loop = EngineLoop(self.workload, runner, keep_finishes=False)
+        self._steps: Generator[StepRecord] = loop.run()
         self._recorded: dict[int, StepDecision] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
