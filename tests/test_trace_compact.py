@@ -87,6 +87,28 @@ def test_a_failed_compaction_keeps_the_trace_as_written(
         assert trace.complete and trace.num_steps > 0
 
 
+def test_compaction_keeps_to_its_memory_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DuckDB's memory is capped while compacting (uncapped, a 10M-step trace took 2 GB):
+    a tight cap still gives every row, one too small for the copy keeps the trace as
+    written, and neither leaves a file or spill folder behind."""
+    workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
+    written, copy = recorded_and_copied(workload, tmp_path, monkeypatch)
+    too_small = tmp_path / "too_small.duckdb"
+    shutil.copy(written, too_small)
+    monkeypatch.setattr(compact, "MEMORY_LIMIT", "16MB")
+    compact.compact(copy, _WRITER_CONFIG)
+    assert copy.stat().st_size < written.stat().st_size
+    assert _contents(copy) == _contents(written)
+    monkeypatch.setattr(compact, "MEMORY_LIMIT", "1MB")
+    compact.compact(too_small, _WRITER_CONFIG)
+    assert "kept as written" in caplog.text and "Out of Memory" in caplog.text
+    assert too_small.read_bytes() == written.read_bytes()
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == ["copy.duckdb", "t.duckdb", "too_small.duckdb"]
+
+
 def test_table_bytes_share_out_the_file(tmp_path: Path) -> None:
     path = record(decode_workload(256, 400), tmp_path / "t.duckdb").path
     with duckdb.connect(str(path), read_only=True) as con:
