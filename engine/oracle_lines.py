@@ -6,7 +6,8 @@ scheduling, per `step_with_batch_queue` call), then a `{"final": ...}` line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from .core import EngineStep
@@ -24,7 +25,13 @@ ENGINE_NAME = "stepscope"
 
 
 def decision_lines(loop: EngineLoop) -> Iterable[dict[str, Any]]:
-    """Run the loop, yielding each step's line and then the final line.
+    """Run the loop, yielding each step's line and then the final line."""
+    yield from step_lines(loop)
+    yield final_line(loop)
+
+
+def step_lines(loop: EngineLoop) -> Iterable[dict[str, Any]]:
+    """Run the loop, yielding each step's line.
 
     Under async scheduling a line is one `step_with_batch_queue` call (`call_line`).
     """
@@ -34,7 +41,6 @@ def decision_lines(loop: EngineLoop) -> Iterable[dict[str, Any]]:
     else:
         for record in loop.run():
             yield step_line(record, loop)
-    yield final_line(loop)
 
 
 def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
@@ -187,8 +193,24 @@ def _oracle_order(requests: ScheduledRequests) -> list[_Row]:
 
 
 def final_line(loop: EngineLoop) -> dict[str, Any]:
+    final = {req_id: finish_json(f) for req_id, f in loop.final().items()}
+    return {"final": final, **_run_fields(loop)}
+
+
+def final_line_text(loop: EngineLoop) -> Iterator[str]:
+    """`json.dumps(final_line(loop))` in pieces, a request at a time: the same text, without
+    every request's output tokens made JSON at once (a long run's final line lists millions)."""
+    yield '{"final": {'
+    separator = ""
+    for req_id, finish in loop.final().items():
+        yield f"{separator}{json.dumps(req_id)}: {json.dumps(finish_json(finish))}"
+        separator = ", "
+    yield "}, " + json.dumps(_run_fields(loop))[1:]
+
+
+def _run_fields(loop: EngineLoop) -> dict[str, Any]:
+    """The final line's fields after `final`."""
     return {
-        "final": {req_id: finish_json(f) for req_id, f in loop.final().items()},
         "effective_config": {
             **loop.workload.config.to_dict(),
             **spec_config_fields(loop.workload.config),

@@ -12,7 +12,7 @@ import typer
 from stepscope import run_view
 from stepscope.engine import EngineLoop, Workload
 from stepscope.engine.model_runner_choice import TAPE, create_model_runner
-from stepscope.engine.oracle_lines import decision_lines
+from stepscope.engine.oracle_lines import final_line_text, step_lines
 from stepscope.inputs import apply_knobs, load_workload_arg
 
 from .options import DeviceOption, DtypeOption, KnobsOption, ModelOption
@@ -41,8 +41,10 @@ def run(
     # Only the oracle's final line lists each request's output tokens.
     loop = EngineLoop(loaded, runner, keep_output_tokens=jsonl)
     if jsonl:
-        for line in decision_lines(loop):
+        for line in step_lines(loop):
             sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.writelines(final_line_text(loop))
+        sys.stdout.write("\n")
         return
     console = run_view.run_console()
     # One line however long the path: the terminal wraps it, a pipe keeps it whole.
