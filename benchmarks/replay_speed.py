@@ -45,6 +45,12 @@ CACHE = Path.home() / ".cache" / "stepscope-bench"
 
 def decoding_workload(num_requests: int, num_steps: int) -> Workload:
     """Requests that all decode from the first steps until `num_steps` (tape tokens, no EOS)."""
+    text = decoding_workload_json(num_requests, num_steps)
+    return parse_workload(text, source=f"decode-{num_requests}x{num_steps}")
+
+
+def decoding_workload_json(num_requests: int, num_steps: int) -> str:
+    """`decoding_workload` as a workload file holds it."""
     prompt_len, block_size = 32, 16
     requests = [
         {
@@ -63,8 +69,7 @@ def decoding_workload(num_requests: int, num_steps: int) -> Workload:
         "max_num_seqs": max(num_requests, 8),
         "max_model_len": prompt_len + num_steps + 8,
     }
-    text = json.dumps({"config": config, "requests": requests, "max_steps": num_steps + 10})
-    return parse_workload(text, source=f"decode-{num_requests}x{num_steps}")
+    return json.dumps({"config": config, "requests": requests, "max_steps": num_steps + 10})
 
 
 def steps_per_second(run: Callable[[], int]) -> tuple[float, float]:

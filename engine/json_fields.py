@@ -105,8 +105,15 @@ def optional_int(
 
 
 def token_ids(
-    obj: Mapping[str, Any], key: str, path: tuple[str | int, ...], required: bool
+    obj: Mapping[str, Any],
+    key: str,
+    path: tuple[str | int, ...],
+    required: bool,
+    shared: dict[int, int] | None = None,
 ) -> tuple[int, ...]:
+    """The list at `key` as a tuple of token ids. With `shared`, equal ids become the one
+    int kept there: a workload holds far more tokens than its vocabulary has ids, and
+    each int parsed on its own takes 28 bytes."""
     value = obj.get(key, _MISSING if required else [])
     if value is _MISSING:
         raise FieldError((*path, key), "required, a list of token ids")
@@ -115,7 +122,9 @@ def token_ids(
     for position, token in enumerate(value):
         if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token <= MAX_TOKEN_ID:
             raise FieldError((*path, key), f"item {position} is not a token id: {short(token)}")
-    return tuple(value)
+    if shared is None:
+        return tuple(value)
+    return tuple(map(shared.setdefault, value, value))
 
 
 def request_id_problem(request_id: str) -> str | None:

@@ -212,8 +212,9 @@ def _workload_from_json(raw: Any, source: str) -> Workload:
     requests = raw.get("requests")
     if not isinstance(requests, list):
         raise _FieldError(("requests",), "required, a JSON list")
+    shared: dict[int, int] = {}  # each token id one int (`token_ids`)
     specs = tuple(
-        _with_features(_request_from_json(item, index), item, index, config)
+        _with_features(_request_from_json(item, index, shared), item, index, config)
         for index, item in enumerate(requests)
     )
     _reject_duplicate_ids(specs)
@@ -224,7 +225,7 @@ def _workload_from_json(raw: Any, source: str) -> Workload:
     return Workload(config, specs, max_steps, description, source)
 
 
-def _request_from_json(item: Any, index: int) -> RequestSpec:
+def _request_from_json(item: Any, index: int, shared: dict[int, int]) -> RequestSpec:
     path: tuple[str | int, ...] = ("requests", index)
     if not isinstance(item, dict):
         raise _FieldError(path, "a request is a JSON object")
@@ -235,10 +236,12 @@ def _request_from_json(item: Any, index: int) -> RequestSpec:
     problem = request_id_problem(request_id)
     if problem is not None:
         raise _FieldError((*path, "id"), problem)
-    return _request_fields(item, index, request_id)
+    return _request_fields(item, index, request_id, shared)
 
 
-def _request_fields(item: dict[str, Any], index: int, request_id: str) -> RequestSpec:
+def _request_fields(
+    item: dict[str, Any], index: int, request_id: str, shared: dict[int, int]
+) -> RequestSpec:
     path: tuple[str | int, ...] = ("requests", index)
     _reject_unknown(item, _REQUEST_KEYS, path)
     arrival_step = _int_field(item, "arrival_step", path, minimum=0, default=0)
@@ -259,8 +262,8 @@ def _request_fields(item: dict[str, Any], index: int, request_id: str) -> Reques
         request_id=request_id,
         arrival_step=arrival_step,
         arrival_time=float(arrival_time),
-        prompt_token_ids=_token_ids(item, "prompt_token_ids", path, required=True),
-        output_token_ids=_token_ids(item, "output_token_ids", path, required=False),
+        prompt_token_ids=_token_ids(item, "prompt_token_ids", path, True, shared),
+        output_token_ids=_token_ids(item, "output_token_ids", path, False, shared),
         sampling_params=_sampling_params(item, path),
         priority=_int_field(item, "priority", path, default=0),
         abort_step=abort_step,

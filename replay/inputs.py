@@ -6,39 +6,54 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace
 
+from . import shared_ints
 from .row_order import request_then_step
 from .sql import query
 
 SPARE_STEPS = 1000
 """How far past the recorded run a replay may go when the trace lacks max_steps."""
 
+REQUIRED_INPUTS = (
+    "request_id",
+    "arrival_step",
+    "arrival_time",
+    "priority",
+    "prompt_token_ids",
+    "max_tokens",
+    "min_tokens",
+    "temperature",
+    "top_k",
+    "top_p",
+)
+"""`request_inputs.sql`'s columns a request cannot replay without (the rest: NULL is "none")."""
 
-def recorded_outputs(trace: Trace) -> dict[str, list[int]]:
-    """Each request's sampled tokens in order: the tape a replay feeds the engine."""
+
+def recorded_outputs(trace: Trace) -> dict[str, tuple[int, ...]]:
+    """Each request's sampled tokens in order: the tape a replay feeds the engine (its ints
+    shared: `shared_ints`)."""
     if trace.sql(query("has_verified_drafts")).fetchall()[0][0]:
-        rows = trace.sql(query("recorded_outputs")).fetchall()
-        return {request_id: list(tokens) for request_id, tokens in rows}
+        rows = trace.sql(query("recorded_outputs")).to_arrow_table()
+        tapes = shared_ints.list_column(rows["token_ids"])
+        return dict(zip(rows["request_id"].to_pylist(), tapes, strict=True))
     return _one_token_per_step(trace)
 
 
-def _one_token_per_step(trace: Trace) -> dict[str, list[int]]:
+def _one_token_per_step(trace: Trace) -> dict[str, tuple[int, ...]]:
     """The tapes read as flat rows and cut per request (no list aggregate to build)."""
     ids = dict(trace.sql(query("request_ids")).fetchall())
     rows = trace.sql(query("recorded_tokens")).to_arrow_table()
     requests = rows["request_index"].to_numpy()
     order = request_then_step(requests, rows["step"].to_numpy())
-    tokens = rows["token_id"].to_numpy()[order]
     ends = np.cumsum(np.bincount(requests)).tolist() if len(requests) else []
-    tapes, start = {}, 0
-    for index, end in enumerate(ends):
-        if end > start:
-            tapes[ids[index]] = tokens[start:end].tolist()
-        start = end
-    return tapes
+    tapes = shared_ints.cut(rows["token_id"].to_numpy()[order], ends)
+    starts = [0, *ends[:-1]]
+    return {ids[i]: tape for i, tape in enumerate(tapes) if ends[i] > starts[i]}
 
 
 def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) -> Workload:
@@ -48,7 +63,7 @@ def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) ->
         config = config.with_knobs(knobs)
     outputs = recorded_outputs(trace)
     requests = tuple(
-        _request_spec(row, outputs.get(row["request_id"], [])) for row in _request_inputs(trace)
+        _request_spec(row, outputs.get(row["request_id"], ())) for row in _request_inputs(trace)
     )
     max_steps = trace.meta.get("max_steps", "")
     if max_steps.isdigit():
@@ -72,10 +87,41 @@ def _config(trace: Trace) -> EngineConfig:
 
 
 def _request_inputs(trace: Trace) -> list[dict[str, Any]]:
-    """Each request's recorded inputs by column name (`sql/request_inputs.sql`)."""
-    relation = trace.sql(query("request_inputs"))
-    names = relation.columns
-    return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
+    """Each request's recorded inputs by column name (`sql/request_inputs.sql`), the prompts'
+    ints shared (`shared_ints`)."""
+    table = trace.sql(query("request_inputs")).to_arrow_table()
+    _check_required(table, trace)
+    prompts = shared_ints.list_column(table["prompt_token_ids"])
+    names = [name for name in table.column_names if name != "prompt_token_ids"]
+    columns = [table[name].to_pylist() for name in names]
+    rows = [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    for row, prompt in zip(rows, prompts, strict=True):
+        row["prompt_token_ids"] = prompt
+    return rows
+
+
+def _check_required(table: pa.Table, trace: Trace) -> None:
+    """A request that lacks an input a replay needs is an error naming it (the first such)."""
+    for name in REQUIRED_INPUTS:
+        column = table[name].combine_chunks()
+        missing, problem = column.is_null().to_numpy(zero_copy_only=False), "is NULL"
+        if name == "prompt_token_ids" and not missing.any():
+            missing, problem = _null_items(column), "holds a NULL token id"
+        if missing.any():
+            row = int(np.argmax(missing))
+            request_id = table["request_id"][row].as_py()
+            who = f"_requests row {row}" if request_id is None else f"request {request_id!r}"
+            raise InputError(f"{trace.path}: {who}: {name} {problem}; a replay needs it")
+
+
+def _null_items(lists: pa.ListArray) -> np.ndarray:
+    """Which lists hold a NULL item (a row mask)."""
+    rows = np.zeros(len(lists), dtype=bool)
+    items = pc.list_flatten(lists)
+    if items.null_count:
+        parents = pc.list_parent_indices(lists).to_numpy()
+        rows[parents[items.is_null().to_numpy(zero_copy_only=False)]] = True
+    return rows
 
 
 def _features(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,7 +135,7 @@ def _features(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _request_spec(row: Mapping[str, Any], outputs: list[int]) -> RequestSpec:
+def _request_spec(row: Mapping[str, Any], outputs: tuple[int, ...]) -> RequestSpec:
     sampling = SamplingParams(
         max_tokens=row["max_tokens"],
         min_tokens=row["min_tokens"],
@@ -104,8 +150,8 @@ def _request_spec(row: Mapping[str, Any], outputs: list[int]) -> RequestSpec:
         request_id=row["request_id"],
         arrival_step=row["arrival_step"],
         arrival_time=row["arrival_time"],
-        prompt_token_ids=tuple(row["prompt_token_ids"]),
-        output_token_ids=tuple(outputs),
+        prompt_token_ids=row["prompt_token_ids"],
+        output_token_ids=outputs,
         sampling_params=sampling,
         priority=row["priority"],
         abort_step=row["abort_step"],

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import duckdb
 import pytest
 from conftest import TESTS
+from stepscope.engine import Workload
+from stepscope.engine.workload import parse_workload
 from stepscope.replay.exact import replay_exact
-from stepscope.replay.inputs import recorded_outputs
+from stepscope.replay.inputs import recorded_outputs, workload_from_trace
 from stepscope.replay.sql import query
 from stepscope.replay.step_decision import RecordedDecisions
+from stepscope.tracer.redact import Redactor
 from traces import prefill_heavy_workload, record
 
 import stepscope
@@ -25,7 +30,7 @@ def test_tapes_read_as_flat_rows_equal_the_list_aggregate(workload: Path, tmp_pa
     record(workload, trace)
     with stepscope.open(trace) as opened:
         aggregated = {r: list(t) for r, t in opened.sql(query("recorded_outputs")).fetchall()}
-        assert recorded_outputs(opened) == aggregated
+        assert _as_lists(recorded_outputs(opened)) == aggregated
 
 
 def test_small_read_ranges_give_the_same_decisions(tmp_path: Path) -> None:
@@ -54,7 +59,49 @@ def test_tapes_read_in_any_stored_order(tmp_path: Path) -> None:
     with stepscope.open(shuffled) as opened:
         steps = opened.sql("SELECT step FROM _scheduled").fetchall()
         assert steps != sorted(steps)
-        assert recorded_outputs(opened) == stored
+        assert _as_lists(recorded_outputs(opened)) == _as_lists(stored)
+
+
+@pytest.mark.parametrize(
+    ("tape", "redacted"),
+    [
+        ([300, 301, 300, 301, 300], False),  # ids looked up in a table
+        ([300, 2**31, 300, 2**63 - 1, 2**31], False),  # ids past the table: sorted
+        ([300, 301, 300, 301, 300], True),  # 63-bit pseudonyms
+    ],
+)
+def test_equal_token_ids_are_one_int_in_a_replays_inputs(
+    tape: list[int], redacted: bool, tmp_path: Path
+) -> None:
+    """A replay holds every prompt and tape: each id is one Python int, shared by every
+    token that has it (a workload may give any id up to 2**63 - 1), the values kept."""
+    trace = tmp_path / "t.duckdb"
+    record(_decode_with_tape(tape), trace, redactor=Redactor(b"k" * 32) if redacted else None)
+    with stepscope.open(trace) as opened:
+        specs = workload_from_trace(opened).requests
+    prompts = [token for spec in specs for token in spec.prompt_token_ids]
+    tapes = [token for spec in specs for token in spec.output_token_ids]
+    for tokens in (prompts, tapes):
+        assert len({id(token) for token in tokens}) == len(set(tokens)) < len(tokens)
+    if not redacted:
+        assert [list(spec.output_token_ids) for spec in specs] == [tape, tape]
+        assert [list(spec.prompt_token_ids) for spec in specs] == [_PROMPT, _PROMPT]
+    assert replay_exact(trace).divergence is None
+
+
+_PROMPT = [4000 + t % 5 for t in range(17)]
+
+
+def _decode_with_tape(tape: list[int]) -> Workload:
+    """Two requests with `_PROMPT` decoding `tape` to its end (no EOS)."""
+    request = {"prompt_token_ids": _PROMPT, "max_tokens": len(tape)}
+    requests = [{"id": name, "output_token_ids": tape, **request} for name in ("a", "b")]
+    config = {"block_size": 16, "num_blocks": 64, "max_num_batched_tokens": 64, "max_num_seqs": 4}
+    return parse_workload(json.dumps({"config": config, "requests": requests}), source="tape")
+
+
+def _as_lists(tapes: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
+    return {request_id: list(tape) for request_id, tape in tapes.items()}
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from stepscope.engine import InputError
+from stepscope.replay.exact import replay_exact
+from stepscope.replay.inputs import REQUIRED_INPUTS
 from stepscope.schema import TraceError
 from test_cli import stepscope
 from traces import case, record
@@ -117,3 +120,39 @@ def test_cli_errors_are_one_line_and_exit_2(trace: Path, tmp_path: Path) -> None
         assert result.returncode == 2, args
         assert "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("column", REQUIRED_INPUTS)
+def test_a_request_without_an_input_a_replay_needs(
+    column: str, trace: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "edited.duckdb"
+    shutil.copy(trace, path)
+    with duckdb.connect(str(path)) as con:
+        con.execute(f"UPDATE _requests SET {column} = NULL WHERE request_index = 1")
+        request_id = con.execute("SELECT request_id FROM _requests WHERE request_index = 1")
+        who = "_requests row 1" if column == "request_id" else repr(request_id.fetchone()[0])
+    with pytest.raises(InputError) as caught:
+        replay_exact(path)
+    assert str(caught.value).startswith(f"{path}: ") and who in str(caught.value)
+    assert f"{column} is NULL; a replay needs it" in str(caught.value)
+
+
+def test_a_null_prompt_token_is_one_error_and_the_trace_stays_as_it_was(
+    trace: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "edited.duckdb"
+    shutil.copy(trace, path)
+    with duckdb.connect(str(path)) as con:
+        con.execute(
+            "UPDATE _requests SET prompt_token_ids = list_concat(prompt_token_ids, [NULL]) "
+            "WHERE request_index = 2"
+        )
+    before = path.read_bytes()
+    for args in (("replay", str(path)), ("replay", str(path), "--set", "max_num_seqs=2")):
+        result = stepscope(*args)
+        assert result.returncode == 2, args
+        assert "Traceback" not in result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert "prompt_token_ids holds a NULL token id; a replay needs it" in line
+    assert path.read_bytes() == before

@@ -60,6 +60,20 @@ def test_a_good_workload_loads_with_defaults(tmp_workload: Any) -> None:
     assert workload.config.enable_prefix_caching and workload.config.enable_chunked_prefill
 
 
+def test_equal_token_ids_are_one_int_across_the_workload(tmp_workload: Any) -> None:
+    """Prompts and tapes share one int per id (ids past the small-int cache, which CPython
+    shares anyway): a long workload's tokens take a reference each, not an int each."""
+    good = _good()
+    good["requests"][0].update(prompt_token_ids=[4000, 4001, 4000], output_token_ids=[4001, 2])
+    good["requests"][1].update(prompt_token_ids=[4001, 4000], output_token_ids=[4000])
+    workload = load_workload(tmp_workload(good))
+    tokens = [
+        t for spec in workload.requests for t in spec.prompt_token_ids + spec.output_token_ids
+    ]
+    assert tokens == [4000, 4001, 4000, 4001, 2, 4001, 4000, 4000]
+    assert len({id(token) for token in tokens}) == len(set(tokens)) == 3
+
+
 def test_the_line_request_and_field_are_named(tmp_path: Path) -> None:
     workload = _good()
     workload["requests"][1]["max_tokens"] = 0
