@@ -188,7 +188,9 @@ def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> T
 
 
 def _stored(trace: Trace) -> tuple[StoredRows, pa.Table]:
-    """What `compare_steps` reads of one trace: its decision rows and request inputs."""
+    """What `compare_steps` reads of one trace: its decision rows and request inputs (its
+    keys checked first: the rows are read by them)."""
+    trace.check_keys()
     return stored_rows(trace), trace.sql(query("request_input_hashes")).to_arrow_table()
 
 

@@ -10,9 +10,9 @@ from rich.text import Text
 from stepscope.engine.probe import (
     AdmissionCall,
     Decision,
-    Preemption,
     RefusedRunningCall,
     RunningGrant,
+    WaitingSkip,
 )
 
 from stepscope.safe_text import safe_text
@@ -90,7 +90,8 @@ def describe_decision(decision: Decision) -> str:
             f"({decision.num_new_computed_tokens} hit), "
             f"{decision.num_free_blocks_before} free: {outcome}"
         )
-    assert isinstance(decision, Preemption)
+    if isinstance(decision, WaitingSkip):
+        return f"{decision.request_id}: waiting, skipped ({decision.reason})"
     return (
         f"{decision.request_id}: preempted for {decision.needed_by} "
         f"({decision.num_computed_tokens_discarded} tokens discarded)"

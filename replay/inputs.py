@@ -20,8 +20,6 @@ SPARE_STEPS = 1000
 """How far past the recorded run a replay may go when the trace lacks max_steps."""
 
 REQUIRED_INPUTS = (
-    "request_id",
-    "arrival_step",
     "arrival_time",
     "priority",
     "prompt_token_ids",
@@ -31,7 +29,8 @@ REQUIRED_INPUTS = (
     "top_k",
     "top_p",
 )
-"""`request_inputs.sql`'s columns a request cannot replay without (the rest: NULL is "none")."""
+"""`request_inputs.sql`'s columns a request cannot replay without, besides the keys
+`Trace.check_keys` checks first (its id and arrival step); the rest: NULL is "none"."""
 
 
 def recorded_outputs(trace: Trace) -> dict[str, tuple[int, ...]]:
@@ -58,12 +57,14 @@ def _one_token_per_step(trace: Trace) -> dict[str, tuple[int, ...]]:
 
 def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) -> Workload:
     """The recorded workload, each request's tape being what the model sampled for it."""
+    trace.check_keys()  # the replay reads every recorded row by them
     config = _config(trace)
     if knobs:
         config = config.with_knobs(knobs)
     outputs = recorded_outputs(trace)
     requests = tuple(
-        _request_spec(row, outputs.get(row["request_id"], ())) for row in _request_inputs(trace)
+        _request_spec(row, outputs.get(row["request_id"], ()), trace)
+        for row in _request_inputs(trace)
     )
     max_steps = trace.meta.get("max_steps", "")
     if max_steps.isdigit():
@@ -110,8 +111,9 @@ def _check_required(table: pa.Table, trace: Trace) -> None:
         if missing.any():
             row = int(np.argmax(missing))
             request_id = table["request_id"][row].as_py()
-            who = f"_requests row {row}" if request_id is None else f"request {request_id!r}"
-            raise InputError(f"{trace.path}: {who}: {name} {problem}; a replay needs it")
+            raise InputError(
+                f"{trace.path}: request {request_id!r}: {name} {problem}; a replay needs it"
+            )
 
 
 def _null_items(lists: pa.ListArray) -> np.ndarray:
@@ -135,17 +137,20 @@ def _features(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _request_spec(row: Mapping[str, Any], outputs: tuple[int, ...]) -> RequestSpec:
-    sampling = SamplingParams(
-        max_tokens=row["max_tokens"],
-        min_tokens=row["min_tokens"],
-        eos_token_id=row["eos_token_id"],
-        stop_token_ids=tuple(row["stop_token_ids"] or ()),
-        temperature=row["temperature"],
-        top_k=row["top_k"],
-        top_p=row["top_p"],
-        seed=row["seed"],
-    )
+def _request_spec(row: Mapping[str, Any], outputs: tuple[int, ...], trace: Trace) -> RequestSpec:
+    try:
+        sampling = SamplingParams(
+            max_tokens=row["max_tokens"],
+            min_tokens=row["min_tokens"],
+            eos_token_id=row["eos_token_id"],
+            stop_token_ids=tuple(row["stop_token_ids"] or ()),
+            temperature=row["temperature"],
+            top_k=row["top_k"],
+            top_p=row["top_p"],
+            seed=row["seed"],
+        )
+    except ValueError as error:  # a value out of range, in a file edited by hand
+        raise InputError(f"{trace.path}: request {row['request_id']!r}: {error}") from None
     return RequestSpec(
         request_id=row["request_id"],
         arrival_step=row["arrival_step"],

@@ -23,6 +23,7 @@ from .trace_file import (
     read_every_block,
     stored_tables,
 )
+from .trace_keys import key_problem
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
 _LOCKED_CONFIG: dict[str, str | bool | int | float | list[str]] = {
@@ -136,6 +137,16 @@ class Trace:
     def read_all(self) -> None:
         """Read every stored byte, so a damaged block is an error now, not a missed difference."""
         problem = read_every_block(self._con, self.path)
+        if problem is not None:
+            raise TraceError(problem)
+
+    def check_keys(self) -> None:
+        """Refuse a trace whose rows cannot be found by their keys (`trace_keys`): replay and
+        diff read every row by them."""
+        try:
+            problem = key_problem(self._con, self.path)
+        except duckdb.Error as error:
+            raise TraceError(self._message(error)) from None
         if problem is not None:
             raise TraceError(problem)
 

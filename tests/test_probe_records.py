@@ -47,3 +47,10 @@ def test_running_grants_are_the_output_running_rows(case: Path) -> None:
 
 def test_a_grant_reads_as_granted() -> None:
     assert describe_decision(RunningGrant("r7")) == "r7: running, granted"
+
+
+def test_a_waiting_skip_reads_with_its_reason() -> None:
+    """A divergent step whose decisions held a skip (a grammar still compiling) was an
+    AssertionError in the report."""
+    skip = WaitingSkip("g1", "grammar_not_ready")
+    assert describe_decision(skip) == "g1: waiting, skipped (grammar_not_ready)"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 from stepscope.engine import InputError
+from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import REQUIRED_INPUTS
 from stepscope.schema import TraceError
+from stepscope.schema.trace_keys import KEY_COLUMNS
 from test_cli import stepscope
 from traces import case, record
 
@@ -131,7 +134,7 @@ def test_a_request_without_an_input_a_replay_needs(
     with duckdb.connect(str(path)) as con:
         con.execute(f"UPDATE _requests SET {column} = NULL WHERE request_index = 1")
         request_id = con.execute("SELECT request_id FROM _requests WHERE request_index = 1")
-        who = "_requests row 1" if column == "request_id" else repr(request_id.fetchone()[0])
+        who = repr(request_id.fetchone()[0])
     with pytest.raises(InputError) as caught:
         replay_exact(path)
     assert str(caught.value).startswith(f"{path}: ") and who in str(caught.value)
@@ -156,3 +159,63 @@ def test_a_null_prompt_token_is_one_error_and_the_trace_stays_as_it_was(
         (line,) = result.stderr.strip().splitlines()
         assert "prompt_token_ids holds a NULL token id; a replay needs it" in line
     assert path.read_bytes() == before
+
+
+KEYS = [(t, c) for t, columns in KEY_COLUMNS.items() if t != "_spec_decode" for c in columns]
+
+
+@pytest.mark.parametrize(("table", "column"), KEYS, ids=[f"{t}.{c}" for t, c in KEYS])
+def test_a_null_key_is_refused_by_replay_and_diff(
+    table: str, column: str, trace: Path, tmp_path: Path
+) -> None:
+    """Rows are read by these columns; a NULL one was a Python error deep in the reader."""
+    path = _edited(trace, tmp_path, f'UPDATE {table} SET "{column}" = NULL WHERE rowid = 0')
+    expected = f"{table}.{column} is NULL in a row"
+    with pytest.raises(TraceError, match=re.escape(expected)):
+        replay_exact(path)
+    with pytest.raises(TraceError, match=re.escape(expected)):
+        diff_traces(trace, path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        ("UPDATE _block_ids SET request_index = 999 WHERE rowid = 0", "request_index 999 names no"),
+        ("UPDATE _scheduled SET request_index = -1 WHERE rowid = 0", "request_index -1 names no"),
+        ("UPDATE _requests SET request_index = 7 WHERE request_index = 0", "is not 0.."),
+    ],
+)
+def test_a_request_index_that_names_no_request_is_refused(
+    edit: str, expected: str, trace: Path, tmp_path: Path
+) -> None:
+    path = _edited(trace, tmp_path, edit)
+    for args in (("replay", str(path)), ("diff", str(trace), str(path))):
+        result = stepscope(*args)
+        assert result.returncode == 2, args
+        (line,) = result.stderr.strip().splitlines()
+        assert expected in line and "Traceback" not in result.stderr
+
+
+def _edited(trace: Path, tmp_path: Path, edit: str) -> Path:
+    """A copy of `trace` with `edit` run on it, which must change exactly one row."""
+    path = tmp_path / "edited.duckdb"
+    shutil.copy(trace, path)
+    with duckdb.connect(str(path)) as con:
+        assert con.execute(edit).fetchall() == [(1,)]
+    return path
+
+
+def test_an_edited_input_diverges_with_the_replays_skips_shown(trace: Path, tmp_path: Path) -> None:
+    """A grammar that never compiles keeps the last request waiting: the replay diverges
+    where it arrived, its decisions that step holding the skip (once an AssertionError)."""
+    last = "(SELECT max(rowid) FROM _requests)"
+    edit = f"UPDATE _requests SET grammar_ready_step = 99999 WHERE rowid = {last}"
+    result = stepscope("replay", str(_edited(trace, tmp_path, edit)))
+    assert result.returncode == 1, result.stderr
+    assert "waiting, skipped (grammar_not_ready)" in result.stdout
+
+
+def test_a_sampling_param_out_of_range_is_one_error(trace: Path, tmp_path: Path) -> None:
+    path = _edited(trace, tmp_path, "UPDATE _requests SET top_p = 2.5 WHERE request_index = 1")
+    with pytest.raises(InputError, match=r"request '.+': top_p must be in \(0, 1\], got 2.5"):
+        replay_exact(path)
