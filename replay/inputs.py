@@ -38,6 +38,8 @@ def recorded_outputs(trace: Trace) -> dict[str, tuple[int, ...]]:
     shared: `shared_ints`)."""
     if trace.sql(query("has_verified_drafts")).fetchall()[0][0]:
         rows = trace.sql(query("recorded_outputs")).to_arrow_table()
+        if pc.list_flatten(rows["token_ids"]).null_count:
+            raise InputError(f"{trace.path}: _spec_decode.sampled_token_ids holds a NULL token id")
         tapes = shared_ints.list_column(rows["token_ids"])
         return dict(zip(rows["request_id"].to_pylist(), tapes, strict=True))
     return _one_token_per_step(trace)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import TESTS
 from stepscope.engine import InputError
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact
@@ -218,4 +219,17 @@ def test_an_edited_input_diverges_with_the_replays_skips_shown(trace: Path, tmp_
 def test_a_sampling_param_out_of_range_is_one_error(trace: Path, tmp_path: Path) -> None:
     path = _edited(trace, tmp_path, "UPDATE _requests SET top_p = 2.5 WHERE request_index = 1")
     with pytest.raises(InputError, match=r"request '.+': top_p must be in \(0, 1\], got 2.5"):
+        replay_exact(path)
+
+
+def test_a_null_verified_token_is_one_error(tmp_path: Path) -> None:
+    """A speculative-decoding trace's tapes come from `_spec_decode.sampled_token_ids`."""
+    trace = tmp_path / "spec.duckdb"
+    record(TESTS / "conformance_spec" / "53_spec_all_accepted.json", trace)
+    edit = (
+        "UPDATE _spec_decode SET sampled_token_ids = list_concat(sampled_token_ids, [NULL]) "
+        "WHERE rowid = (SELECT min(rowid) FROM _spec_decode WHERE sampled_token_ids IS NOT NULL)"
+    )
+    path = _edited(trace, tmp_path, edit)
+    with pytest.raises(InputError, match=r"_spec_decode\.sampled_token_ids holds a NULL token id"):
         replay_exact(path)
