@@ -13,6 +13,8 @@ from pathlib import Path
 
 import duckdb
 
+from .sql_files import query
+
 KEY_COLUMNS = {
     "_requests": ("request_index", "request_id", "arrival_step"),
     "_steps": ("step", "idle"),
@@ -61,15 +63,14 @@ def _null_key(
 
 def _request_index_problem(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
     """`_requests` numbered 0..n-1 once each, and every reference in that range."""
-    count, distinct, low, high = con.sql(
-        "SELECT count(*), count(DISTINCT request_index), min(request_index), "
-        "max(request_index) FROM _requests"
-    ).fetchall()[0]
+    count, distinct, low, high = con.sql(query(__package__, "request_numbering")).fetchall()[0]
     if count and (distinct != count or low != 0 or high != count - 1):
         return f"{path}: _requests.request_index is not 0..{count - 1}, each once"
     for table in REQUEST_REFERENCES:
-        sql = f"SELECT min(request_index), max(request_index) FROM {table}"  # a constant name
-        low, high = con.sql(sql).fetchall()[0]
+        # A table's name from the constant above, spliced in.
+        low, high = con.sql(
+            f"SELECT min(request_index), max(request_index) FROM {table}"
+        ).fetchall()[0]
         if low is not None and (low < 0 or high >= count):
             index = low if low < 0 else high
             return f"{path}: {table}.request_index {index} names no request (of {count})"

@@ -261,6 +261,11 @@ ALLOWED = {
     ("schema/spark_views.py", "CREATE DATABASE IF NOT EXISTS trace_"): "Spark: a database",
     ("schema/spark_views.py", "CREATE OR REPLACE VIEW {"): "Spark: a view's name spliced in",
     ("schema/spark_views.py", "SELECT {_literal(name)} AS trace"): "Spark: a trace's name",
+    ("schema/trace_keys.py", "SELECT 1 FROM {table} WHERE {nulls}"): "key columns spliced in",
+    ("schema/trace_keys.py", "SELECT {step} FROM {table} WHERE {column}"): "a key column's name",
+    ("schema/trace_keys.py", "SELECT min(request_index), max(request_index) FROM {table}"): (
+        "a table's name spliced in"
+    ),
 }
 """SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
 

@@ -30,12 +30,14 @@ _ITS_LAST_SLOT = (
     f"(SELECT max(slot) FROM _block_ids WHERE step = 0 AND request_index = {_FIRST_BLOCK})"
 )
 _FIRST_ARRIVAL = "(SELECT min(seq) FROM _events WHERE kind = 'arrive')"
+_OTHER = "(SELECT max(request_index) FROM _requests)"
+"""The request the fixture adds, which no recorded row names."""
 
 EDITS = {
     "num_tokens": (f"UPDATE _scheduled SET num_tokens = num_tokens + 1 WHERE seq = {_FIRST_ROW}",
                    {"decision"}),
     "kind": (f"UPDATE _scheduled SET kind = 'resumed' WHERE seq = {_FIRST_ROW}", {"decision"}),
-    "request": (f"UPDATE _scheduled SET request_index = 99 WHERE seq = {_FIRST_ROW}",
+    "request": (f"UPDATE _scheduled SET request_index = {_OTHER} WHERE seq = {_FIRST_ROW}",
                 {"decision", "sampled"}),
     "position": (f"UPDATE _scheduled SET seq = seq - 1 WHERE seq = {_FIRST_ROW}",
                  {"decision", "sampled"}),
@@ -51,9 +53,9 @@ EDITS = {
     "block_id": ("UPDATE _block_ids SET block_id = block_id + 1 "
                  f"WHERE step = 0 AND request_index = {_FIRST_BLOCK} AND slot = {_ITS_LAST_SLOT}",
                  {"blocks"}),
-    "block_request": ("UPDATE _block_ids SET request_index = 99 "
+    "block_request": (f"UPDATE _block_ids SET request_index = {_OTHER} "
                       f"WHERE step = 0 AND request_index = {_FIRST_BLOCK}", {"blocks"}),
-    "victim": ("UPDATE _preemptions SET request_index = 99 "
+    "victim": (f"UPDATE _preemptions SET request_index = {_OTHER} "
                "WHERE seq = (SELECT min(seq) FROM _preemptions)", {"preempted"}),
     "arrival_kind": ("UPDATE _events SET kind = 'reject' "
                      f"WHERE seq = {_FIRST_ARRIVAL}", {"inputs"}),
@@ -69,8 +71,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("fingerprints") / "recorded.duckdb"
     record(case("05"), path)
     with duckdb.connect(str(path)) as con:
-        # Request 99 stands for a request the trace names but the edited row did not.
-        con.execute("INSERT INTO _requests (request_index, request_id) VALUES (99, 'other')")
+        # Request `_OTHER` (the last, a copy of request 0 under another id) stands for a
+        # request the trace names but the edited row did not.
+        con.execute(
+            "INSERT INTO _requests SELECT * REPLACE (request_index + "
+            "(SELECT count(*) FROM _requests) AS request_index, 'other' AS request_id) "
+            "FROM _requests WHERE request_index = 0"
+        )
     return path
 
 
@@ -159,7 +166,7 @@ _LATER_EDITS = {
     "later_tokens": "UPDATE _scheduled SET num_tokens = num_tokens + 1 WHERE seq = "
     "(SELECT max(seq) FROM _scheduled)",
     "later_free_blocks": "UPDATE _steps SET num_free_blocks_after_schedule = 0 WHERE step = 6",
-    "later_victim": "UPDATE _preemptions SET request_index = 99 WHERE step = 2",
+    "later_victim": f"UPDATE _preemptions SET request_index = {_OTHER} WHERE step = 2",
     "later_block": "UPDATE _block_ids SET block_id = block_id + 1 WHERE step = "
     "(SELECT max(step) FROM _block_ids)",
     "one_step_fewer": "DELETE FROM _steps WHERE step = (SELECT max(step) FROM _steps)",
