@@ -128,7 +128,9 @@ def token_ids(
 
 
 def request_id_problem(request_id: str) -> str | None:
-    """Why `request_id` cannot be an id (too long, a NUL or a bidi control in it), else None."""
+    """Why `request_id` cannot be an id (empty, too long, a NUL or a bidi control in it), else None."""
+    if not request_id:
+        return "empty; an id names its request"
     if len(request_id) > MAX_REQUEST_ID_CHARS:
         return f"{len(request_id):,} characters long; at most {MAX_REQUEST_ID_CHARS} are allowed"
     for position, char in enumerate(request_id):

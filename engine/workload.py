@@ -37,6 +37,7 @@ from .json_fields import int_field as _int_field
 from .json_fields import number_field as _number_field
 from .json_fields import optional_int as _optional_int
 from .json_fields import reject_unknown as _reject_unknown
+from .json_fields import short as _short
 from .json_fields import token_ids as _token_ids
 from .lora import LoRARequest
 from .memory_limit import BYTES_PER_JSON_CHAR, over_memory_limit
@@ -186,8 +187,8 @@ def _describe(raw: Any, path: tuple[str | int, ...]) -> str:
     if path[0] == "requests" and len(path) > 1 and isinstance(path[1], int):
         label = f"requests[{path[1]}]"
         item = raw["requests"][path[1]]
-        if isinstance(item, dict) and isinstance(item.get("id"), str | int):
-            label += f" (id {_quoted_id(str(item['id']))})"
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            label += f" (id {_quoted_id(item['id'])})"
         return ": ".join([label, *map(str, path[2:])])
     return ".".join(map(str, path))
 
@@ -229,10 +230,11 @@ def _request_from_json(item: Any, index: int, shared: dict[int, int]) -> Request
     path: tuple[str | int, ...] = ("requests", index)
     if not isinstance(item, dict):
         raise _FieldError(path, "a request is a JSON object")
-    request_id = item.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+    if "id" not in item:
         raise _FieldError((*path, "id"), "required, a string")
-    request_id = str(request_id)
+    request_id = item["id"]
+    if not isinstance(request_id, str):
+        raise _FieldError((*path, "id"), f"expected a string, got {_short(request_id)}")
     problem = request_id_problem(request_id)
     if problem is not None:
         raise _FieldError((*path, "id"), problem)
