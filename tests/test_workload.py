@@ -109,7 +109,10 @@ def test_the_line_request_and_field_are_named(tmp_path: Path) -> None:
             "requests[1] (id 'a'): id: duplicate request id",
         ),
         (lambda w: w["requests"][1].update(id=5), "requests[1]: id: expected a string, got 5"),
-        (lambda w: w["requests"][1].update(id=True), "requests[1]: id: expected a string, got True"),
+        (
+            lambda w: w["requests"][1].update(id=True),
+            "requests[1]: id: expected a string, got True",
+        ),
         (lambda w: w["requests"][1].pop("id"), "requests[1]: id: required, a string"),
         (lambda w: w["requests"][1].update(id=""), "requests[1] (id ''): id: empty"),
         (lambda w: w["requests"][0].update(min_tokens=9), "min_tokens: must be at most max_tokens"),

@@ -84,9 +84,16 @@ class VllmPython:
         return self.run(["-m", "stepscope", *args], check=False)
 
 
-def venv_python() -> Path | None:
-    python = VENV / "bin" / "python"
-    return python if python.exists() else None
+def unready(venv: Path, script: str) -> str | None:
+    """Why the tests cannot use the venv `.ci/<script>` builds at `venv`, else None.
+
+    The script stamps a venv once it passes its checks (the kernels vLLM loads on this
+    host among them); one without the stamp is half-built or failed them."""
+    if not (venv / "bin" / "python").exists():
+        return f"not installed at {venv}: .ci/{script} builds it (needs PyPI); .ci/run does so"
+    if not (venv / ".stepscope-pins").exists():
+        return f"the venv at {venv} did not pass its checks: run .ci/{script} to see why"
+    return None
 
 
 def table_differences(a: Path, b: Path) -> list[str]:
