@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from stepscope.engine import InputError
 
 from .sweep_grid import SweepGrid
 from .sweep_metrics import METRIC_TYPES
@@ -58,20 +59,30 @@ def write_result(
     meta: Mapping[str, str | None],
     before_rename: Callable[[], None],
 ) -> None:
-    """The DuckDB result, and the Parquet copy when asked, each renamed into place.
+    """The DuckDB result renamed into place, then the Parquet copy when asked.
 
-    `before_rename` runs once both are written in full (it puts the kept traces in place).
+    `before_rename` runs once the result is written in full (it puts the kept traces in
+    place). A Parquet copy that cannot be written is an error that says the result is kept.
     """
-    targets = [output] if parquet is None else [parquet, output]
-    with _temporaries(targets) as temporaries:
-        if parquet is not None:
-            pq.write_table(_with_metadata(points, meta), temporaries[0], compression="zstd")
-        with duckdb.connect(str(temporaries[-1])) as con:
+    with _temporaries([output]) as (temporary,):
+        with duckdb.connect(str(temporary)) as con:
             con.from_arrow(meta_table(meta)).create("sweep_meta")
             con.from_arrow(points).create("sweep_points")
         before_rename()
-        for temporary, target in zip(temporaries, targets, strict=True):
-            os.replace(temporary, target)
+        os.replace(temporary, output)
+    if parquet is not None:
+        _write_parquet(parquet, _with_metadata(points, meta), output)
+
+
+def _write_parquet(parquet: Path, points: pa.Table, output: Path) -> None:
+    try:
+        with _temporaries([parquet]) as (temporary,):
+            pq.write_table(points, temporary, compression="zstd")
+            os.replace(temporary, parquet)
+    except (OSError, pa.ArrowException) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise InputError(f"--parquet {parquet}: cannot write there ({reason}); the result is "
+                         f"kept in {output}") from None  # fmt: skip
 
 
 def kept_paths(output: Path, names: Mapping[int, str]) -> dict[int, Path]:

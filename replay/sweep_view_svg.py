@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from stepscope.tracer.export.output import atomic_file
+
 from .sweep_view_plot import PlotPoint, Scatter
 
 WIDTH, HEIGHT = 720, 480
@@ -53,7 +55,9 @@ def svg_plot(plot: Scatter, title: str) -> str:
 
 
 def write_svg(plot: Scatter, title: str, out: Path) -> None:
-    out.write_text(svg_plot(plot, title), encoding="utf-8")
+    """The plot written under a temporary name beside `out`, then renamed onto it."""
+    with atomic_file(out) as temporary:
+        temporary.write_text(svg_plot(plot, title), encoding="utf-8")
 
 
 def _x(plot: Scatter, point: PlotPoint) -> float:

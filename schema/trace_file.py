@@ -32,11 +32,24 @@ _FILE_ERRORS = (
 """DuckDB errors that come from the file's bytes, not from a query's text."""
 
 
+def is_duckdb_file(path: Path) -> bool:
+    """Whether `path` is a file that starts as a DuckDB database does (its magic bytes)."""
+    try:
+        with path.open("rb") as file:
+            return _has_duckdb_magic(file.read(_MAGIC_OFFSET + len(_DUCKDB_MAGIC)))
+    except OSError:
+        return False
+
+
+def _has_duckdb_magic(head: bytes) -> bool:
+    return head[_MAGIC_OFFSET : _MAGIC_OFFSET + len(_DUCKDB_MAGIC)] == _DUCKDB_MAGIC
+
+
 def not_duckdb(path: Path) -> str | None:
     """Why `path` is not a trace when it is not a DuckDB file at all (None when it is one)."""
     with path.open("rb") as file:
         head = file.read(_WORKLOAD_PEEK_BYTES)
-    if head[_MAGIC_OFFSET : _MAGIC_OFFSET + len(_DUCKDB_MAGIC)] == _DUCKDB_MAGIC:
+    if _has_duckdb_magic(head):
         return None
     if _is_workload(head):
         return (

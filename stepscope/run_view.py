@@ -50,12 +50,12 @@ PIPE_WIDTH = 160
 """The table's width in a pipe without `COLUMNS`: wide enough that a log keeps rows whole."""
 
 
-def run_console() -> Console:
+def run_console(stderr: bool = False) -> Console:
     """The console `stepscope run` prints to: the terminal's width, or PIPE_WIDTH in a pipe."""
-    console = Console()
+    console = Console(stderr=stderr)
     if console.is_terminal or os.environ.get("COLUMNS"):
         return console
-    return Console(width=PIPE_WIDTH)
+    return Console(stderr=stderr, width=PIPE_WIDTH)
 
 
 def new_step_table(console: Console, workload: Workload) -> StepTable:

@@ -229,7 +229,11 @@ def test_bad_input_is_one_line_and_leaves_no_file(traces: dict[str, Path], tmp_p
 def test_an_existing_file_is_replaced_whole(traces: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "t.pftrace"
     out.write_bytes(b"old")
-    assert stepscope("export", str(traces["refund"]), "--perfetto", str(out)).returncode == 0
+    kept = stepscope("export", str(traces["refund"]), "--perfetto", str(out))
+    assert kept.returncode == 2 and "give --force to replace it" in kept.stderr
+    assert out.read_bytes() == b"old"
+    args = ("export", str(traces["refund"]), "--perfetto", str(out), "--force")
+    assert stepscope(*args).returncode == 0
     assert read_timeline(out).on("engine steps")
     assert [p.name for p in tmp_path.iterdir()] == ["t.pftrace"]
 

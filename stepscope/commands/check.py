@@ -2,29 +2,40 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from stepscope.baseline_names import distinct_names
 from stepscope.engine import InputError, Scheduler
 from stepscope.inputs import load_scheduler_class, parse_knob
+from stepscope.output_paths import check_outputs, claims_stdout, write_text
 from stepscope.progress import StepProgress
 from stepscope.replay.diff import TraceDiff
-from stepscope.replay.report import diff_to_markdown, diffs_to_junit, print_diff
+from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
 from stepscope.replay.whatif import WhatIfReplay, replay_whatif
-from stepscope.report_files import check_report_path, write_report
+from stepscope.run_view import run_console
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 
 from .diff import FailOnOption, ToleranceOption
-from .options import KnobsOption
+from .options import ForceOption, KnobsOption
+from .report_options import AppendOption, JunitOption, MarkdownOption, report_outputs
+
+Result = tuple[str, TraceDiff, Verdict]
+"""A baseline's name, its diff with the replay, and the verdict on it."""
+METRIC_COLUMNS = {
+    "steps": "steps_to_drain",
+    "preemptions": "preemptions",
+    "mean ttft": "mean_ttft_steps",
+}
+"""The summary's metric columns and the diff metric each shows, before -> after."""
 
 
 def check(
@@ -36,20 +47,30 @@ def check(
         typer.Option("--scheduler", metavar="module:Class", help="The Scheduler to check."),
     ] = None,
     knobs: KnobsOption = None,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report.")] = None,
-    markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Write a Markdown report (CI job summary).")
-    ] = None,
+    junit: JunitOption = None,
+    markdown: MarkdownOption = None,
+    append: AppendOption = False,
+    force: ForceOption = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON document: each baseline's diff as diff --json gives it (the "
+            "table goes to stderr).",
+        ),
+    ] = False,
     fail_on: FailOnOption = FailOn.DECISIONS,
     tolerance: ToleranceOption = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show each full diff.")] = False,
 ) -> None:
     """Replay each baseline's inputs through the current scheduler and diff it with the baseline.
 
-    Exit 0 when every baseline passes (--fail-on), 1 when one does not, 2 on bad input."""
-    check_report_path(junit, "--junit")
-    check_report_path(markdown, "--markdown")
+    Exit 0 when every baseline passes (--fail-on), 1 when one does not, 2 on bad input.
+    A report never replaces a trace or an input, and another file only with --force."""
+    junit_out, markdown_out = report_outputs(junit, markdown, append)
     traces = _traces(baselines)
+    inputs = [*traces, *baselines]
+    check_outputs([junit_out, markdown_out], inputs, force, ["--json"] if as_json else [])
     held = {trace: _steps_held(trace) for trace in traces}
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
     knob_values = dict(parse_knob(k) for k in knobs or [])
@@ -58,24 +79,42 @@ def check(
     replays = _replay_all(traces, names, held, scheduler_cls, knob_values)
     results = [(name, r.diff, judge(r.diff, fail_on, tolerances))
                for name, r in zip(names, replays, strict=True)]  # fmt: skip
-    console = Console()
-    for (_, diff, verdict), replayed in zip(results, replays, strict=True) if verbose else []:
-        print_diff(console, diff, verdict, b_label=_under_test(replayed))
-    console.print(_summary(results))
-    for trace, steps in held.items():
-        if steps is not None:
-            console.print(f"{safe_text(str(trace))} is incomplete (recording stopped early): "
-                          f"compared the {steps} steps it holds", highlight=False)  # fmt: skip
-    if junit is not None:
-        write_report(junit, diffs_to_junit(results), "--junit")
-    if markdown is not None:
+    if junit_out is not None:
+        write_text(junit_out, diffs_to_junit(results))
+    if markdown_out is not None:
         report = "".join(
             diff_to_markdown(d, v, title=n, b_label=_under_test(r))
             for (n, d, v), r in zip(results, replays, strict=True)
         )
-        write_report(markdown, report, "--markdown")
+        write_text(markdown_out, report)
+    console = run_console(stderr=as_json or claims_stdout([junit_out, markdown_out]))
+    for (_, diff, verdict), replayed in zip(results, replays, strict=True) if verbose else []:
+        print_diff(console, diff, verdict, b_label=_under_test(replayed))
+    console.print(_summary(results), crop=False)
+    for trace, steps in held.items():
+        if steps is not None:
+            console.print(f"{safe_text(str(trace))} is incomplete (recording stopped early): "
+                          f"compared the {steps} steps it holds", highlight=False)  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(_check_json(traces, results, replays, held), default=str))
     if any(verdict.failed for _, _, verdict in results):
         raise typer.Exit(1)
+
+
+def _check_json(
+    traces: list[Path],
+    results: list[Result],
+    replays: list[WhatIfReplay],
+    held: dict[Path, int | None],
+) -> dict[str, Any]:
+    """`diff --json`'s document per baseline, side B named as the replay, in one document."""
+    baselines = []
+    for trace, (name, diff, verdict), replayed in zip(traces, results, replays, strict=True):
+        document = diff_to_json(diff, verdict)
+        document["b"] = _under_test(replayed)
+        result = "fail" if verdict.failed else "pass"
+        baselines.append({"name": name, "result": result, "steps_held": held[trace], **document})
+    return {"failed": any(v.failed for _, _, v in results), "baselines": baselines}
 
 
 def _replay_all(
@@ -132,22 +171,37 @@ def _steps_held(trace: Path) -> int | None:
         return None if opened.complete else opened.num_steps
 
 
-def _summary(results: list[tuple[str, TraceDiff, Verdict]]) -> Table:
+def _summary(results: list[Result]) -> Table:
+    """One row per baseline; no column is narrower than a word of it (a metric pair is one),
+    so a narrow console makes the table wider than the console, never a number shorter."""
+    rows = [_row(diff, verdict) for _, diff, verdict in results]
     table = Table(title="stepscope check", title_justify="left")
     widest = max((len(name) for name, _, _ in results), default=0)
     table.add_column("baseline", min_width=min(widest, 40), overflow="fold")
-    for name in ("result", "first divergence", "steps", "preemptions", "mean ttft"):
-        table.add_column(name)
-    for name, diff, verdict in results:
-        outcome = "[red]FAIL[/]" if verdict.failed else "[green]pass[/]"
-        divergence = (
-            "none"
-            if diff.first_decision_step is None
-            else f"step {diff.first_decision_step} ({diff.classification})"
-        )
-        table.add_row(Text(safe_text(name)), outcome, divergence, *(_pair(diff, m) for m in
-                      ("steps_to_drain", "preemptions", "mean_ttft_steps")))  # fmt: skip
+    for index, heading in enumerate(["result", "first divergence", *METRIC_COLUMNS]):
+        cells = [row[index].plain for row in rows]
+        whole = heading in METRIC_COLUMNS
+        table.add_column(heading, min_width=_least_width(heading, cells, whole))
+    for (name, _, _), row in zip(results, rows, strict=True):
+        table.add_row(Text(safe_text(name)), *row)
     return table
+
+
+def _row(diff: TraceDiff, verdict: Verdict) -> list[Text]:
+    outcome = Text("FAIL", style="red") if verdict.failed else Text("pass", style="green")
+    divergence = (
+        "none"
+        if diff.first_decision_step is None
+        else f"step {diff.first_decision_step} ({diff.classification})"
+    )
+    pairs = [Text(_pair(diff, metric)) for metric in METRIC_COLUMNS.values()]
+    return [outcome, Text(divergence), *pairs]
+
+
+def _least_width(heading: str, cells: list[str], whole: bool) -> int:
+    """The longest word of the heading and the cells (the longest cell when `whole`)."""
+    words = [*heading.split(), *(cells if whole else (w for c in cells for w in c.split()))]
+    return max(len(word) for word in words)
 
 
 def _pair(diff: TraceDiff, metric: str) -> str:

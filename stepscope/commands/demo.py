@@ -12,6 +12,7 @@ from rich.console import Console
 
 from stepscope.engine import ModelRunner, TapeModelRunner, Workload, load_workload
 from stepscope.inputs import tapes
+from stepscope.output_paths import check_outputs, new_file
 from stepscope.tracer.record_workload import record_workload
 
 DEMO_WORKLOAD = "preemption_storm.json"
@@ -57,6 +58,7 @@ def demo(
     if output is None:
         output = demo_path()
         _clear(output)
+    check_outputs([new_file("-o", output)], [])
     summary = record_workload(workload, _model_runner(workload), output)
     Console(stderr=True).print(
         f"recorded {summary.num_steps} steps of {len(workload.requests)} requests to {output}",

@@ -10,11 +10,14 @@ import typer
 from rich.console import Console
 
 from stepscope.engine import InputError
+from stepscope.output_paths import check_outputs, claims_stdout, write_text
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, judge, parse_tolerances
-from stepscope.report_files import check_report_path, write_report
 from stepscope.schema.trace import check_readable
+
+from .options import ForceOption
+from .report_options import AppendOption, JunitOption, MarkdownOption, report_outputs
 
 IgnoreOption = Annotated[
     list[str] | None,
@@ -50,29 +53,30 @@ def diff(
     b: Annotated[Path, typer.Argument(help="The trace to compare with it.")],
     ignore: IgnoreOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report.")] = None,
-    markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Write a Markdown report (CI job summary).")
-    ] = None,
+    junit: JunitOption = None,
+    markdown: MarkdownOption = None,
+    append: AppendOption = False,
+    force: ForceOption = False,
     fail_on: FailOnOption = FailOn.DECISIONS,
     tolerance: ToleranceOption = None,
 ) -> None:
     """Compare two traces: configs, the first divergent step and its cause, requests, metrics.
 
-    Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input."""
-    check_report_path(junit, "--junit")
-    check_report_path(markdown, "--markdown")
+    Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input. A report
+    never replaces a trace or an input, and another file only with --force."""
+    junit_out, markdown_out = report_outputs(junit, markdown, append)
+    check_outputs([junit_out, markdown_out], [a, b], force, ["--json"] if as_json else [])
     for trace in (a, b):
         check_readable(trace)
     result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore))
     verdict = judge(result, fail_on, parse_tolerances(tolerance or []))
-    if junit is not None:
-        write_report(junit, diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]), "--junit")
-    if markdown is not None:
-        write_report(markdown, diff_to_markdown(result, verdict), "--markdown")
+    if junit_out is not None:
+        write_text(junit_out, diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]))
+    if markdown_out is not None:
+        write_text(markdown_out, diff_to_markdown(result, verdict))
     if as_json:
         typer.echo(json.dumps(diff_to_json(result, verdict), default=str))
     else:
-        print_diff(Console(), result, verdict)
+        print_diff(Console(stderr=claims_stdout([junit_out, markdown_out])), result, verdict)
     if verdict.failed:
         raise typer.Exit(1)

@@ -9,8 +9,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from stepscope.output_paths import check_outputs, data_file, data_folder
 from stepscope.safe_text import safe_text
 from stepscope.tracer.export import ExportError, export_parquet, export_perfetto
+from stepscope.tracer.export.parquet_folder import ExportFolder
+
+from .options import ForceOption
 
 
 def export(
@@ -32,10 +36,18 @@ def export(
             "with OUT_DIR/stepscope_export.json; other traces' exports there are kept.",
         ),
     ] = None,
+    force: ForceOption = False,
 ) -> None:
-    """Export a trace: a Perfetto timeline (--perfetto) and/or a Parquet dataset (--parquet)."""
+    """Export a trace: a Perfetto timeline (--perfetto) and/or a Parquet dataset (--parquet).
+
+    An existing --perfetto file is replaced only with --force, never when it is a trace."""
     if perfetto is None and parquet is None:
         raise ExportError("nothing to export: give --perfetto OUT.pftrace and/or --parquet OUT_DIR")
+    perfetto_out = data_file("--perfetto", perfetto, "a Perfetto trace (binary protobuf)")
+    parquet_out = data_folder("--parquet", parquet, "a folder of Parquet files")
+    check_outputs([perfetto_out, parquet_out], [trace], force)
+    if parquet is not None:
+        ExportFolder.check(parquet)
     console = Console(stderr=True)
     if perfetto is not None:
         timeline = export_perfetto(trace, perfetto)

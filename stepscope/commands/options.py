@@ -45,7 +45,7 @@ EngineOption = Annotated[
     typer.Option(
         "--engine",
         help="stepscope: this tool's engine. vllm: the installed vLLM's own scheduler "
-        "(0.32.x or 0.33.0), recorded (needs stepscope[vllm]).",
+        "(0.32.x or 0.33.0), recorded (needs stepscope\\[vllm]).",
     ),
 ]
 
@@ -61,7 +61,7 @@ RecordEngineOption = Annotated[
     typer.Option(
         "--engine",
         help="stepscope: this tool's engine. vllm: the installed vLLM's own scheduler "
-        "(0.32.x or 0.33.0), recorded (needs stepscope[vllm]). vllm-live: a real vLLM engine "
+        "(0.32.x or 0.33.0), recorded (needs stepscope\\[vllm]). vllm-live: a real vLLM engine "
         "with a model (--model DIR, or the trace's with --from), stepped in this process.",
     ),
 ]
@@ -90,5 +90,13 @@ TraceNameOption = Annotated[
         metavar="NAME",
         help="The trace of the folder to read, by name: its file name without .duckdb "
         "(see `stepscope sql FOLDER`).",
+    ),
+]
+
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Replace an output file that exists (never a trace, never one of the inputs).",
     ),
 ]

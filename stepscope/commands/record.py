@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from stepscope.engine import InputError, ModelRunner, Scheduler, StepRecord, Workload
 from stepscope.engine.model_runner_choice import TAPE, create_model_runner
 from stepscope.inputs import apply_knobs, load_vllm_scheduler_class, load_workload_arg
+from stepscope.output_paths import check_outputs, new_file
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
 from stepscope.schema import open_trace
@@ -59,8 +60,7 @@ def record(
     engine_args: EngineArgsOption = None,
 ) -> None:
     """Run a workload and record every step into a DuckDB trace."""
-    if output.exists():
-        raise InputError(f"{output}: already exists (remove it or choose another -o)")
+    check_outputs([new_file("-o", output)], [workload, from_trace])
     loaded = apply_knobs(_workload(workload, from_trace), knobs or [])
     console = Console(stderr=True)
     _check_engine_options(engine, scheduler_cls, engine_args, otel)

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from stepscope.engine import InputError
 from stepscope.inputs import load_scheduler_class, load_vllm_scheduler_class, parse_knob
+from stepscope.output_paths import check_outputs, new_file
 from stepscope.progress import StepProgress
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.report import (
@@ -49,12 +50,15 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Replay a trace with no model. Exact by default: every step is checked against the
-    recording (exit 0 identical, 1 divergent). With --set or --scheduler it is a what-if:
-    the run may take another course, and a summary against the original is printed.
-    With --engine vllm the trace drives vLLM's own scheduler and the result is diffed
-    against it (exit 0 identical decisions, 1 not)."""
-    if output is not None and output.exists():
-        raise InputError(f"{output}: already exists (remove it or choose another -o)")
+    recording. With --set or --scheduler it is a what-if: the run may take another course,
+    and a summary against the original is printed. With --engine vllm the trace drives
+    vLLM's own scheduler and the result is diffed against it.
+
+    Exit codes. Exact: 0 every step identical, 1 a step diverged.
+    What-if: 0 no metric got worse, 1 one did (the FAIL line names it).
+    --engine vllm: 0 identical decisions (with --set: no metric worse), 1 not.
+    Any of them: 2 on bad input."""
+    check_outputs([new_file("-o", output)], [trace])
     if engine is Engine.VLLM:
         if scheduler:
             raise InputError("--scheduler takes a stepscope Scheduler; with --engine vllm use "
@@ -149,6 +153,8 @@ def _what_if(
             typer.echo(json.dumps(_whatif_json(result), default=str))
         else:
             print_whatif(Console(), result, verdict, kept=output is not None)
+    if verdict.failed:
+        raise typer.Exit(1)
 
 
 def _whatif_json(result: object) -> dict[str, object]:

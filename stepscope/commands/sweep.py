@@ -10,6 +10,7 @@ import typer
 
 from stepscope.engine import InputError, Scheduler
 from stepscope.inputs import load_scheduler_class, parse_knob
+from stepscope.output_paths import cannot_write, check_outputs, data_file, new_file
 from stepscope.replay.sweep import SweepPlan, fit_problem, run_sweep, trace_facts
 from stepscope.replay.sweep_grid import SweepGrid, build_grid, value_text
 from stepscope.replay.sweep_metrics import METRIC_TYPES, SECONDS_METRICS
@@ -19,7 +20,9 @@ from stepscope.replay.sweep_ray import require_ray
 from stepscope.replay.sweep_result import kept_folder
 from stepscope.run_view import run_console
 from stepscope.schema.trace import check_readable
+from stepscope.tracer.export import ExportError
 
+from .options import ForceOption
 from .sweep_output import PointProgress, print_summary, print_written
 from .sweep_view_hook import (
     ParetoOption,
@@ -86,22 +89,28 @@ def sweep(
     plot_out: PlotOutOption = None,
     pareto: ParetoOption = None,
     show: ShowOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Replay a trace's arrivals under every combination of knob values (a what-if per
     point, the same as `stepscope replay TRACE --set ...`) in parallel, and write each
     point's steps to drain, preemptions, TTFT/TPOT, KV usage and throughput as one row of
-    sweep_points in the -o DuckDB file."""
+    sweep_points in the -o DuckDB file. Every output is checked before the first point:
+    -o must not exist; --parquet and --plot-out replace a file only with --force."""
     view = ViewRequest(sort, plot, plot_out, pareto)
+    plot_file = data_file("--plot-out", plot_out, "the plot (the table goes to stdout)")
     if show is not None:
         if trace is not None or grid or output is not None:
             raise InputError("--show reads a result written before: no TRACE, --grid or -o")
         check_view(view, None)
+        check_outputs([plot_file], [show], force)
         render(show, view)
         return
     if trace is None or not grid or output is None:
         raise InputError("expected TRACE --grid KNOB=V1,V2,... -o SWEEP.duckdb (or --show)")
     check_view(view, None)
-    _check_targets(output, parquet)
+    result_file = new_file("-o", output, "a sweep result (a DuckDB file)")
+    copy = data_file("--parquet", parquet, "a Parquet file")
+    check_outputs([result_file, copy, plot_file], [trace], force)
     _check_runner(jobs, ray)
     check_readable(trace)
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
@@ -113,7 +122,7 @@ def sweep(
         outcome = run_sweep(plan, output, parquet, progress.on_point)
     problem = fit_problem(plan.facts.cost_model)
     if view.asked or view_available():
-        render(output, view)
+        _render_written(output, view)
         print_written(run_console(), outcome, output, parquet)
     else:
         print_summary(run_console(), outcome, output, parquet, problem)
@@ -192,20 +201,21 @@ def _items(name: str, raw: str) -> list[str]:
     return items
 
 
-def _check_targets(output: Path, parquet: Path | None) -> None:
-    for option, path in (("-o", output), ("--parquet", parquet)):
-        if path is None:
-            continue
-        if path.exists():
-            raise InputError(f"{path}: already exists (remove it or choose another {option})")
-        if not path.parent.is_dir():
-            raise InputError(f"{path}: no such folder {path.parent}")
-    if parquet is not None and parquet.resolve() == output.resolve():
-        raise InputError(f"--parquet {parquet}: the same file as -o")
+def _render_written(output: Path, view: ViewRequest) -> None:
+    """The view of the result just written; a plot that cannot be written keeps the result."""
+    if view.plot_out is None:
+        render(output, view)
+        return
+    try:
+        render(output, view)
+    except (OSError, ExportError) as error:
+        raise cannot_write("--plot-out", view.plot_out, error, kept_in=output) from None
 
 
 def _check_kept(output: Path, keep: frozenset[int]) -> None:
     folder = kept_folder(output)
+    if keep and folder.exists() and not folder.is_dir():
+        raise InputError(f"--keep: {folder} (where kept traces go) exists and is not a folder")
     taken = [path for path in (folder / point_trace_name(i) for i in keep) if path.exists()]
     if taken:
         raise InputError(f"{taken[0]}: already exists (a kept trace of --keep)")

@@ -72,7 +72,10 @@ def check_view(request: ViewRequest, numeric_columns: Sequence[str] | None) -> N
         return
     if request.plot_out is not None and request.plot is None:
         raise InputError("--plot-out needs --plot X:Y")
-    _module(VIEW_MODULE)
+    view = _module(VIEW_MODULE)
+    out = request.plot_out
+    if out is not None and out != Path("-") and out.suffix.lower() not in view.PLOT_SUFFIXES:
+        raise InputError(f"--plot-out {out}: the plot is written as SVG; name the file *.svg")
     if numeric_columns is None:
         return
     objectives = _module(OBJECTIVES_MODULE)

@@ -54,17 +54,22 @@ class ExportFolder:
     path: Path
     created: bool
 
+    @staticmethod
+    def check(path: Path) -> None:
+        """ExportError unless `path` is new, empty or a folder of stepscope Parquet exports."""
+        if path.exists() and not path.is_dir():
+            raise ExportError(f"{path}: exists and is not a folder; name a folder for --parquet")
+        if path.is_dir() and not (path / SCHEMA_FILE).is_file() and any(_visible(path)):
+            raise ExportError(
+                f"{path}: a folder that is not a stepscope Parquet export (no {SCHEMA_FILE}); "
+                "name a new or empty folder"
+            )
+
     @classmethod
     def prepare(cls, path: Path) -> ExportFolder:
         """Check `path` can hold this export, creating it when it does not exist."""
-        if path.exists() and not path.is_dir():
-            raise ExportError(f"{path}: exists and is not a folder; name a folder for --parquet")
+        cls.check(path)
         if path.is_dir():
-            if not (path / SCHEMA_FILE).is_file() and any(_visible(path)):
-                raise ExportError(
-                    f"{path}: a folder that is not a stepscope Parquet export (no {SCHEMA_FILE}); "
-                    "name a new or empty folder"
-                )
             return cls(path, created=False)
         try:
             path.mkdir(parents=True)
