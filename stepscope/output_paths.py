@@ -1,7 +1,8 @@
 """Where a command writes: each output checked against the command's inputs and what is there.
 
 Every check runs before any work, so a refused output costs a moment, never a replay or a
-sweep; a trace is never overwritten, another file only with `--force` (or `--append`).
+sweep; a trace is never overwritten, another file that holds anything only with `--force`
+(or `--append`).
 """
 
 from __future__ import annotations
@@ -153,12 +154,17 @@ def _check_not_an_input(output: Output, inputs: Sequence[Path]) -> None:
             raise _refused(output, "is an input of this command")
         if target == source.with_name(source.name + ".wal"):
             raise _refused(output, f"is the write-ahead log of {path}, an input of this command")
-        if path.is_dir() and target.is_relative_to(source):
+        if path.is_dir() and target.is_relative_to(source) and _read_as_trace(target):
             raise _refused(
-                output, f"inside {path}, a folder this command reads (write it elsewhere)"
+                output, f"inside {path}, where this command reads every *.duckdb as a trace"
             )
         if output.kind is OutputKind.FOLDER and source.is_relative_to(target):
             raise _refused(output, f"holds {path}, an input of this command")
+
+
+def _read_as_trace(path: Path) -> bool:
+    """A name a folder of traces is read by (`*.duckdb`, and the `.wal` beside one)."""
+    return path.name.endswith((".duckdb", ".duckdb.wal"))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -185,7 +191,7 @@ def _check_what_is_there(output: Output, force: bool) -> None:
         raise _refused(output, "is a folder; give a file name")
     if _is_special(path) and output.kind is not OutputKind.REPORT:
         raise _refused(output, "not a regular file; give a file name")
-    if path.is_file() and not (force or output.append):
+    if path.is_file() and path.stat().st_size and not (force or output.append):
         also = " or --append to add to it" if output.option == "--markdown" else ""
         raise _refused(output, f"already exists (give --force to replace it{also})")
 

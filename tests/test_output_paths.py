@@ -79,7 +79,7 @@ def unwritable_folder() -> Path:
 def _input_cases(t: dict[str, Path], sweep_out: Path) -> list[tuple[list[str], str, Path, str]]:
     """The command, the option refused, its path and why."""
     base, more, baselines = str(t["base"]), str(t["more"]), t["baselines"]
-    inside, report = baselines / "anti_thrash.duckdb", baselines / "report.md"
+    inside = baselines / "anti_thrash.duckdb"
     grid = ["--grid", "num_blocks=9,12", "-o", str(sweep_out), "--keep", "all"]
     wal = Path(base + ".wal")
     input_ = "is an input of this command"
@@ -90,8 +90,8 @@ def _input_cases(t: dict[str, Path], sweep_out: Path) -> list[tuple[list[str], s
         (["diff", base, more, "--markdown", more, "--force"], "--markdown", t["more"], input_),
         (["diff", base, more, "--markdown", base, "--append"], "--markdown", t["base"], input_),
         (["check", str(baselines), "--junit", str(inside)], "--junit", inside, input_),
-        (["check", str(baselines), "--markdown", str(report)], "--markdown", report,
-         "a folder this command reads"),
+        (["check", str(baselines), "--markdown", str(baselines / "new.duckdb")], "--markdown",
+         baselines / "new.duckdb", "where this command reads every *.duckdb as a trace"),
         (["replay", base, "-o", base], "-o", t["base"], input_),
         (["sweep", base, *grid, "--parquet", base, "--force"], "--parquet", t["base"], input_),
         (["record", "--from", base, "-o", base], "-o", t["base"], input_),
@@ -151,6 +151,21 @@ def test_another_existing_file_is_replaced_only_with_force(
     args = ("check", str(traces["baselines"]), "--markdown", str(markdown), "--force")
     assert stepscope(*args).returncode == 0
     assert markdown.read_text().startswith("### anti_thrash.duckdb")
+
+
+def test_an_empty_file_and_a_report_beside_the_baselines_need_no_force(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    """An empty file holds nothing to lose (a CI job's fresh `$GITHUB_STEP_SUMMARY`), and a
+    report in a folder of baselines is not read back as one."""
+    summary = tmp_path / "step_summary.md"
+    summary.touch()
+    beside = traces["baselines"] / "report.xml"
+    args = ("--markdown", str(summary), "--junit", str(beside))
+    result = stepscope("check", str(traces["baselines"]), *args)
+    assert result.returncode == 0, result.stderr
+    assert summary.read_text().startswith("### anti_thrash.duckdb")
+    assert ElementTree.parse(beside).getroot().tag == "testsuites"
 
 
 def test_append_twice_keeps_what_was_there_and_both_reports(
