@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from stepscope.tracer.held_signals import signals_held
 
 from .sweep_grid import SweepGrid
 from .sweep_metrics import METRIC_TYPES
@@ -69,9 +70,10 @@ def write_result(
         with duckdb.connect(str(temporaries[-1])) as con:
             con.from_arrow(meta_table(meta)).create("sweep_meta")
             con.from_arrow(points).create("sweep_points")
-        before_rename()
-        for temporary, target in zip(temporaries, targets, strict=True):
-            os.replace(temporary, target)
+        with signals_held():  # a stop now would leave part of the result in place
+            before_rename()
+            for temporary, target in zip(temporaries, targets, strict=True):
+                os.replace(temporary, target)
 
 
 def kept_paths(output: Path, names: Mapping[int, str]) -> dict[int, Path]:

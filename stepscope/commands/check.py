@@ -22,11 +22,13 @@ from stepscope.replay.whatif import WhatIfReplay, replay_whatif
 from stepscope.report_files import check_report_path, write_report
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
+from stepscope.stop_signals import stops_like_ctrl_c
 
 from .diff import FailOnOption, ToleranceOption
 from .options import KnobsOption
 
 
+@stops_like_ctrl_c
 def check(
     baselines: Annotated[
         list[Path], typer.Argument(help="Baseline traces, or folders holding them (*.duckdb).")

@@ -10,9 +10,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from stepscope.safe_text import safe_text
+from stepscope.stop_signals import stops_like_ctrl_c
 from stepscope.tracer.export import ExportError, export_parquet, export_perfetto
 
 
+@stops_like_ctrl_c
 def export(
     trace: Annotated[Path, typer.Argument(help="A trace file.")],
     perfetto: Annotated[
