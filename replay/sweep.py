@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 from stepscope.engine import EngineConfig, Scheduler, default_scheduler_cls
 from stepscope.schema import open_trace
+from stepscope.tracer.held_signals import signals_held
 
 from .cost_model import CostModel, fit_cost_model
 from .inputs import workload_from_trace
@@ -28,6 +28,7 @@ from .sweep_point import PointResult, PointTask, point_trace_name
 from .sweep_pool import run_local
 from .sweep_ray import run_ray
 from .sweep_result import SWEEP_SCHEMA_VERSION, kept_paths, move_kept, points_table, write_result
+from .sweep_work_dir import new_work_dir
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def run_sweep(
     on_point: Callable[[SweepPoint, PointResult], None] = lambda point, result: None,
 ) -> SweepOutcome:
     """Every point run, then the result written atomically (with the kept traces beside it)."""
-    work_dir = Path(tempfile.mkdtemp(prefix=".stepscope-sweep-", dir=output.parent))
+    work_dir = new_work_dir(output.parent)
     try:
         task = PointTask(plan.facts.path, plan.scheduler_cls, work_dir, plan.keep)
         results: dict[int, PointResult] = {}
@@ -99,7 +100,8 @@ def run_sweep(
         write_result(output, parquet, table, meta, lambda: move_kept(traces, final))
         return SweepOutcome(table, meta, final)
     finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        with signals_held():
+            shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def sweep_meta(plan: SweepPlan, schedulers: Sequence[str]) -> dict[str, str | None]:

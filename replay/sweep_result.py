@@ -18,6 +18,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 from stepscope.engine import InputError
+from stepscope.tracer.held_signals import signals_held
 
 from .sweep_grid import SweepGrid
 from .sweep_metrics import METRIC_TYPES
@@ -68,8 +69,9 @@ def write_result(
         with duckdb.connect(str(temporary)) as con:
             con.from_arrow(meta_table(meta)).create("sweep_meta")
             con.from_arrow(points).create("sweep_points")
-        before_rename()
-        os.replace(temporary, output)
+        with signals_held():  # a stop now would leave part of the result in place
+            before_rename()
+            os.replace(temporary, output)
     if parquet is not None:
         _write_parquet(parquet, _with_metadata(points, meta), output)
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from stepscope.schema import TraceError
@@ -21,13 +22,13 @@ WAIT_S = 120.0
 """How long to wait for the recording to reach the steps a test needs (a bound, not a pace)."""
 
 
-def _long_workload(path: Path) -> Path:
+def long_workload(path: Path) -> Path:
     """Decoding requests that would take minutes to record: the test stops them long before."""
     path.write_text(decode_workload_json(num_requests=16, num_steps=20_000))
     return path
 
 
-def _steps_in_file_alone(trace: Path, scratch: Path) -> int:
+def steps_in_file_alone(trace: Path, scratch: Path) -> int:
     """Steps a copy of the `.duckdb` file alone holds (0 while it holds none or reads torn)."""
     copy = scratch / "probe.duckdb"
     if not trace.exists():
@@ -42,32 +43,39 @@ def _steps_in_file_alone(trace: Path, scratch: Path) -> int:
         copy.unlink()
 
 
-def _record_until(tmp_path: Path, num_steps: int) -> tuple[subprocess.Popen[str], Path]:
-    """Start `stepscope record` and wait until the file alone holds `num_steps` steps."""
-    trace = tmp_path / "t.duckdb"
-    command = [*CLI, "record", str(_long_workload(tmp_path / "long.json")), "-o", str(trace),
-               "--flush-every", str(FLUSH_EVERY)]  # fmt: skip
+def start_until_recorded(
+    command: list[str], trace: Path, scratch: Path, num_steps: int, **popen: Any
+) -> subprocess.Popen[str]:
+    """Start `command` (which records `trace`) and wait until the file alone holds `num_steps`."""
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=ENV,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        **({"env": ENV} | popen),
     )
     deadline = time.monotonic() + WAIT_S
-    while _steps_in_file_alone(trace, tmp_path) < num_steps:
+    while steps_in_file_alone(trace, scratch) < num_steps:
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail(f"the recording never held {num_steps} steps: {process.communicate()}")
         time.sleep(0.2)
-    return process, trace
+    return process
+
+
+def record_until(tmp_path: Path, num_steps: int) -> tuple[subprocess.Popen[str], Path]:
+    """Start `stepscope record` and wait until the file alone holds `num_steps` steps."""
+    trace = tmp_path / "t.duckdb"
+    command = [*CLI, "record", str(long_workload(tmp_path / "long.json")), "-o", str(trace),
+               "--flush-every", str(FLUSH_EVERY)]  # fmt: skip
+    return start_until_recorded(command, trace, tmp_path, num_steps), trace
 
 
 def test_after_kill_9_the_duckdb_file_alone_holds_all_but_the_last_batches(
     tmp_path: Path,
 ) -> None:
-    process, trace = _record_until(tmp_path, num_steps=300)
+    process, trace = record_until(tmp_path, num_steps=300)
     process.kill()
     process.communicate()
     alone, with_wal = tmp_path / "alone", tmp_path / "with_wal"
@@ -87,7 +95,7 @@ def test_after_kill_9_the_duckdb_file_alone_holds_all_but_the_last_batches(
 
 
 def test_ctrl_c_says_what_was_kept(tmp_path: Path) -> None:
-    process, trace = _record_until(tmp_path, num_steps=100)
+    process, trace = record_until(tmp_path, num_steps=100)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=WAIT_S)
     assert process.returncode == 130, stderr

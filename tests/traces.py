@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from conftest import TESTS
 from stepscope.engine import TapeModelRunner, Workload, load_workload
 from stepscope.engine.workload import parse_workload
@@ -13,6 +14,8 @@ from stepscope.tracer.record_workload import RecordSummary, record_workload
 from stepscope.tracer.redact import Redactor
 
 CONFORMANCE = TESTS / "conformance"
+DUCKDB_HEADER_BYTES = 3 * 4096
+"""DuckDB's main header and its two database headers, before the first block."""
 
 
 def case(name: str) -> Path:
@@ -125,3 +128,24 @@ def step_summaries(path: Path) -> list[dict[str, Any]]:
 
 def _by_step(rows: list[tuple[Any, ...]]) -> dict[int, Any]:
     return {step: value for step, value in rows}
+
+
+def damage_table_block(source: Path, target: Path, table: str) -> None:
+    """`source` copied to `target` with one byte flipped in a data block that only `table`'s
+    rows use: DuckDB finds it (a checksum) when a query reads that block, and not before."""
+    with duckdb.connect(str(source), read_only=True) as con:
+        ((block_size,),) = con.sql("SELECT block_size FROM pragma_database_size()").fetchall()
+        users: dict[int, set[str]] = {}
+        for (name,) in con.sql("SELECT table_name FROM duckdb_tables()").fetchall():
+            blocks = con.execute(
+                "SELECT unnest(list_prepend(block_id, additional_block_ids)) "
+                "FROM pragma_storage_info(?) WHERE block_id >= 0",
+                [name],
+            ).fetchall()
+            for (block,) in blocks:
+                users.setdefault(block, set()).add(name)
+    block = min(block for block, names in users.items() if names == {table})
+    data = bytearray(source.read_bytes())
+    offset = DUCKDB_HEADER_BYTES + block * block_size + 64
+    data[offset] ^= 0x5A
+    target.write_bytes(bytes(data))

@@ -23,7 +23,7 @@ from stepscope.tui.widgets.rows_view import RowsView
 from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import DataTable
-from traces import decode_workload, record
+from traces import damage_table_block, decode_workload, record
 
 STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 
@@ -51,7 +51,8 @@ def trace(name: str) -> Path:
     storm: the preemption-storm example. storm_fewer_seqs: the same with max_num_seqs
     18 (decisions diverge at step 2). storm_early_eos: chat-05 samples EOS early (inputs
     diverge). incomplete: a recording interrupted at step 50. broken: a file that is
-    not a trace.
+    not a trace. damaged_requests (or any table): the storm with one byte damaged in a
+    block that only that table's rows use.
     """
     path = _folder() / f"{name}.duckdb"
     if name == "storm":
@@ -66,6 +67,8 @@ def trace(name: str) -> Path:
         _record_interrupted(path)
     elif name == "broken":
         path.write_bytes(b"this is not a DuckDB file\n" * 200)
+    elif name.startswith("damaged"):
+        damage_table_block(trace("storm"), path, name.removeprefix("damaged"))
     else:
         raise KeyError(name)
     return path

@@ -20,6 +20,7 @@ from stepscope.engine import StepRecord
 from stepscope.engine.probe import Decision, QueueState, ScheduleEnd, ScheduleStart
 from stepscope.engine.workload import RequestSpec
 
+from .held_signals import signals_held
 from .recorder import TraceRecorder
 
 logger = logging.getLogger("stepscope.tracer")
@@ -95,15 +96,17 @@ class BackgroundRecorder:
         """Build what is queued, then close the trace (marked incomplete after a failure).
 
         A builder failure the engine thread has not been told of yet is logged here, not
-        raised: a closing engine must not fail for its recording.
+        raised: a closing engine must not fail for its recording. Ctrl-C or a stop
+        signal waits until the file is closed.
         """
-        if self._thread.is_alive():
-            self._calls.put(_STOP)
-            self._thread.join()
-        if self._error is not None and not self._reported:
-            self._reported = True
-            logger.error("stepscope: building the trace's rows failed: %s", self._error)
-        self.recorder.close(complete and self._error is None, final_meta)
+        with signals_held():
+            if self._thread.is_alive():
+                self._calls.put(_STOP)
+                self._thread.join()
+            if self._error is not None and not self._reported:
+                self._reported = True
+                logger.error("stepscope: building the trace's rows failed: %s", self._error)
+            self.recorder.close(complete and self._error is None, final_meta)
 
     def _schedule_call(
         self, start: ScheduleStart, decisions: list[Decision], end: ScheduleEnd

@@ -31,6 +31,7 @@ from stepscope.engine.workload import RequestSpec
 from stepscope.schema.ddl import enum_types, table_specs
 
 from .columns import TableBuffer, buffer_for
+from .held_signals import signals_held
 from .redact import Redactor
 from .request_rows import request_row
 from .spec_rows import add_spec_decode
@@ -146,17 +147,22 @@ class TraceRecorder:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the buffered rows to the writer as one batch (one transaction)."""
-        batch = {}
-        for name, buffer in self._buffers.items():
-            table = buffer.take_arrow()
-            if table is not None:
-                batch[name] = table
-        if self._aborts:
-            batch[REQUEST_ABORTS] = _aborts_table(self._aborts)
-            self._aborts = []
-        if batch:
-            self.writer.submit(batch)
+        """Hand the buffered rows to the writer as one batch (one transaction).
+
+        Ctrl-C or a stop signal waits until the batch is handed over: rows taken out
+        of the buffers and not handed over would be lost.
+        """
+        with signals_held():
+            batch = {}
+            for name, buffer in self._buffers.items():
+                table = buffer.take_arrow()
+                if table is not None:
+                    batch[name] = table
+            if self._aborts:
+                batch[REQUEST_ABORTS] = _aborts_table(self._aborts)
+                self._aborts = []
+            if batch:
+                self.writer.submit(batch)
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
 
@@ -171,11 +177,17 @@ class TraceRecorder:
         self.writer.set_meta({**status, "num_steps": str(self.num_steps)}, checkpoint=complete)
 
     def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
-        """Flush, then mark the trace complete (or not), add `final_meta`, and close it."""
-        try:
-            self.flush()
-        finally:
-            self.writer.close(complete, {**(final_meta or {}), "num_steps": str(self.num_steps)})
+        """Flush, then mark the trace complete (or not), add `final_meta`, and close it.
+
+        Ctrl-C or a stop signal waits until the file is closed: one closed half-way
+        keeps its write-ahead log beside it.
+        """
+        with signals_held():
+            try:
+                self.flush()
+            finally:
+                final = {**(final_meta or {}), "num_steps": str(self.num_steps)}
+                self.writer.close(complete, final)
 
     def _record_arrivals(self, record: StepRecord, seq: Seq) -> None:
         for request_id in record.arrived:

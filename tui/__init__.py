@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from stepscope.engine import InputError
+from stepscope.schema import TraceError
 
 
 def terminal_problem() -> str | None:
@@ -19,10 +20,19 @@ def terminal_problem() -> str | None:
 def run_tui(
     path: str | Path, other: str | Path | None = None, ignore_block_ids: bool = False
 ) -> None:
-    """Open the TUI on a trace (beside `other` when diffing) and return when it quits."""
+    """Open the TUI on a trace (beside `other` when diffing) and return when it quits.
+
+    A trace it could not read (a damaged block, found while it ran) is a TraceError once
+    it has quit; a crash ends the process with the app's exit status.
+    """
     problem = terminal_problem()
     if problem is not None:
         raise InputError(problem)
     from .app import StepscopeApp
 
-    StepscopeApp(path, other, ignore_block_ids).run()
+    app = StepscopeApp(path, other, ignore_block_ids)
+    app.run()
+    if app.failure is not None:
+        raise TraceError(app.failure)
+    if app.return_code:
+        raise SystemExit(app.return_code)

@@ -11,13 +11,18 @@ from textual.binding import Binding, BindingType
 from textual.widgets import HelpPanel
 
 from .commands import StepscopeCommands
+from .messages import FailedOn, QueryFailed, TraceFailed
 from .screens.sweep import SweepScreen
 from .screens.timeline import TimelineScreen
 
 
 class StepscopeApp(App[None]):
     """Opens the timeline on `path` (beside `other` when diffing), or the sweep screen on a
-    sweep result; `q` quits, `?` helps."""
+    sweep result; `q` quits, `?` helps.
+
+    `failure` is the first read of a trace that failed (a damaged block, a trace that
+    would not open): the screens show it, and `stepscope tui` exits with it.
+    """
 
     CSS_PATH = "stepscope.tcss"
     TITLE = "stepscope"
@@ -34,12 +39,23 @@ class StepscopeApp(App[None]):
         self.path = Path(path)
         self.other = Path(other) if other is not None else None
         self.ignore_block_ids = ignore_block_ids
+        self.failure: str | None = None
 
     def on_mount(self) -> None:
         if self.other is None and is_sweep_result(self.path):
             self.push_screen(SweepScreen(self.path))
             return
         self.push_screen(TimelineScreen(self.path, self.other, self.ignore_block_ids))
+
+    def on_trace_failed(self, message: TraceFailed) -> None:
+        """Bubbled up from a screen, as is every failed query."""
+        self.failure = self.failure or message.error
+
+    def on_query_failed(self, message: QueryFailed) -> None:
+        if message.on is FailedOn.DAMAGED_FILE:
+            self.failure = self.failure or message.error
+        elif message.on is FailedOn.TRACE:
+            self.failure = self.failure or f"{self.path}: {message.what}: {message.error}"
 
     def action_toggle_help(self) -> None:
         """Show the focused widget's help and keys beside it, or hide them."""

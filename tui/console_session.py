@@ -8,9 +8,10 @@ from pathlib import Path
 
 import duckdb
 from stepscope.schema import Trace, TraceError, open_trace
+from stepscope.schema.trace_file import is_file_error
 
 from .both_traces import connect_both
-from .connection import connection_of
+from .connection import connection_of, damaged_error
 from .models import QueryResult
 
 MAX_ROWS = 1000
@@ -28,6 +29,8 @@ class ConsoleSession:
 
     def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
         self.trace: Trace | None = None
+        self.path = Path(path) if other is None else None
+        """The one file its queries read (None when diffing: either may have failed one)."""
         if other is None:
             self.trace = open_trace(path)
             self._connection = connection_of(self.trace)
@@ -52,6 +55,8 @@ class ConsoleSession:
             except duckdb.InterruptException:
                 raise QueryCancelledError(query) from None
             except duckdb.Error as error:
+                if is_file_error(error):
+                    raise damaged_error(error, self.path) from None
                 raise TraceError(str(error).strip() or type(error).__name__) from None
             finally:
                 self.running.clear()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import enum
 from typing import TYPE_CHECKING
 
+import duckdb
 import pyarrow as pa
+from stepscope.schema.trace_file import is_file_error
 from textual.message import Message
 
+from .connection import TraceDamagedError
 from .models import PlotSeries, QueryResult, RequestLife, StepDetail, TraceInfo
 
 if TYPE_CHECKING:
@@ -97,13 +101,47 @@ class DiffComputed(Message):
         self.diff = diff
 
 
+class FailedOn(enum.Enum):
+    """What made a query fail."""
+
+    USER_QUERY = "user_query"
+    """The SQL the user typed."""
+    TRACE = "trace"
+    """One of the TUI's own reads: the trace holds what it cannot show."""
+    DAMAGED_FILE = "damaged_file"
+    """The trace's bytes: a damaged or cut block."""
+
+
 class QueryFailed(Message):
     """A query the TUI ran failed; `error` is DuckDB's message in one line."""
 
-    def __init__(self, error: str, what: str = "query") -> None:
+    def __init__(self, error: str, what: str = "query", on: FailedOn = FailedOn.TRACE) -> None:
         super().__init__()
         self.error = error
         self.what = what
+        self.on = on
+
+
+def query_failed(error: BaseException, what: str) -> QueryFailed:
+    """A worker's read of the trace failed with `error`."""
+    damaged = isinstance(error, TraceDamagedError) or (
+        isinstance(error, duckdb.Error) and is_file_error(error)
+    )
+    return QueryFailed(str(error), what, FailedOn.DAMAGED_FILE if damaged else FailedOn.TRACE)
+
+
+def user_query_failed(error: BaseException) -> QueryFailed:
+    """The query the user typed failed: on its SQL, or on the trace's damaged bytes."""
+    damaged = isinstance(error, TraceDamagedError)
+    return QueryFailed(str(error), on=FailedOn.DAMAGED_FILE if damaged else FailedOn.USER_QUERY)
+
+
+class RequestIdsLoaded(Message):
+    """Every request id of the trace, in workload order (for finding a request)."""
+
+    def __init__(self, request_ids: tuple[str, ...]) -> None:
+        super().__init__()
+        self.request_ids = request_ids
 
 
 class RequestLifeLoaded(Message):

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 from stepscope.schema import Trace, open_trace
 
-from .connection import execute
+from .connection import execute, reading
 from .models import LifeRow, PlotSeries, RequestLife, Rows, StepDetail, TraceInfo
 from .queries import query
 
@@ -52,13 +52,13 @@ class TraceSource:
 
     def rows(self, name: str, params: list[Any] | None = None) -> Rows:
         """Run `sql/<name>.sql` with positional parameters."""
-        with self._lock:
+        with self._lock, reading(self.path):
             cursor = execute(self.trace, query(name), params)
             columns = tuple(column[0] for column in cursor.description or ())
             return Rows(columns, tuple(cursor.fetchall()))
 
     def arrow(self, name: str, params: list[Any] | None = None) -> pa.Table:
-        with self._lock:
+        with self._lock, reading(self.path):
             return self.trace.sql(query(name), params).to_arrow_table()
 
     def scalar(self, name: str, params: list[Any] | None = None) -> Any:
@@ -67,7 +67,7 @@ class TraceSource:
 
     @cached_property
     def info(self) -> TraceInfo:
-        with self._lock:
+        with self._lock, reading(self.path):
             num_steps = self.trace.num_steps
             config = self.trace.config
         return TraceInfo(

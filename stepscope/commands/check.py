@@ -23,6 +23,7 @@ from stepscope.replay.whatif import WhatIfReplay, replay_whatif
 from stepscope.run_view import run_console
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
+from stepscope.stop_signals import stops_like_ctrl_c
 
 from .diff import FailOnOption, ToleranceOption
 from .options import ForceOption, KnobsOption
@@ -38,6 +39,7 @@ METRIC_COLUMNS = {
 """The summary's metric columns and the diff metric each shows, before -> after."""
 
 
+@stops_like_ctrl_c
 def check(
     baselines: Annotated[
         list[Path], typer.Argument(help="Baseline traces, or folders holding them (*.duckdb).")

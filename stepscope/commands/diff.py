@@ -15,6 +15,7 @@ from stepscope.replay.diff import diff_traces
 from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, judge, parse_tolerances
 from stepscope.schema.trace import check_readable
+from stepscope.stop_signals import stops_like_ctrl_c
 
 from .options import ForceOption
 from .report_options import AppendOption, JunitOption, MarkdownOption, report_outputs
@@ -48,6 +49,7 @@ def ignores_block_ids(ignore: list[str] | None) -> bool:
     return "block_ids" in ignored
 
 
+@stops_like_ctrl_c
 def diff(
     a: Annotated[Path, typer.Argument(help="The baseline trace.")],
     b: Annotated[Path, typer.Argument(help="The trace to compare with it.")],

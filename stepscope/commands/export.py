@@ -11,12 +11,14 @@ from rich.markup import escape
 
 from stepscope.output_paths import check_outputs, data_file, data_folder
 from stepscope.safe_text import safe_text
+from stepscope.stop_signals import stops_like_ctrl_c
 from stepscope.tracer.export import ExportError, export_parquet, export_perfetto
 from stepscope.tracer.export.parquet_folder import ExportFolder
 
 from .options import ForceOption
 
 
+@stops_like_ctrl_c
 def export(
     trace: Annotated[Path, typer.Argument(help="A trace file.")],
     perfetto: Annotated[

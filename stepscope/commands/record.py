@@ -14,6 +14,7 @@ from stepscope.output_paths import check_outputs, new_file
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
 from stepscope.schema import open_trace
+from stepscope.stop_signals import stop_reason, stops_like_ctrl_c
 from stepscope.tracer.otel import (
     StepSpans,
     exporter_from_env,
@@ -44,6 +45,7 @@ from .record_options import (
 )
 
 
+@stops_like_ctrl_c
 def record(
     workload: WorkloadArgument = None,
     from_trace: FromTraceOption = None,
@@ -59,22 +61,29 @@ def record(
     scheduler_cls: SchedulerClsOption = None,
     engine_args: EngineArgsOption = None,
 ) -> None:
-    """Run a workload and record every step into a DuckDB trace."""
+    """Run a workload and record every step into a DuckDB trace.
+
+    Ctrl-C, SIGTERM and SIGHUP stop it cleanly: the steps so far are kept in a trace
+    marked incomplete, one line says so, and the exit status is 130, 143 or 129."""
     check_outputs([new_file("-o", output)], [workload, from_trace])
     loaded = apply_knobs(_workload(workload, from_trace), knobs or [])
     console = Console(stderr=True)
     _check_engine_options(engine, scheduler_cls, engine_args, otel)
-    if engine is RecordEngine.VLLM:
-        _record_with_vllm(loaded, output, model, scheduler_cls, redact, console)
-    elif engine is RecordEngine.VLLM_LIVE:
-        record_with_vllm_live(
-            loaded, from_trace, output, model, device, dtype, engine_args or [], redact, console
-        )
-    else:
-        dtype = dtype or "float32"
-        runner = create_model_runner(model, loaded, device=device, dtype=dtype)
-        meta = runner_meta(model, runner, dtype, from_trace)
-        _record_with_stepscope(loaded, runner, output, meta, redact, flush_every, otel, console)
+    try:
+        if engine is RecordEngine.VLLM:
+            _record_with_vllm(loaded, output, model, scheduler_cls, redact, console)
+        elif engine is RecordEngine.VLLM_LIVE:
+            record_with_vllm_live(
+                loaded, from_trace, output, model, device, dtype, engine_args or [], redact, console
+            )
+        else:
+            dtype = dtype or "float32"
+            runner = create_model_runner(model, loaded, device=device, dtype=dtype)
+            meta = runner_meta(model, runner, dtype, from_trace)
+            _record_with_stepscope(loaded, runner, output, meta, redact, flush_every, otel, console)
+    except KeyboardInterrupt as stop:
+        _print_kept(console, output, len(loaded.requests), stop)
+        raise
 
 
 def _check_engine_options(
@@ -116,9 +125,6 @@ def _record_with_stepscope(
                 sinks=sinks,
                 flush_every_steps=flush_every,
             )
-    except KeyboardInterrupt:
-        _print_kept(console, output, len(workload.requests))
-        raise
     finally:
         if spans is not None:
             spans.close()
@@ -180,12 +186,15 @@ def _print_summary(
     )
 
 
-def _print_kept(console: Console, output: Path, num_requests: int) -> None:
-    """After Ctrl-C: what the trace kept (it is closed and marked incomplete by then)."""
+def _print_kept(console: Console, output: Path, num_requests: int, stop: KeyboardInterrupt) -> None:
+    """After Ctrl-C or a stop signal: what the trace kept (it is closed by then)."""
+    console.print(f"{stop_reason(stop)}: ", end="", highlight=False)
+    if not output.exists():
+        console.print("before the first step; nothing was recorded", highlight=False)
+        return
     with open_trace(output) as trace:
-        num_steps = trace.num_steps
-    console.print("interrupted: ", end="", highlight=False)
-    _print_summary(console, output, num_steps, num_requests, complete=False)
+        num_steps, complete = trace.num_steps, trace.complete
+    _print_summary(console, output, num_steps, num_requests, complete)
 
 
 class _Progress:

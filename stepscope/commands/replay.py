@@ -29,10 +29,12 @@ from stepscope.replay.whatif import replay_whatif
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 from stepscope.schema.trace import check_readable
+from stepscope.stop_signals import stops_like_ctrl_c
 
 from .options import Engine, EngineOption, KnobsOption, SchedulerClsOption
 
 
+@stops_like_ctrl_c
 def replay(
     trace: Annotated[Path, typer.Argument(help="A recorded trace.")],
     output: Annotated[

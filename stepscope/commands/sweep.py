@@ -20,6 +20,7 @@ from stepscope.replay.sweep_ray import require_ray
 from stepscope.replay.sweep_result import kept_folder
 from stepscope.run_view import run_console
 from stepscope.schema.trace import check_readable
+from stepscope.stop_signals import stops_like_ctrl_c
 from stepscope.tracer.export import ExportError
 
 from .options import ForceOption
@@ -75,6 +76,7 @@ SchedulerOption = Annotated[
 ]
 
 
+@stops_like_ctrl_c
 def sweep(
     trace: TraceArgument = None,
     grid: GridOption = None,

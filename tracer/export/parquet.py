@@ -17,6 +17,7 @@ from stepscope.schema import SCHEMA_VERSION, Trace, logical_tables, open_trace
 from stepscope.schema.ddl import table_specs
 from stepscope.schema.sql_files import query
 
+from ..held_signals import signals_held
 from .identity import TraceIdentity
 from .output import ExportError, scratch_folder, writing
 from .parquet_folder import ExportFolder, ExportSchema, partition_folder
@@ -49,8 +50,9 @@ def export_parquet(trace_path: Path, out_dir: Path) -> ParquetExport:
                 rows, columns = _write_tables(trace, identity, scratch)
                 schema = ExportSchema(SCHEMA_VERSION, columns)
                 folder.check_schema(schema)
-                folder.replace_partitions(scratch, identity.name, list(columns))
-                folder.write_schema(schema)
+                with signals_held():  # a stop now would leave some tables replaced, not all
+                    folder.replace_partitions(scratch, identity.name, list(columns))
+                    folder.write_schema(schema)
         except BaseException:
             folder.undo_creation()
             raise

@@ -32,9 +32,13 @@ class Iteration:
     aborted_before_update: list[str] = field(default_factory=list)
     batch: Batch | None = None
     has_update: bool = False
+    scheduling: bool = False
+    """Its `schedule()` call has begun and not returned (it never will, if the run stops)."""
 
     @property
     def complete(self) -> bool:
+        if self.scheduling:
+            return False
         return self.batch is None or self.batch.engine_step is not None
 
 

@@ -102,6 +102,8 @@ class VllmRecording:
         self.admitted: set[str] = set()
         """Requests admitted once and not shipped as finished yet (`convert.scheduler_output`)."""
         self.step = -1
+        self.num_recorded = 0
+        """Iterations handed to the recorder: the next one to record is numbered so."""
         self.active = True
         self._start: Any = None
         self._arrived: list[str] = []
@@ -256,9 +258,11 @@ class VllmRecording:
             else:
                 self._aborted.append(request.request_id)
 
-    def _new_iteration(self) -> Iteration:
+    def _new_iteration(self, scheduling: bool = False) -> Iteration:
         self.step += 1
-        iteration = Iteration(self.step, self._arrived, self._rejected, self._aborted)
+        iteration = Iteration(
+            self.step, self._arrived, self._rejected, self._aborted, scheduling=scheduling
+        )
         self._arrived, self._rejected, self._aborted = [], [], []
         self._iterations.append(iteration)
         return iteration
@@ -271,7 +275,7 @@ class VllmRecording:
 
     def _before_schedule(self) -> None:
         self._end_update()
-        self._current = self._new_iteration()
+        self._current = self._new_iteration(scheduling=True)
         self.tap.start_step()
         self._start = schedule_start(self.scheduler)
         self.recorder.on_schedule_start(self._start)
@@ -294,6 +298,7 @@ class VllmRecording:
         iteration.batch = Batch(
             output, ours, free_blocks, end, scheduled_at - started, scheduled_at
         )
+        iteration.scheduling = False
         self._in_flight[id(output)] = iteration
         if self._returns_before_update(output, in_flight_before):
             self._current = None
@@ -373,10 +378,15 @@ class VllmRecording:
             self.recorder.mark(complete=True, meta=self._final_meta())
 
     def _record_complete(self) -> None:
-        """Record the oldest iterations whose batches are done, in step order."""
+        """Record the oldest iterations whose batches are done, in step order.
+
+        Only the next step in line is recorded: if a stop (Ctrl-C, a signal) cut the last
+        one short, the trace ends before it, never with a gap or that step twice.
+        """
         iterations = self._iterations
-        while iterations and iterations[0].complete:
+        while iterations and iterations[0].complete and iterations[0].step == self.num_recorded:
             self._record(iterations.popleft())
+            self.num_recorded += 1
 
     def _record(self, iteration: Iteration) -> None:
         batch = iteration.batch

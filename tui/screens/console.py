@@ -17,7 +17,14 @@ from textual.widgets import DataTable, Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ..console_session import ConsoleSession, QueryCancelledError
-from ..messages import ConsoleReady, QueryCancelled, QueryFailed, QueryFinished
+from ..messages import (
+    ConsoleReady,
+    QueryCancelled,
+    QueryFailed,
+    QueryFinished,
+    query_failed,
+    user_query_failed,
+)
 from ..models import QueryResult
 from ..widgets.auto_width_table import AutoWidthTable
 from ..widgets.query_editor import QueryEditor
@@ -103,7 +110,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         try:
             self.post_message(ConsoleReady(ConsoleSession(self.path, self.other)))
         except TraceError as error:
-            self.post_message(QueryFailed(str(error), "open"))
+            self.post_message(query_failed(error, "open"))
 
     @work(thread=True, exclusive=True, group="console-query")
     def run_query(self, session: ConsoleSession, query: str) -> None:
@@ -112,7 +119,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         except QueryCancelledError:
             self.post_message(QueryCancelled(query))
         except TraceError as error:
-            self.post_message(QueryFailed(str(error)))
+            self.post_message(user_query_failed(error))
         else:
             self.post_message(QueryFinished(result))
 

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from stepscope.safe_text import shown_id
 
-from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady
+from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady, query_failed
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
 from ..widgets.auto_width_table import AutoWidthTable
 
@@ -124,7 +124,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
         try:
             self.post_message(ReplayReady(ReplaySession(self.path)))
         except _ERRORS as error:
-            self.post_message(QueryFailed(str(error), "replay"))
+            self.post_message(query_failed(error, "replay"))
 
     @work(thread=True, group="replay-run")
     def advance(self, session: ReplaySession, mode: str, predicate: BreakPredicate | None) -> None:
@@ -142,7 +142,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
                 found, stopped = session.run(until, on_progress=self._post_progress)
                 steps = tuple(found)
         except _ERRORS as error:
-            self.post_message(QueryFailed(str(error), "replay"))
+            self.post_message(query_failed(error, "replay"))
             return
         self.post_message(ReplayAdvanced(steps, stopped))
 

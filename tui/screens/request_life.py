@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from stepscope.safe_text import shown_id, shown_text
 
-from ..messages import QueryFailed, RequestLifeLoaded
+from ..messages import QueryFailed, RequestLifeLoaded, query_failed
 from ..models import RequestLife
 from ..trace_source import TraceSource
 from ..widgets.auto_width_table import AutoWidthTable
@@ -106,7 +106,7 @@ blocks it held. Below: the steps it spent waiting, and why.
         try:
             life = self.source.request_life(self.request_id)
         except (TraceError, duckdb.Error) as error:
-            self.post_message(QueryFailed(str(error), f"request {shown_id(self.request_id)}"))
+            self.post_message(query_failed(error, f"request {shown_id(self.request_id)}"))
             return
         self.post_message(RequestLifeLoaded(life, self.request_id))
 

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from stepscope.safe_text import safe_text
 
-from ..messages import QueryFailed, SweepLoaded
+from ..messages import QueryFailed, SweepLoaded, query_failed
 from .sweep_objectives import SweepObjectivesScreen
 from .sweep_point import SweepPointScreen
 
@@ -68,7 +68,7 @@ class SweepScreen(Screen[None]):
         try:
             self.post_message(SweepLoaded(sweep_table(read_sweep(self.path), sort, front)))
         except InputError as error:
-            self.post_message(QueryFailed(str(error), "sweep result"))
+            self.post_message(query_failed(error, "sweep result"))
 
     def on_sweep_loaded(self, message: SweepLoaded) -> None:
         self.table = table = message.table

@@ -18,15 +18,18 @@ from textual.widgets import Footer, Header, Static
 
 from ..messages import (
     DiffComputed,
+    FailedOn,
     PageLoaded,
     PagesWanted,
     PlotLoaded,
     QueryFailed,
+    RequestIdsLoaded,
     StepCursorMoved,
     StepDetailLoaded,
     StepFound,
     TraceFailed,
     TraceOpened,
+    query_failed,
 )
 from ..trace_source import TraceSource
 from ..widgets.diff_banner import DiffBanner
@@ -86,6 +89,7 @@ class TimelineScreen(Screen[None]):
         self._prefetch: Timer | None = None
         self._first_page_shown = False
         self._plot_asked = False
+        self._damage_shown = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -142,7 +146,7 @@ class TimelineScreen(Screen[None]):
             try:
                 self.post_message(PageLoaded(page, source.page(page)))
             except _ERRORS as error:
-                self.post_message(QueryFailed(str(error), "step rows"))
+                self.post_message(query_failed(error, "step rows"))
                 return
 
     @work(thread=True, exclusive=True, group="plot")
@@ -152,7 +156,7 @@ class TimelineScreen(Screen[None]):
             self.post_message(PlotLoaded(source.plot()))
             source.request_ids  # noqa: B018 (read now, in the background)
         except _ERRORS as error:
-            self.post_message(QueryFailed(str(error), "plot"))
+            self.post_message(query_failed(error, "plot"))
 
     @work(thread=True, group="detail")
     def load_detail(self, source: TraceSource, other: TraceSource | None, step: int) -> None:
@@ -165,7 +169,7 @@ class TimelineScreen(Screen[None]):
 
                 found = step_differences(source, other, step, self.ignore_block_ids)
         except _ERRORS as error:
-            self.post_message(QueryFailed(str(error), f"step {step}"))
+            self.post_message(query_failed(error, f"step {step}"))
             return
         self.post_message(StepDetailLoaded(detail, other_detail, found))
 
@@ -185,14 +189,14 @@ class TimelineScreen(Screen[None]):
         try:
             self.post_message(DiffComputed(diff_traces(source, other, self.ignore_block_ids)))
         except _ERRORS as error:
-            self.post_message(QueryFailed(str(error), "diff"))
+            self.post_message(query_failed(error, "diff"))
 
     @work(thread=True, exclusive=True, group="find")
     def find_interesting(self, source: TraceSource, step: int, forward: bool) -> None:
         try:
             found = source.interesting_step(step, forward)
         except _ERRORS as error:
-            self.post_message(QueryFailed(str(error), "search"))
+            self.post_message(query_failed(error, "search"))
             return
         self.post_message(StepFound(found, "interesting step"))
 
@@ -301,7 +305,11 @@ class TimelineScreen(Screen[None]):
     def on_query_failed(self, message: QueryFailed) -> None:
         self._detail_running = False
         self._want_plot()
-        self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)
+        if message.on is not FailedOn.DAMAGED_FILE:
+            self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)
+        elif not self._damage_shown:
+            self._damage_shown = True
+            self._show_notice(f"Cannot read all of this trace: {message.error}", "error")
 
     def on_step_found(self, message: StepFound) -> None:
         if message.step is None:
@@ -337,6 +345,19 @@ class TimelineScreen(Screen[None]):
         self.app.push_screen(GotoStepScreen(), chosen)
 
     def action_find(self) -> None:
+        if self.source is not None:
+            self.load_request_ids(self.source)
+
+    @work(thread=True, exclusive=True, group="request-ids")
+    def load_request_ids(self, source: TraceSource) -> None:
+        """The ids `/` offers (read once, usually in the background after the plot)."""
+        try:
+            self.post_message(RequestIdsLoaded(source.request_ids))
+        except _ERRORS as error:
+            self.post_message(query_failed(error, "request ids"))
+
+    def on_request_ids_loaded(self, message: RequestIdsLoaded) -> None:
+        """Ask for a request id, then open its life (or choose among those that match)."""
         if self.source is None:
             return
         source = self.source
@@ -356,7 +377,7 @@ class TimelineScreen(Screen[None]):
             if request_id is not None:
                 self.open_request(request_id)
 
-        self.app.push_screen(FindRequestScreen(source.request_ids), chosen)
+        self.app.push_screen(FindRequestScreen(message.request_ids), chosen)
 
     def action_open_request(self) -> None:
         focused = self.focused
