@@ -16,6 +16,8 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
+from stepscope.safe_text import safe_text, shown_lines, shown_text
+
 from ..console_session import ConsoleSession, QueryCancelledError
 from ..messages import ConsoleReady, QueryCancelled, QueryFailed, QueryFinished
 from ..models import QueryResult
@@ -26,10 +28,11 @@ _FIRST_QUERY = "SELECT * FROM summary"
 """The editor's first text: the user's to edit and run, like the text a picked view puts there."""
 
 
-def _cell(value: Any) -> Text | str:
+def _cell(value: Any) -> Text:
+    """A result's value as the table draws it: escaped, and elided when very long."""
     if value is None:
         return Text("NULL", style="dim")
-    return str(value)
+    return Text(shown_text(str(value)))
 
 
 class ConsoleScreen(Screen[None]):
@@ -82,8 +85,9 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"SQL · {self.path.name}" + (
-            f" (B {self.other.name}: b.<view or table>)" if self.other is not None else ""
+        self.sub_title = safe_text(
+            f"SQL · {self.path.name}"
+            + (f" (B {self.other.name}: b.<view or table>)" if self.other is not None else "")
         )
         views = self.query_one("#console-views", OptionList)
         views.tooltip = "\n".join(f"{v.name}: {v.description}" for v in view_infos())
@@ -135,7 +139,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         first_line = message.error.splitlines()[0] if message.error else "error"
         self._status(f"error: {first_line}", "bold red")
         error = self.query_one("#console-error", Static)
-        error.update(Text(message.error, style="red"))
+        error.update(Text(shown_lines(message.error), style="red"))
         self._show_error(True)
 
     def on_query_cancelled(self, message: QueryCancelled) -> None:
@@ -189,10 +193,10 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         self.history.insert(0, query)
         options = self.query_one("#console-history", OptionList)
         options.clear_options()
-        options.add_options(" ".join(q.split())[:60] for q in self.history)
+        options.add_options(Text(safe_text(" ".join(q.split())[:60])) for q in self.history)
 
     def _status(self, text: str, style: str) -> None:
-        self.query_one("#console-status", Static).update(Text(text, style=style))
+        self.query_one("#console-status", Static).update(Text(shown_text(text), style=style))
 
     def _show_error(self, shown: bool) -> None:
         """The error in the results' place, or the results."""
@@ -203,7 +207,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         self._show_error(False)
         table = self.query_one("#console-results", DataTable)
         table.clear(columns=True)
-        table.add_columns(*result.columns)
+        table.add_columns(*(Text(shown_text(column)) for column in result.columns))
         table.add_rows([tuple(_cell(v) for v in row) for row in result.rows])
         more = f", showing the first {len(result.rows):,}" if result.truncated else ""
         self._status(f"{len(result.rows):,}{'+' if result.truncated else ''} rows{more}", "green")

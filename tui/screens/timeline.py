@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import duckdb
+from rich.text import Text
 from stepscope.schema import TraceError
 from textual import on, work
 from textual.app import ComposeResult
@@ -15,6 +16,8 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Static
+
+from stepscope.safe_text import safe_text, shown_lines, shown_text
 
 from ..messages import (
     DiffComputed,
@@ -105,8 +108,8 @@ class TimelineScreen(Screen[None]):
     def on_mount(self) -> None:
         self.set_class(self.other_path is not None, "-diff")
         self.query_one("#notice").display = False
-        self.sub_title = self.path.name + (
-            f" ↔ {self.other_path.name}" if self.other_path is not None else ""
+        self.sub_title = safe_text(
+            self.path.name + (f" ↔ {self.other_path.name}" if self.other_path is not None else "")
         )
         self.query_one(StepTable).focus()
         self.open_traces()
@@ -150,7 +153,7 @@ class TimelineScreen(Screen[None]):
         """The plot, then the request ids that finding a request offers."""
         try:
             self.post_message(PlotLoaded(source.plot()))
-            source.request_ids  # noqa: B018 (read now, in the background)
+            source.shown_request_ids  # noqa: B018 (read now, in the background)
         except _ERRORS as error:
             self.post_message(QueryFailed(str(error), "plot"))
 
@@ -230,11 +233,14 @@ class TimelineScreen(Screen[None]):
         self._show_notice(f"Cannot open this trace: {message.error}", "error")
 
     def _show_notice(self, text: str, severity: str) -> None:
+        text = shown_lines(text)
         notice = self.query_one("#notice", Static)
-        notice.update(text)
+        notice.update(Text(text))
         notice.set_class(severity == "error", "-error")
         notice.display = True
-        self.notify(text, severity="error" if severity == "error" else "warning", timeout=8)
+        self.notify(
+            text, severity="error" if severity == "error" else "warning", timeout=8, markup=False
+        )
 
     @on(PagesWanted)
     def _pages_wanted(self, message: PagesWanted) -> None:
@@ -301,7 +307,8 @@ class TimelineScreen(Screen[None]):
     def on_query_failed(self, message: QueryFailed) -> None:
         self._detail_running = False
         self._want_plot()
-        self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)
+        text = shown_text(f"{message.what}: {message.error}")
+        self.notify(text, severity="error", timeout=8, markup=False)
 
     def on_step_found(self, message: StepFound) -> None:
         if message.step is None:
@@ -346,7 +353,10 @@ class TimelineScreen(Screen[None]):
                 return
             matches = source.find_requests(text)
             if not matches:
-                self.notify(f"no request matches {text!r}", severity="warning", timeout=4)
+                shown = shown_text(repr(text))
+                self.notify(
+                    f"no request matches {shown}", severity="warning", timeout=4, markup=False
+                )
             elif len(matches) == 1:
                 self.open_request(matches[0])
             else:
@@ -356,7 +366,7 @@ class TimelineScreen(Screen[None]):
             if request_id is not None:
                 self.open_request(request_id)
 
-        self.app.push_screen(FindRequestScreen(source.request_ids), chosen)
+        self.app.push_screen(FindRequestScreen(source.shown_request_ids), chosen)
 
     def action_open_request(self) -> None:
         focused = self.focused

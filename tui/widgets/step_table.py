@@ -21,7 +21,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from stepscope.safe_text import shown_id
+from stepscope.safe_text import safe_text, shown_id
 
 from ..messages import PagesWanted, StepCursorMoved
 from ..trace_source import PAGE_SIZE
@@ -307,5 +307,6 @@ scrolls, a click picks a step.
 
 
 def _cell(text: str, width: int, right: bool) -> str:
+    text = safe_text(text)  # a trace's column may hold any string
     text = text[: width - 1] if len(text) >= width else text
     return text.rjust(width - 1) + " " if right else text.ljust(width)
