@@ -65,7 +65,8 @@ def check(
     for trace, steps in held.items():
         if steps is not None:
             console.print(f"{safe_text(str(trace))} is incomplete (recording stopped early): "
-                          f"compared the {steps} steps it holds", highlight=False)  # fmt: skip
+                          f"compared the {steps} steps it holds", highlight=False,
+                          markup=False)  # fmt: skip
     if junit is not None:
         write_report(junit, diffs_to_junit(results), "--junit")
     if markdown is not None:

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from stepscope.engine import ModelRunner, TapeModelRunner, Workload, load_workload
 from stepscope.inputs import tapes
+from stepscope.safe_text import safe_text
 from stepscope.tracer.record_workload import record_workload
 
 DEMO_WORKLOAD = "preemption_storm.json"
@@ -59,7 +60,9 @@ def demo(
         _clear(output)
     summary = record_workload(workload, _model_runner(workload), output)
     Console(stderr=True).print(
-        f"recorded {summary.num_steps} steps of {len(workload.requests)} requests to {output}",
+        safe_text(
+            f"recorded {summary.num_steps} steps of {len(workload.requests)} requests to {output}"
+        ),
         highlight=False,
         soft_wrap=True,
         markup=False,
@@ -71,7 +74,7 @@ def demo(
     problem = tui.terminal_problem()
     if problem is not None:
         Console(stderr=True).print(
-            f"{problem}: open it later with `stepscope tui {output}`",
+            safe_text(f"{problem}: open it later with `stepscope tui {output}`"),
             highlight=False,
             soft_wrap=True,
             markup=False,

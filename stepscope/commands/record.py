@@ -12,6 +12,7 @@ from stepscope.engine.model_runner_choice import TAPE, create_model_runner
 from stepscope.inputs import apply_knobs, load_vllm_scheduler_class, load_workload_arg
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
+from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 from stepscope.tracer.otel import (
     StepSpans,
@@ -174,9 +175,12 @@ def _print_summary(
     size_mb = output.stat().st_size / 1e6
     state = "complete" if complete else "incomplete"
     console.print(
-        f"recorded {num_steps} steps of {num_requests} requests "
-        f"to {output} ({size_mb:.2f} MB, {state})",
+        safe_text(
+            f"recorded {num_steps} steps of {num_requests} requests "
+            f"to {output} ({size_mb:.2f} MB, {state})"
+        ),
         highlight=False,
+        markup=False,
     )
 
 
