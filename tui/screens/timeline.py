@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 _ERRORS = (TraceError, duckdb.Error)
 
 NARROW_BELOW = 130
-"""The step table's 91 columns and a detail of about 40 beside it."""
+"""The step table's 91 columns (a few more for a budget of 4 digits or more) and a detail
+of about 40 beside it."""
 
 PREFETCH_AFTER_S = 0.05
 """Quiet time after a step's detail shows before the next step's is read ahead."""
@@ -206,6 +207,8 @@ class TimelineScreen(Screen[None]):
         info = message.info
         table = self.query_one(StepTable)
         other_steps = self.other.info.num_steps if self.other is not None else None
+        budgets = [info.token_budget] + ([self.other.info.token_budget] if self.other else [])
+        table.set_token_budget(max(budgets))
         table.set_num_steps(info.num_steps, other_steps)
         notices = []
         if not info.complete:
