@@ -24,6 +24,8 @@ from ..models import QueryResult
 from ..widgets.auto_width_table import AutoWidthTable
 from ..widgets.query_editor import QueryEditor
 
+READY = "ready: ctrl+enter runs the query"
+
 _FIRST_QUERY = "SELECT * FROM summary"
 """The editor's first text: the user's to edit and run, like the text a picked view puts there."""
 
@@ -56,13 +58,19 @@ query from the history. When diffing, the views and tables are A's, and B's are
 there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 """
 
-    def __init__(self, path: Path, other: Path | None = None) -> None:
+    def __init__(
+        self, path: Path, other: Path | None = None, session: ConsoleSession | None = None
+    ) -> None:
+        """`session`: one opened ahead (the caller keeps it); without, the screen opens its own."""
         super().__init__()
         self.path = path
         self.other = other
-        self.session: ConsoleSession | None = None
+        self.session = session
+        self._owns_session = session is None
         self.history: list[str] = []
         self._query_running = False
+        self._pending: str | None = None
+        """A query run before the session opened: it runs once it has."""
         self._interrupter: Timer | None = None
         self._placed = _FIRST_QUERY
         """The editor's text as the console last put it there (not typed by the user)."""
@@ -93,12 +101,16 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         views.tooltip = "\n".join(f"{v.name}: {v.description}" for v in view_infos())
         self.query_one("#console-query", QueryEditor).focus()
         self.query_one("#console-error").display = False
-        self.open_session()
+        if self.session is None:
+            self.open_session()
+        else:
+            self._status(READY, "dim")
 
     def on_unmount(self) -> None:
         if self.session is not None:
             self.session.interrupt()
-            self._close_session(self.session)
+            if self._owns_session:
+                self._close_session(self.session)
 
     # -- workers -------------------------------------------------------------------
 
@@ -128,7 +140,11 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 
     def on_console_ready(self, message: ConsoleReady) -> None:
         self.session = message.session
-        self._status("ready: ctrl+enter runs the query", "dim")
+        pending, self._pending = self._pending, None
+        if pending is None:
+            self._status(READY, "dim")
+        else:
+            self._start(pending)
 
     def on_query_finished(self, message: QueryFinished) -> None:
         self._done()
@@ -162,15 +178,26 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 
     def action_run(self) -> None:
         query = self.query_one("#console-query", QueryEditor).text.strip()
-        if not query or self.session is None or self._query_running:
+        if not query or self._query_running:
             return
-        self._query_running = True
         self._remember(query)
+        if self.session is None:
+            self._pending = query
+            self._status("opening the trace… the query runs once it is open", "yellow")
+            return
+        self._start(query)
+
+    def _start(self, query: str) -> None:
+        assert self.session is not None
+        self._query_running = True
         self._status("running… (escape cancels)", "yellow")
         self.run_query(self.session, query)
 
     def action_escape(self) -> None:
-        if self._query_running and self.session is not None:
+        if self._pending is not None:
+            self._pending = None
+            self._status("cancelled", "bold yellow")
+        elif self._query_running and self.session is not None:
             self._status("cancelling…", "yellow")
             session = self.session
             session.interrupt()

@@ -20,6 +20,7 @@ from textual.widgets import Footer, Header, Static
 from stepscope.safe_text import safe_text, shown_lines, shown_text
 
 from ..messages import (
+    ConsoleReady,
     DiffComputed,
     PageLoaded,
     PagesWanted,
@@ -43,6 +44,8 @@ from .request_life import RequestLifeScreen
 
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison
+
+    from ..console_session import ConsoleSession
 
 _ERRORS = (TraceError, duckdb.Error)
 
@@ -90,6 +93,8 @@ class TimelineScreen(Screen[None]):
         self._prefetch: Timer | None = None
         self._first_page_shown = False
         self._plot_asked = False
+        self.console_session: ConsoleSession | None = None
+        """The SQL console's connection, opened in the background after the first screen."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -119,6 +124,9 @@ class TimelineScreen(Screen[None]):
         for source in (self.source, self.other):
             if source is not None:
                 source.close()
+        if self.console_session is not None:
+            self.console_session.interrupt()
+            self.console_session.close()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "divergence":
@@ -190,6 +198,15 @@ class TimelineScreen(Screen[None]):
             self.post_message(DiffComputed(diff_traces(source, other, self.ignore_block_ids)))
         except _ERRORS as error:
             self.post_message(QueryFailed(str(error), "diff"))
+
+    @work(thread=True, exclusive=True, group="console-open")
+    def open_console_session(self) -> None:
+        """The SQL console's connection, opened once the screen has its rows, detail and plot,
+        so `s` finds it open; if it cannot open, the console says why when opened."""
+        from ..console_session import ConsoleSession
+
+        with contextlib.suppress(*_ERRORS):
+            self.post_message(ConsoleReady(ConsoleSession(self.path, self.other_path)))
 
     @work(thread=True, exclusive=True, group="find")
     def find_interesting(self, source: TraceSource, step: int, forward: bool) -> None:
@@ -267,6 +284,10 @@ class TimelineScreen(Screen[None]):
         plot = self.query_one(StepPlot)
         plot.series = message.series
         plot.cursor_step = self.query_one(StepTable).cursor_step
+        self.open_console_session()
+
+    def on_console_ready(self, message: ConsoleReady) -> None:
+        self.console_session = message.session
 
     def on_step_cursor_moved(self, message: StepCursorMoved) -> None:
         if self._prefetch is not None:
@@ -398,7 +419,8 @@ class TimelineScreen(Screen[None]):
         from .console import ConsoleScreen  # its editor's imports wait until first opened
 
         if self.source is not None:
-            self.app.push_screen(ConsoleScreen(self.path, self.other_path))
+            screen = ConsoleScreen(self.path, self.other_path, self.console_session)
+            self.app.push_screen(screen)
 
     def action_replay(self) -> None:
         if self.source is None:
