@@ -10,10 +10,11 @@ from xml.etree import ElementTree
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from stepscope.safe_text import safe_text
 
-from .diff import StepSide, TraceDiff
+from .diff import RequestDelta, StepSide, TraceDiff
 from .headline import headline_text
 from .verdict import Verdict
 
@@ -49,7 +50,8 @@ def print_diff(
         console.print(_request_table(diff))
     console.print(_metrics_table(diff, verdict))
     if verdict.failed:
-        console.print("[bold red]FAIL[/] " + "; ".join(verdict.reasons), highlight=False)
+        reasons = escape(safe_text("; ".join(verdict.reasons)))
+        console.print(f"[bold red]FAIL[/] {reasons}", highlight=False)
 
 
 def _step_table(diff: TraceDiff) -> Table:
@@ -59,10 +61,8 @@ def _step_table(diff: TraceDiff) -> Table:
     table.add_column("", style="bold")
     table.add_column("A")
     table.add_column("B")
-    table.add_row("scheduled", _scheduled(a), _scheduled(b))
-    table.add_row("preempted", _preempted(a), _preempted(b))
-    table.add_row("allocations", _allocations(a), _allocations(b))
-    table.add_row("passes", _passes(a), _passes(b))
+    for label, render in _STEP_ROWS:
+        table.add_row(label, Text(render(a)), Text(render(b)))
     return table
 
 
@@ -94,10 +94,19 @@ def _passes(side: StepSide) -> str:
     step = side.step
     if not step:
         return "-"
-    return (
+    return safe_text(
         f"budget {step.get('num_scheduled_tokens')}/{step.get('token_budget')}, "
         f"running pass: {step.get('running_pass_end')}, admission: {step.get('admission_stop')}"
     )
+
+
+_STEP_ROWS = (
+    ("scheduled", _scheduled),
+    ("preempted", _preempted),
+    ("allocations", _allocations),
+    ("passes", _passes),
+)
+"""The rows comparing the first divergent step, each with how a side's cell is written."""
 
 
 def _request_table(diff: TraceDiff) -> Table:
@@ -105,11 +114,25 @@ def _request_table(diff: TraceDiff) -> Table:
     for name in ("request", "what changed (A -> B)"):
         table.add_column(name)
     for delta in diff.request_deltas[:MAX_REQUEST_ROWS]:
-        changes = ", ".join(
-            f"{f} {format_value(delta.a[f])} -> {format_value(delta.b[f])}" for f in delta.changed
-        )
-        table.add_row(safe_text(delta.request_id), changes)
+        table.add_row(Text(safe_text(delta.request_id)), Text(_changes(delta, "->")))
+    if len(diff.request_deltas) > MAX_REQUEST_ROWS:
+        table.caption = _more_requests(diff)
+        table.caption_justify = "left"
     return table
+
+
+def _changes(delta: RequestDelta, arrow: str) -> str:
+    """What changed in a request's outcome, A `arrow` B, made safe to print."""
+    return safe_text(
+        ", ".join(
+            f"{f} {format_value(delta.a[f])} {arrow} {format_value(delta.b[f])}"
+            for f in delta.changed
+        )
+    )
+
+
+def _more_requests(diff: TraceDiff) -> str:
+    return f"and {len(diff.request_deltas) - MAX_REQUEST_ROWS:,} more"
 
 
 def _metrics_table(diff: TraceDiff, verdict: Verdict) -> Table:
@@ -166,8 +189,7 @@ def diff_to_markdown(
     if diff.first_step_detail is not None:
         a, b = diff.first_step_detail
         lines += ["", f"| step {diff.first_decision_step} | A | B |", "|---|---|---|"]
-        for label, render in (("scheduled", _scheduled), ("preempted", _preempted),
-                              ("allocations", _allocations), ("passes", _passes)):  # fmt: skip
+        for label, render in _STEP_ROWS:
             lines.append(f"| {label} | {_cell(render(a))} | {_cell(render(b))} |")
     lines += ["", "| metric | A | B | change |", "|---|---:|---:|---:|"]
     lines += [
@@ -178,22 +200,27 @@ def diff_to_markdown(
         lines += ["", f"{len(diff.request_deltas)} requests changed; first ones:", ""]
         lines += ["| request | A → B |", "|---|---|"]
         for delta in diff.request_deltas[:MAX_REQUEST_ROWS]:
-            changes = ", ".join(
-                f"{f} {format_value(delta.a[f])} → {format_value(delta.b[f])}"
-                for f in delta.changed
-            )
-            lines.append(f"| {delta.request_id} | {changes} |")
-    return "\n".join(lines) + "\n"
+            request = _cell(safe_text(delta.request_id))
+            lines.append(f"| {request} | {_cell(_changes(delta, '→'))} |")
+        if len(diff.request_deltas) > MAX_REQUEST_ROWS:
+            lines += ["", _more_requests(diff)]
+    # Each line escaped whole: a trace's line break cannot start a line of the report.
+    return "\n".join(map(safe_text, lines)) + "\n"
 
 
 def _cell(text: str) -> str:
+    """Safe `text` as one Markdown table cell: its `|` escaped, its lines joined by `<br>`."""
     return text.replace("|", "\\|").replace("\n", "<br>")
 
 
 def diffs_to_junit(results: list[tuple[str, TraceDiff, Verdict]]) -> str:
-    """One test suite per compared pair: decisions, inputs and each metric as test cases."""
+    """One test suite per compared pair: decisions, inputs and each metric as test cases.
+
+    Every string is escaped as for a terminal: XML 1.0 cannot hold most control characters.
+    """
     root = ElementTree.Element("testsuites", name="stepscope")
-    for name, diff, verdict in results:
+    for raw_name, diff, verdict in results:
+        name = safe_text(raw_name)
         suite = ElementTree.SubElement(root, "testsuite", name=name)
         cases = _junit_cases(diff, verdict)
         suite.set("tests", str(len(cases)))
@@ -201,7 +228,8 @@ def diffs_to_junit(results: list[tuple[str, TraceDiff, Verdict]]) -> str:
         for case_name, failure in cases:
             case = ElementTree.SubElement(suite, "testcase", classname=name, name=case_name)
             if failure:
-                ElementTree.SubElement(case, "failure", message=failure).text = failure
+                message = safe_text(failure)
+                ElementTree.SubElement(case, "failure", message=message).text = message
     root.set("tests", str(sum(int(s.get("tests", "0")) for s in root)))
     root.set("failures", str(sum(int(s.get("failures", "0")) for s in root)))
     return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)

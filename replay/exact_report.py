@@ -43,7 +43,9 @@ def print_exact(console: Console, result: ExactReplay) -> None:
     table.add_column("replayed")
     recorded, replayed = divergence.recorded, divergence.replayed
     for label in _EXACT_ROWS:
-        table.add_row(label, _decision_field(recorded, label), _decision_field(replayed, label))
+        table.add_row(
+            label, Text(_decision_field(recorded, label)), Text(_decision_field(replayed, label))
+        )
     console.print(table)
     if divergence.replayed_decisions:
         lines = [

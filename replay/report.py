@@ -6,7 +6,10 @@ Each kind of result has its own module; the what-if and vLLM replays print a dif
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from stepscope.safe_text import safe_text
 
 from .diff_report import (
     diff_to_json,
@@ -38,7 +41,10 @@ def print_whatif(
 ) -> None:
     changes = ", ".join(f"{k}={v}" for k, v in result.knobs.items()) or "no knob changes"
     where = f"new trace {result.output}" if kept else "new trace not kept (-o to keep it)"
-    console.print(f"what-if: {changes}; scheduler {result.scheduler}; {where}", highlight=False)
+    console.print(
+        escape(safe_text(f"what-if: {changes}; scheduler {result.scheduler}; {where}")),
+        highlight=False,
+    )
     print_diff(console, result.diff, verdict)
     if result.cost_model is not None and result.cost_model.problem is not None:
         console.print(
@@ -65,9 +71,13 @@ def print_whatif(
 
 def print_vllm_replay(console: Console, result: VllmReplay, verdict: Verdict) -> None:
     console.print(
-        f"replayed {result.trace} through vLLM {result.vllm_version}'s {result.scheduler_class}"
-        + (f", kept at {result.output}" if result.output is not None else ""),
+        safe_text(
+            f"replayed {result.trace} through vLLM {result.vllm_version}'s "
+            f"{result.scheduler_class}"
+            + (f", kept at {result.output}" if result.output is not None else "")
+        ),
         highlight=False,
+        markup=False,
     )
     if result.num_padded_tokens:
         console.print(

@@ -84,7 +84,8 @@ def rich_table(table: SweepTable) -> Table:
     for index, column in enumerate(table.columns, start=1):
         widest = max((len(cells[index]) for cells in body), default=0)
         justify: JustifyMethod = "right" if column in numeric else "left"
-        shown.add_column(wrap_name(column, widest), justify=justify, no_wrap=True)
+        heading = Text(wrap_name(safe_text(column), widest))
+        shown.add_column(heading, justify=justify, no_wrap=True)
     for row, cells in zip(table.rows, body, strict=True):
         style = "bold yellow" if table.on_front(row) else None
         shown.add_row(*(Text(safe_text(cell)) for cell in cells), style=style)

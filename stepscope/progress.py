@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from stepscope.engine import Scheduler, StepRecord
+from stepscope.safe_text import safe_text
 
 
 class StepProgress:
@@ -43,7 +44,9 @@ class StepProgress:
     def start(self, description: str, num_recorded_steps: int) -> None:
         """A new bar for the next trace (the previous one is removed)."""
         self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(escape(description), total=num_recorded_steps or None)
+        self.task = self.progress.add_task(
+            escape(safe_text(description)), total=num_recorded_steps or None
+        )
 
     def on_step(self, record: StepRecord, scheduler: Scheduler) -> None:
         self.progress.update(self.task, completed=record.step + 1)

@@ -7,6 +7,8 @@ Every command prints such strings through `safe_text`; the TUI also elides long 
 
 from __future__ import annotations
 
+from rich.text import Text
+
 ELLIPSIS = "…"
 
 
@@ -45,3 +47,23 @@ MAX_SHOWN_TEXT_CHARS = 400
 def shown_text(text: str) -> str:
     """A trace's sentence as the TUI draws it: escaped, and elided past `MAX_SHOWN_TEXT_CHARS`."""
     return elided(text, MAX_SHOWN_TEXT_CHARS)
+
+
+def shown_lines(text: str) -> str:
+    """Text of several lines (an error with its hints) as the TUI draws it: each line as
+    `shown_text` draws it, the line breaks kept."""
+    return "\n".join(map(shown_text, text.split("\n")))
+
+
+def safe_rich_text(text: str | Text) -> Text:
+    """`text` as rich text that is never read as markup, its controls escaped.
+
+    A `Text` keeps its line breaks, and its styling unless something in it had to be
+    escaped: then only its base style is kept.
+    """
+    if isinstance(text, str):
+        return Text(safe_text(text))
+    lines = text.plain.split("\n")
+    if all(map(str.isprintable, lines)):
+        return text
+    return Text("\n".join(map(safe_text, lines)), style=text.style)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import duckdb
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.screens.console import ConsoleScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static, TextArea
-from tui_support import cells, drive, press, screen_text, trace, until
+from tui_support import cells, drive, loaded, press, screen_text, trace, until
 
 import stepscope
 
@@ -149,3 +150,38 @@ def test_when_diffing_the_console_queries_b_as_schema_b() -> None:
         await until(pilot, lambda: "error" in status(pilot))  # as sandboxed as one trace
 
     drive(StepscopeApp(trace("storm"), trace("storm_fewer_seqs")), scenario)
+
+
+def test_the_console_is_open_the_moment_it_shows() -> None:
+    """Its connection opens in the background once the timeline has drawn: `s` then
+    `ctrl+j` runs at once, however loaded the machine."""
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await loaded(pilot)
+        timeline = pilot.app.screen
+        assert isinstance(timeline, TimelineScreen)
+        await until(pilot, lambda: timeline.console_session.session is not None)
+        for _ in range(2):  # and again after going back: the same connection
+            await pilot.press("s")
+            screen = pilot.app.screen
+            assert isinstance(screen, ConsoleScreen)
+            assert screen.session is timeline.console_session.session
+            assert status(pilot).startswith("ready")
+            await press(pilot, "ctrl+j")
+            await until(pilot, lambda: status(pilot) == "1 rows")
+            await press(pilot, "escape")
+
+    drive(StepscopeApp(trace("storm")), scenario)
+
+
+def test_a_query_run_while_the_console_opens_runs_once_it_has() -> None:
+    async def scenario(pilot: Pilot[Any]) -> None:
+        pilot.app.push_screen(ConsoleScreen(trace("storm")))  # it opens its own connection
+        await pilot.press("ctrl+j")
+        await until(pilot, lambda: status(pilot) == "1 rows")
+        assert cells(results(pilot))[0][:3] == ["380", "0", "24"]
+
+    drive(StepscopeApp(trace("storm")), scenario)
+    # Every connection the app and its console opened is closed once it exits (DuckDB
+    # refuses a second configuration of a file this process still holds open).
+    duckdb.connect(str(trace("storm")), read_only=True).close()

@@ -7,6 +7,7 @@ import atexit
 import contextlib
 import io
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -166,6 +167,28 @@ def screen_text(app: App[Any]) -> str:
         app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
     )
     return console.export_text()
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+"""C0 controls, DEL and C1 controls: none of them may be drawn."""
+
+
+def drawn_controls(app: App[Any]) -> list[str]:
+    """Every text segment of the screen Textual would write that holds a control character
+    or a link (the TUI draws none: one comes only from markup in a trace's string).
+
+    The strips are what the driver writes between its own cursor moves and colours, so
+    a control in one reaches the terminal raw.
+    """
+    update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    return [
+        segment.text
+        for line in update.strips
+        for strip in line
+        for segment in strip
+        if segment.control is None
+        and (_CONTROL.search(segment.text) or (segment.style and segment.style.link))
+    ]
 
 
 def drive(

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from functools import partial
 
 from textual.command import Hit, Hits, Provider
+from textual.content import Content
+from textual.fuzzy import Matcher
 
 from stepscope.safe_text import shown_id
 
@@ -57,4 +59,15 @@ class StepscopeCommands(Provider):
         for name, callback, help in self._commands():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback, help=help)
+                yield Hit(score, highlighted(matcher, name), callback, help=help)
+
+
+def highlighted(matcher: Matcher, name: str) -> Content:
+    """`name` with the query's letters marked, as `Matcher.highlight` marks them, but never
+    read as markup: a request id's `[` is drawn as typed."""
+    content = Content(name)
+    _, offsets = matcher.fuzzy_search.match(matcher.query, name)
+    for offset in offsets:
+        if not name[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content

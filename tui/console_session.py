@@ -78,3 +78,35 @@ class ConsoleSession:
             self.trace.close()
         else:
             self._connection.close()
+
+
+class SessionSlot:
+    """Where a session opened in a worker lands: closing the slot closes the session, even one
+    still opening when its screen goes (else that connection would stay open)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._session: ConsoleSession | None = None
+        self._closed = False
+
+    @property
+    def session(self) -> ConsoleSession | None:
+        return self._session
+
+    def fill(self, session: ConsoleSession) -> bool:
+        """Keep `session`; False, and `session` closed, when the slot was closed meanwhile."""
+        with self._lock:
+            if not self._closed:
+                self._session = session
+                return True
+        session.close()
+        return False
+
+    def close(self) -> None:
+        """Stop the session's query, if any, and close it; a session opened later is closed too."""
+        with self._lock:
+            self._closed = True
+            session, self._session = self._session, None
+        if session is not None:
+            session.interrupt()
+            session.close()

@@ -15,6 +15,8 @@ from typing import Any
 import pyarrow as pa
 from stepscope.schema import Trace, open_trace
 
+from stepscope.safe_text import shown_id
+
 from .connection import execute, reading
 from .models import LifeRow, PlotSeries, RequestLife, Rows, StepDetail, TraceInfo
 from .queries import query
@@ -129,29 +131,37 @@ class TraceSource:
         found = self.scalar("next_interesting" if forward else "previous_interesting", [step])
         return None if found is None else int(found)
 
+    @cached_property
+    def shown_request_ids(self) -> tuple[str, ...]:
+        """Every request id as the TUI draws it (`shown_id`), in workload order."""
+        return tuple(map(shown_id, self.request_ids))
+
     def find_request(self, text: str) -> str | None:
-        """The request whose id is `text`, else the first whose id starts with or contains it."""
-        ids = self.request_ids
-        needle = text.strip()
-        for match in (
-            lambda rid: rid == needle,
-            lambda rid: rid.startswith(needle),
-            lambda rid: needle.lower() in rid.lower(),
-        ):
-            for request_id in ids:
-                if match(request_id):
-                    return request_id
-        return None
+        """The first request `find_requests` gives, or None."""
+        found = self.find_requests(text, limit=1)
+        return found[0] if found else None
 
     def find_requests(self, text: str, limit: int = MAX_MATCHES) -> list[str]:
-        """The request whose id is `text`; else every id starting with it, then containing it."""
+        """The request whose id is `text`; else every id starting with it, then containing it.
+
+        An id matches as it is and as it is drawn, so the escaped form of an id with
+        control characters in it (all one can type or see of it) finds it too.
+        """
         needle = text.strip()
-        if needle in self.request_ids:
-            return [needle]
         lowered = needle.lower()
-        starts = [rid for rid in self.request_ids if rid.startswith(needle)]
-        contains = [rid for rid in self.request_ids
-                    if lowered in rid.lower() and not rid.startswith(needle)]  # fmt: skip
+        ids = tuple(zip(self.request_ids, self.shown_request_ids, strict=True))
+        exact = [rid for rid, shown in ids if needle in (rid, shown)]
+        if exact:
+            return exact[:limit]
+
+        def begins(rid: str, shown: str) -> bool:
+            return rid.startswith(needle) or shown.startswith(needle)
+
+        def holds(rid: str, shown: str) -> bool:
+            return lowered in rid.lower() or lowered in shown.lower()
+
+        starts = [rid for rid, shown in ids if begins(rid, shown)]
+        contains = [rid for rid, shown in ids if holds(rid, shown) and not begins(rid, shown)]
         return (starts + contains)[:limit]
 
     def request_life(self, request_id: str) -> RequestLife | None:

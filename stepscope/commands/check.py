@@ -96,7 +96,8 @@ def check(
     for trace, steps in held.items():
         if steps is not None:
             console.print(f"{safe_text(str(trace))} is incomplete (recording stopped early): "
-                          f"compared the {steps} steps it holds", highlight=False)  # fmt: skip
+                          f"compared the {steps} steps it holds", highlight=False,
+                          markup=False)  # fmt: skip
     if as_json:
         typer.echo(json.dumps(_check_json(traces, results, replays, held), default=str))
     if any(verdict.failed for _, _, verdict in results):

@@ -13,6 +13,7 @@ from rich.console import Console
 from stepscope.engine import ModelRunner, TapeModelRunner, Workload, load_workload
 from stepscope.inputs import tapes
 from stepscope.output_paths import check_outputs, new_file
+from stepscope.safe_text import safe_text
 from stepscope.tracer.record_workload import record_workload
 
 DEMO_WORKLOAD = "preemption_storm.json"
@@ -61,7 +62,9 @@ def demo(
     check_outputs([new_file("-o", output)], [])
     summary = record_workload(workload, _model_runner(workload), output)
     Console(stderr=True).print(
-        f"recorded {summary.num_steps} steps of {len(workload.requests)} requests to {output}",
+        safe_text(
+            f"recorded {summary.num_steps} steps of {len(workload.requests)} requests to {output}"
+        ),
         highlight=False,
         soft_wrap=True,
         markup=False,
@@ -73,7 +76,7 @@ def demo(
     problem = tui.terminal_problem()
     if problem is not None:
         Console(stderr=True).print(
-            f"{problem}: open it later with `stepscope tui {output}`",
+            safe_text(f"{problem}: open it later with `stepscope tui {output}`"),
             highlight=False,
             soft_wrap=True,
             markup=False,

@@ -112,7 +112,7 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
     )
     config = report["config"]
     console.print(
-        "config  " + "  ".join(f"{k}={v}" for k, v in config.items() if v is not None),
+        safe_text("config  " + "  ".join(f"{k}={v}" for k, v in config.items() if v is not None)),
         markup=False,
     )
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -120,7 +120,7 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
     table.add_column(justify="right")
     reasons = summary.pop("finish_reasons") or {}
     for key, value in summary.items():
-        table.add_row(key.replace("_", " "), "" if value is None else str(value))
+        table.add_row(key.replace("_", " "), Text("" if value is None else safe_text(str(value))))
     finish = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
     table.add_row("finish reasons", Text(safe_text(finish)))
     console.print(table)

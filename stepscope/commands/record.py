@@ -13,6 +13,7 @@ from stepscope.inputs import apply_knobs, load_vllm_scheduler_class, load_worklo
 from stepscope.output_paths import check_outputs, new_file
 from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
+from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 from stepscope.stop_signals import stop_reason, stops_like_ctrl_c
 from stepscope.tracer.otel import (
@@ -180,9 +181,12 @@ def _print_summary(
     size_mb = output.stat().st_size / 1e6
     state = "complete" if complete else "incomplete"
     console.print(
-        f"recorded {num_steps} steps of {num_requests} requests "
-        f"to {output} ({size_mb:.2f} MB, {state})",
+        safe_text(
+            f"recorded {num_steps} steps of {num_requests} requests "
+            f"to {output} ({size_mb:.2f} MB, {state})"
+        ),
         highlight=False,
+        markup=False,
     )
 
 

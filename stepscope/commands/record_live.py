@@ -10,6 +10,7 @@ from rich.console import Console
 
 from stepscope.engine import InputError, Workload
 from stepscope.engine.model_runner_choice import TAPE
+from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 from stepscope.tracer.redact import Redactor
 
@@ -48,9 +49,12 @@ def record_with_vllm_live(
     state = "complete" if run.complete else "incomplete"
     size_mb = output.stat().st_size / 1e6
     console.print(
-        f"recorded {run.num_steps} steps of {len(workload.requests)} requests on vLLM "
-        f"({run.dtype}) to {output} ({size_mb:.2f} MB, {state})",
+        safe_text(
+            f"recorded {run.num_steps} steps of {len(workload.requests)} requests on vLLM "
+            f"({run.dtype}) to {output} ({size_mb:.2f} MB, {state})"
+        ),
         highlight=False,
+        markup=False,
     )
     if run.num_seeds_dropped:
         console.print(
@@ -59,7 +63,11 @@ def record_with_vllm_live(
             highlight=False,
         )
     if from_trace is not None:
-        console.print(f"compare: stepscope diff {from_trace} {output}", highlight=False)
+        console.print(
+            safe_text(f"compare: stepscope diff {from_trace} {output}"),
+            highlight=False,
+            markup=False,
+        )
 
 
 def _require_vllm() -> None:

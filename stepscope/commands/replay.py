@@ -99,7 +99,8 @@ def _warn_outside_subset(trace: Path) -> int:
         num_steps = opened.num_steps
     if reasons:
         Console(stderr=True).print(
-            f"[yellow]warning:[/] {trace} was recorded from vLLM with features stepscope's "
+            f"[yellow]warning:[/] {escape(safe_text(str(trace)))} was recorded from vLLM with "
+            "features stepscope's "
             f"engine does not model ({reasons}); --engine vllm replays it exactly",
             highlight=False,
         )

@@ -14,6 +14,7 @@ from stepscope.engine import EngineLoop, Workload
 from stepscope.engine.model_runner_choice import TAPE, create_model_runner
 from stepscope.engine.oracle_lines import final_line_text, step_lines
 from stepscope.inputs import apply_knobs, load_workload_arg
+from stepscope.safe_text import safe_text
 
 from .options import DeviceOption, DtypeOption, KnobsOption, ModelOption
 
@@ -48,7 +49,11 @@ def run(
         return
     console = run_view.run_console()
     # One line however long the path: the terminal wraps it, a pipe keeps it whole.
-    console.print(f"{loaded.source}  ({_config_line(loaded)}; model {model})", soft_wrap=True)
+    console.print(
+        safe_text(f"{loaded.source}  ({_config_line(loaded)}; model {model})"),
+        soft_wrap=True,
+        markup=False,
+    )
     table = run_view.new_step_table(console, loaded)
     summary = run_view.RunSummary()
     table.print_header()

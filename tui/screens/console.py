@@ -16,7 +16,9 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, OptionList, Static
 from textual.widgets.option_list import Option
 
-from ..console_session import ConsoleSession, QueryCancelledError
+from stepscope.safe_text import safe_text, shown_lines, shown_text
+
+from ..console_session import ConsoleSession, QueryCancelledError, SessionSlot
 from ..messages import (
     ConsoleReady,
     QueryCancelled,
@@ -29,14 +31,17 @@ from ..models import QueryResult
 from ..widgets.auto_width_table import AutoWidthTable
 from ..widgets.query_editor import QueryEditor
 
+READY = "ready: ctrl+enter runs the query"
+
 _FIRST_QUERY = "SELECT * FROM summary"
 """The editor's first text: the user's to edit and run, like the text a picked view puts there."""
 
 
-def _cell(value: Any) -> Text | str:
+def _cell(value: Any) -> Text:
+    """A result's value as the table draws it: escaped, and elided when very long."""
     if value is None:
         return Text("NULL", style="dim")
-    return str(value)
+    return Text(shown_text(str(value)))
 
 
 class ConsoleScreen(Screen[None]):
@@ -60,13 +65,20 @@ query from the history. When diffing, the views and tables are A's, and B's are
 there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 """
 
-    def __init__(self, path: Path, other: Path | None = None) -> None:
+    def __init__(
+        self, path: Path, other: Path | None = None, session: ConsoleSession | None = None
+    ) -> None:
+        """`session`: one opened ahead (the caller keeps it); without, the screen opens its own."""
         super().__init__()
         self.path = path
         self.other = other
-        self.session: ConsoleSession | None = None
+        self.session = session
+        self._own_session = None if session is not None else SessionSlot()
+        """The session this screen opened itself (and closes when it goes), if it did."""
         self.history: list[str] = []
         self._query_running = False
+        self._pending: str | None = None
+        """A query run before the session opened: it runs once it has."""
         self._interrupter: Timer | None = None
         self._placed = _FIRST_QUERY
         """The editor's text as the console last put it there (not typed by the user)."""
@@ -89,28 +101,37 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"SQL · {self.path.name}" + (
-            f" (B {self.other.name}: b.<view or table>)" if self.other is not None else ""
+        self.sub_title = safe_text(
+            f"SQL · {self.path.name}"
+            + (f" (B {self.other.name}: b.<view or table>)" if self.other is not None else "")
         )
         views = self.query_one("#console-views", OptionList)
         views.tooltip = "\n".join(f"{v.name}: {v.description}" for v in view_infos())
         self.query_one("#console-query", QueryEditor).focus()
         self.query_one("#console-error").display = False
-        self.open_session()
+        if self.session is None:
+            self.open_session()
+        else:
+            self._status(READY, "dim")
 
     def on_unmount(self) -> None:
         if self.session is not None:
             self.session.interrupt()
-            self._close_session(self.session)
+        if self._own_session is not None:
+            self._own_session.close()  # here, not in a worker: an exiting app runs no more
 
     # -- workers -------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="console-open")
     def open_session(self) -> None:
+        assert self._own_session is not None
         try:
-            self.post_message(ConsoleReady(ConsoleSession(self.path, self.other)))
+            session = ConsoleSession(self.path, self.other)
         except TraceError as error:
             self.post_message(query_failed(error, "open"))
+            return
+        if self._own_session.fill(session):
+            self.post_message(ConsoleReady(session))
 
     @work(thread=True, exclusive=True, group="console-query")
     def run_query(self, session: ConsoleSession, query: str) -> None:
@@ -123,15 +144,15 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         else:
             self.post_message(QueryFinished(result))
 
-    @work(thread=True, group="console-close")
-    def _close_session(self, session: ConsoleSession) -> None:
-        session.close()
-
     # -- handlers ------------------------------------------------------------------
 
     def on_console_ready(self, message: ConsoleReady) -> None:
         self.session = message.session
-        self._status("ready: ctrl+enter runs the query", "dim")
+        pending, self._pending = self._pending, None
+        if pending is None:
+            self._status(READY, "dim")
+        else:
+            self._start(pending)
 
     def on_query_finished(self, message: QueryFinished) -> None:
         self._done()
@@ -142,7 +163,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         first_line = message.error.splitlines()[0] if message.error else "error"
         self._status(f"error: {first_line}", "bold red")
         error = self.query_one("#console-error", Static)
-        error.update(Text(message.error, style="red"))
+        error.update(Text(shown_lines(message.error), style="red"))
         self._show_error(True)
 
     def on_query_cancelled(self, message: QueryCancelled) -> None:
@@ -165,15 +186,26 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 
     def action_run(self) -> None:
         query = self.query_one("#console-query", QueryEditor).text.strip()
-        if not query or self.session is None or self._query_running:
+        if not query or self._query_running:
             return
-        self._query_running = True
         self._remember(query)
+        if self.session is None:
+            self._pending = query
+            self._status("opening the trace… the query runs once it is open", "yellow")
+            return
+        self._start(query)
+
+    def _start(self, query: str) -> None:
+        assert self.session is not None
+        self._query_running = True
         self._status("running… (escape cancels)", "yellow")
         self.run_query(self.session, query)
 
     def action_escape(self) -> None:
-        if self._query_running and self.session is not None:
+        if self._pending is not None:
+            self._pending = None
+            self._status("cancelled", "bold yellow")
+        elif self._query_running and self.session is not None:
             self._status("cancelling…", "yellow")
             session = self.session
             session.interrupt()
@@ -196,10 +228,10 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         self.history.insert(0, query)
         options = self.query_one("#console-history", OptionList)
         options.clear_options()
-        options.add_options(" ".join(q.split())[:60] for q in self.history)
+        options.add_options(Text(safe_text(" ".join(q.split())[:60])) for q in self.history)
 
     def _status(self, text: str, style: str) -> None:
-        self.query_one("#console-status", Static).update(Text(text, style=style))
+        self.query_one("#console-status", Static).update(Text(shown_text(text), style=style))
 
     def _show_error(self, shown: bool) -> None:
         """The error in the results' place, or the results."""
@@ -210,7 +242,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         self._show_error(False)
         table = self.query_one("#console-results", DataTable)
         table.clear(columns=True)
-        table.add_columns(*result.columns)
+        table.add_columns(*(Text(shown_text(column)) for column in result.columns))
         table.add_rows([tuple(_cell(v) for v in row) for row in result.rows])
         more = f", showing the first {len(result.rows):,}" if result.truncated else ""
         self._status(f"{len(result.rows):,}{'+' if result.truncated else ''} rows{more}", "green")

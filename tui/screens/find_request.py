@@ -14,20 +14,22 @@ from textual.widgets import Input, Label
 
 
 class FindRequestScreen(ModalScreen[str | None]):
-    """A one-line prompt for a request id; dismissed with the text, or None on escape."""
+    """A one-line prompt for a request id; dismissed with the text, or None on escape.
+
+    `shown_ids` are the ids as the TUI draws them: the suggestions, and what finds them."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
 
-    def __init__(self, request_ids: Sequence[str]) -> None:
+    def __init__(self, shown_ids: Sequence[str]) -> None:
         super().__init__()
-        self.request_ids = request_ids
+        self.shown_ids = shown_ids
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
-            yield Label(f"find a request ({len(self.request_ids):,} in this trace)")
+            yield Label(f"find a request ({len(self.shown_ids):,} in this trace)")
             yield Input(
                 placeholder="request id, or part of one",
-                suggester=SuggestFromList(self.request_ids, case_sensitive=False),
+                suggester=SuggestFromList(self.shown_ids, case_sensitive=False),
                 id="find-input",
             )
 

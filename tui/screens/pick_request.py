@@ -13,12 +13,15 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from stepscope.safe_text import elided, shown_text
+
 MAX_SHOWN = 120
 """Characters of an id drawn in the list (a crafted id can be megabytes)."""
 
 
-def _shown(request_id: str) -> str:
-    return request_id if len(request_id) <= MAX_SHOWN else request_id[: MAX_SHOWN - 1] + "…"
+def _shown(request_id: str) -> Text:
+    """The id as the list draws it: escaped, elided past `MAX_SHOWN`, never markup."""
+    return Text(elided(request_id, MAX_SHOWN))
 
 
 class PickRequestScreen(ModalScreen[str | None]):
@@ -33,9 +36,10 @@ class PickRequestScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
-            yield Label(Text(f"{len(self.request_ids):,} requests match {self.text!r}: pick one"))
+            matched = shown_text(repr(self.text))
+            yield Label(Text(f"{len(self.request_ids):,} requests match {matched}: pick one"))
             yield OptionList(
-                *(Option(Text(_shown(rid)), id=str(i)) for i, rid in enumerate(self.request_ids)),
+                *(Option(_shown(rid), id=str(i)) for i, rid in enumerate(self.request_ids)),
                 id="pick-request",
             )
 

@@ -19,7 +19,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from stepscope.safe_text import shown_id
+from stepscope.safe_text import safe_rich_text, safe_text, shown_id, shown_text
 
 from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady, query_failed
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
@@ -44,7 +44,9 @@ def decision_panel(title: str, decision: StepDecision | None, differs: tuple[str
     table.add_column("tokens", justify="right")
     table.add_column("kind")
     for request_id, num_tokens, kind in decision.scheduled:
-        table.add_row(Text(shown_id(request_id)), str(num_tokens), str(kind))
+        table.add_row(
+            Text(shown_id(request_id)), safe_rich_text(str(num_tokens)), safe_rich_text(str(kind))
+        )
     facts = Text()
     facts.append(
         f"free blocks after schedule: {decision.num_free_blocks}",
@@ -105,7 +107,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = f"replay · {self.path.name}"
+        self.sub_title = safe_text(f"replay · {self.path.name}")
         log = self.query_one("#replay-log", DataTable)
         log.add_columns("step", "tokens", "reqs", "preempted", "free", "recorded vs replayed")
         log.focus()
@@ -245,7 +247,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
     # -- helpers -------------------------------------------------------------------
 
     def _status(self, text: str, style: str) -> None:
-        self.query_one("#replay-status", Static).update(Text(text, style=style))
+        self.query_one("#replay-status", Static).update(Text(shown_text(text), style=style))
 
     def _show_sides(self, replayed: ReplayedStep) -> None:
         self.query_one("#replay-recorded", Static).update(

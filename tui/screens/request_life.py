@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from stepscope.safe_text import shown_id, shown_text
+from stepscope.safe_text import safe_rich_text, shown_id, shown_text
 
 from ..messages import QueryFailed, RequestLifeLoaded, query_failed
 from ..models import RequestLife
@@ -38,7 +38,7 @@ def facts_text(life: RequestLife) -> Text:
         f"max_tokens {facts['max_tokens']} · priority {facts['priority']}"
     )
     ending = (
-        f"finished at step {facts['finish_step']:,} ({facts['finish_reason']})"
+        f"finished at step {facts['finish_step']:,} ({shown_text(str(facts['finish_reason']))})"
         if facts["finish_step"] is not None
         else "still running when the trace ends"
     )
@@ -117,7 +117,7 @@ blocks it held. Below: the steps it spent waiting, and why.
             missing = shown_id(message.request_id)
             facts.update(Text(f"no request {missing} in this trace", style="bold red"))
             return
-        facts.update(facts_text(life))
+        facts.update(safe_rich_text(facts_text(life)))
         table = self.query_one("#life-table", DataTable)
         table.clear()
         for row in life.life:
@@ -133,11 +133,11 @@ blocks it held. Below: the steps it spent waiting, and why.
             )
             table.add_row(
                 steps,
-                Text(row.what, style=_WHAT_STYLE.get(row.what, "")),
+                Text(shown_text(row.what), style=_WHAT_STYLE.get(row.what, "")),
                 _value(row.num_tokens),
                 computed,
                 _value(row.blocks_held),
-                row.sampled,
+                Text(shown_text(row.sampled)),
                 Text(shown_text(row.detail or "")),
             )
         waiting = self.query_one("#life-waiting", DataTable)
@@ -145,11 +145,15 @@ blocks it held. Below: the steps it spent waiting, and why.
         for first, last, reason, blocked, detail in life.waiting.rows:
             steps = f"{first:,}" if first == last else f"{first:,}–{last:,}"
             waiting.add_row(
-                steps, reason, Text(shown_id(blocked or "")), Text(shown_text(detail or ""))
+                steps,
+                Text(shown_text(str(reason))),
+                Text(shown_id(blocked or "")),
+                Text(shown_text(detail or "")),
             )
 
     def on_query_failed(self, message: QueryFailed) -> None:
-        self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)
+        text = shown_text(f"{message.what}: {message.error}")
+        self.notify(text, severity="error", timeout=8, markup=False)
 
     def action_back(self) -> None:
         self.dismiss(None)

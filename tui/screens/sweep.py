@@ -20,9 +20,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from stepscope.safe_text import safe_text
+from stepscope.safe_text import safe_text, shown_lines, shown_text
 
 from ..messages import QueryFailed, SweepLoaded, query_failed
+from ..widgets.safe_table import SafeTable
 from .sweep_objectives import SweepObjectivesScreen
 from .sweep_point import SweepPointScreen
 
@@ -51,13 +52,13 @@ class SweepScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="sweep-summary")
-        yield DataTable(id="sweep-points", cursor_type="row", zebra_stripes=True)
+        yield SafeTable(id="sweep-points", cursor_type="row", zebra_stripes=True)
         yield Static("", id="sweep-notice")
         yield Static("", id="sweep-plot")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.sub_title = self.path.name
+        self.sub_title = safe_text(self.path.name)
         self.query_one("#sweep-notice").display = False
         self.query_one(DataTable).focus()
         self.load(self.sort, self.front)
@@ -72,11 +73,8 @@ class SweepScreen(Screen[None]):
 
     def on_sweep_loaded(self, message: SweepLoaded) -> None:
         self.table = table = message.table
-        self.query_one("#sweep-summary", Static).update(
-            Text(
-                "\n".join((*describe(table.result), table.front_note, table.order_note, OPEN_HINT))
-            )
-        )
+        lines = (*describe(table.result), table.front_note, table.order_note, OPEN_HINT)
+        self.query_one("#sweep-summary", Static).update(Text("\n".join(map(shown_text, lines))))
         self._fill(table)
         self._draw_plot()
 
@@ -106,7 +104,7 @@ class SweepScreen(Screen[None]):
         try:
             drawn = scatter(result, parse_objectives(self.front, result.numeric_columns))
         except InputError as error:
-            plot.update(Text(f"no plot: {error}"))
+            plot.update(Text(shown_text(f"no plot: {error}")))
             return
         plot.update(text_plot(drawn, max(40, self.size.width - 2), PLOT_HEIGHT))
 
@@ -121,11 +119,12 @@ class SweepScreen(Screen[None]):
         return None if key is None else int(key)
 
     def _notice(self, text: str, error: bool = False) -> None:
+        text = shown_lines(text)
         notice = self.query_one("#sweep-notice", Static)
         notice.update(Text(text))
         notice.set_class(error, "-error")
         notice.display = True
-        self.notify(text, severity="error" if error else "warning", timeout=10)
+        self.notify(text, severity="error" if error else "warning", timeout=10, markup=False)
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -24,7 +25,9 @@ class SweepObjectivesScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="prompt"):
-            yield Label(f"{self.prompt} ([min:|max:]COLUMN; a bare column takes its usual sense)")
+            yield Label(
+                Text(f"{self.prompt} ([min:|max:]COLUMN; a bare column takes its usual sense)")
+            )
             yield Input(placeholder=self.placeholder, id="objectives-input")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -7,6 +7,8 @@ from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 
+from stepscope.safe_text import safe_text
+
 from ..messages import TraceOpened
 from .timeline import TimelineScreen
 
@@ -24,4 +26,4 @@ class SweepPointScreen(TimelineScreen):
     def on_trace_opened(self, message: TraceOpened) -> None:
         """Name the point in the title; the timeline's own handler runs next (Textual walks
         the classes' handlers)."""
-        self.sub_title = f"point {self.point}: {self.path.name} ↔ {self.kept.name}"
+        self.sub_title = safe_text(f"point {self.point}: {self.path.name} ↔ {self.kept.name}")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import duckdb
+from rich.text import Text
 from stepscope.schema import TraceError
 from textual import on, work
 from textual.app import ComposeResult
@@ -16,6 +17,9 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header, Static
 
+from stepscope.safe_text import safe_text, shown_lines, shown_text
+
+from ..console_session import ConsoleSession, SessionSlot
 from ..messages import (
     DiffComputed,
     FailedOn,
@@ -47,7 +51,8 @@ if TYPE_CHECKING:
 _ERRORS = (TraceError, duckdb.Error)
 
 NARROW_BELOW = 130
-"""The step table's 91 columns and a detail of about 40 beside it."""
+"""The step table's 91 columns (a few more for a budget of 4 digits or more) and a detail
+of about 40 beside it."""
 
 PREFETCH_AFTER_S = 0.05
 """Quiet time after a step's detail shows before the next step's is read ahead."""
@@ -90,6 +95,8 @@ class TimelineScreen(Screen[None]):
         self._first_page_shown = False
         self._plot_asked = False
         self._damage_shown = False
+        self.console_session = SessionSlot()
+        """The SQL console's connection, opened in the background after the first screen."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -109,8 +116,8 @@ class TimelineScreen(Screen[None]):
     def on_mount(self) -> None:
         self.set_class(self.other_path is not None, "-diff")
         self.query_one("#notice").display = False
-        self.sub_title = self.path.name + (
-            f" ↔ {self.other_path.name}" if self.other_path is not None else ""
+        self.sub_title = safe_text(
+            self.path.name + (f" ↔ {self.other_path.name}" if self.other_path is not None else "")
         )
         self.query_one(StepTable).focus()
         self.open_traces()
@@ -119,6 +126,7 @@ class TimelineScreen(Screen[None]):
         for source in (self.source, self.other):
             if source is not None:
                 source.close()
+        self.console_session.close()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "divergence":
@@ -154,7 +162,7 @@ class TimelineScreen(Screen[None]):
         """The plot, then the request ids that finding a request offers."""
         try:
             self.post_message(PlotLoaded(source.plot()))
-            source.request_ids  # noqa: B018 (read now, in the background)
+            source.shown_request_ids  # noqa: B018 (read now, in the background)
         except _ERRORS as error:
             self.post_message(query_failed(error, "plot"))
 
@@ -191,6 +199,13 @@ class TimelineScreen(Screen[None]):
         except _ERRORS as error:
             self.post_message(query_failed(error, "diff"))
 
+    @work(thread=True, exclusive=True, group="console-open")
+    def open_console_session(self) -> None:
+        """The SQL console's connection, opened once the screen has its rows, detail and plot,
+        so `s` finds it open; if it cannot open, the console says why when opened."""
+        with contextlib.suppress(*_ERRORS):
+            self.console_session.fill(ConsoleSession(self.path, self.other_path))
+
     @work(thread=True, exclusive=True, group="find")
     def find_interesting(self, source: TraceSource, step: int, forward: bool) -> None:
         try:
@@ -207,6 +222,8 @@ class TimelineScreen(Screen[None]):
         info = message.info
         table = self.query_one(StepTable)
         other_steps = self.other.info.num_steps if self.other is not None else None
+        budgets = [info.token_budget] + ([self.other.info.token_budget] if self.other else [])
+        table.set_token_budget(max(budgets))
         table.set_num_steps(info.num_steps, other_steps)
         notices = []
         if not info.complete:
@@ -234,11 +251,14 @@ class TimelineScreen(Screen[None]):
         self._show_notice(f"Cannot open this trace: {message.error}", "error")
 
     def _show_notice(self, text: str, severity: str) -> None:
+        text = shown_lines(text)
         notice = self.query_one("#notice", Static)
-        notice.update(text)
+        notice.update(Text(text))
         notice.set_class(severity == "error", "-error")
         notice.display = True
-        self.notify(text, severity="error" if severity == "error" else "warning", timeout=8)
+        self.notify(
+            text, severity="error" if severity == "error" else "warning", timeout=8, markup=False
+        )
 
     @on(PagesWanted)
     def _pages_wanted(self, message: PagesWanted) -> None:
@@ -262,6 +282,7 @@ class TimelineScreen(Screen[None]):
         plot = self.query_one(StepPlot)
         plot.series = message.series
         plot.cursor_step = self.query_one(StepTable).cursor_step
+        self.open_console_session()
 
     def on_step_cursor_moved(self, message: StepCursorMoved) -> None:
         if self._prefetch is not None:
@@ -306,7 +327,8 @@ class TimelineScreen(Screen[None]):
         self._detail_running = False
         self._want_plot()
         if message.on is not FailedOn.DAMAGED_FILE:
-            self.notify(f"{message.what}: {message.error}", severity="error", timeout=8)
+            text = shown_text(f"{message.what}: {message.error}")
+            self.notify(text, severity="error", timeout=8, markup=False)
         elif not self._damage_shown:
             self._damage_shown = True
             self._show_notice(f"Cannot read all of this trace: {message.error}", "error")
@@ -350,9 +372,9 @@ class TimelineScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="request-ids")
     def load_request_ids(self, source: TraceSource) -> None:
-        """The ids `/` offers (read once, usually in the background after the plot)."""
+        """The ids `/` offers, as drawn (read once, usually in the background after the plot)."""
         try:
-            self.post_message(RequestIdsLoaded(source.request_ids))
+            self.post_message(RequestIdsLoaded(source.shown_request_ids))
         except _ERRORS as error:
             self.post_message(query_failed(error, "request ids"))
 
@@ -367,7 +389,10 @@ class TimelineScreen(Screen[None]):
                 return
             matches = source.find_requests(text)
             if not matches:
-                self.notify(f"no request matches {text!r}", severity="warning", timeout=4)
+                shown = shown_text(repr(text))
+                self.notify(
+                    f"no request matches {shown}", severity="warning", timeout=4, markup=False
+                )
             elif len(matches) == 1:
                 self.open_request(matches[0])
             else:
@@ -406,7 +431,8 @@ class TimelineScreen(Screen[None]):
         from .console import ConsoleScreen  # its editor's imports wait until first opened
 
         if self.source is not None:
-            self.app.push_screen(ConsoleScreen(self.path, self.other_path))
+            screen = ConsoleScreen(self.path, self.other_path, self.console_session.session)
+            self.app.push_screen(screen)
 
     def action_replay(self) -> None:
         if self.source is None:

@@ -1,14 +1,13 @@
-"""A DataTable whose rows repaint when a column widens to fit new cells."""
+"""A SafeTable whose rows repaint when a column widens to fit new cells."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.geometry import Size
-from textual.widgets import DataTable
+
+from .safe_table import SafeTable
 
 
-class AutoWidthTable(DataTable[Any]):
+class AutoWidthTable(SafeTable):
     """DataTable sizes auto-width columns to new cells only when it goes idle; rows drawn
     before that stay cached at the old widths (cells cut short) until something else
     changes. A change of the table's width is such a resize: drop the cached rows then.

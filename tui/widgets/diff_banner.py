@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
+from stepscope.safe_text import shown_text
+
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison
 
@@ -30,7 +32,7 @@ otherwise *decision*. `d` / `D` jump to the next / previous divergent step.
 
     def show(self, diff: StepComparison | None, a_name: str, b_name: str) -> None:
         text = Text()
-        text.append(f"diff {a_name} ↔ {b_name}: ", style="bold")
+        text.append(shown_text(f"diff {a_name} ↔ {b_name}: "), style="bold")
         if diff is None:
             text.append("comparing…", style="dim")
             self.update(text)
@@ -40,10 +42,11 @@ otherwise *decision*. `d` / `D` jump to the next / previous divergent step.
 
         if diff.config_differences:
             text.append("configs differ: ", style="bold yellow")
-            text.append(diff.config_changes + "\n")
+            text.append(shown_text(diff.config_changes) + "\n")
         if diff.workload_differences:
             text.append("workloads differ: ", style="bold yellow")
-            text.append("; ".join(diff.workload_differences[:MAX_LISTED_REQUESTS]) + "\n")
+            listed = diff.workload_differences[:MAX_LISTED_REQUESTS]
+            text.append("; ".join(map(shown_text, listed)) + "\n")
         if diff.divergent_steps:
             text.append(f"{len(diff.divergent_steps):,} divergent steps; ", style="bold")
         text.append_text(headline_text(diff))

@@ -17,11 +17,18 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from stepscope.safe_text import safe_rich_text, safe_text
+
 Cell = str | Text
 
 
 def _plain(cell: Cell) -> str:
     return cell.plain if isinstance(cell, Text) else cell
+
+
+def _safe(cell: Cell) -> Cell:
+    """The cell with its unprintable characters escaped (a trace's id may hold any)."""
+    return safe_rich_text(cell) if isinstance(cell, Text) else safe_text(cell)
 
 
 class RowsView(ScrollView):
@@ -47,8 +54,9 @@ class RowsView(ScrollView):
         self._widths = [len(column) for column in self.columns]
 
     def set_rows(self, rows: Sequence[tuple[Cell, ...]]) -> None:
-        """Replace the rows; the height follows the row count, the cursor stays put."""
-        self.rows = list(rows)
+        """Replace the rows (drawn as plain text, controls escaped); the height follows the
+        row count, the cursor stays put."""
+        self.rows = [tuple(map(_safe, row)) for row in rows]
         self._widths = [
             max([len(title), *(len(_plain(row[i])) for row in self.rows)])
             for i, title in enumerate(self.columns)

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from stepscope.safe_text import shown_id, shown_text
+from stepscope.safe_text import safe_rich_text, shown_id, shown_text
 
 from ..models import StepDetail
 from .rows_view import Cell, RowsView
@@ -47,9 +47,9 @@ def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -
         f"{row['num_waiting_before']}→{row['num_waiting_after']}"
     )
     text.append("\nrunning pass ended: ")
-    text.append(str(row["running_pass_end"]), style="bold cyan")
+    text.append(shown_text(str(row["running_pass_end"])), style="bold cyan")
     text.append(" · admission stopped: ")
-    text.append(str(row["admission_stop"]), style="bold cyan")
+    text.append(shown_text(str(row["admission_stop"])), style="bold cyan")
     if row["blocked_request_id"]:
         text.append(f" (blocked head {shown_id(row['blocked_request_id'])})")
     text.append(
@@ -147,7 +147,7 @@ or an async placeholder), the tokens the step appended and the drafts proposed a
 
     def show(self, detail: StepDetail, differences: tuple[str, ...] = ()) -> None:
         self.detail = detail
-        text = summary_text(detail, differences, self.side_title)
+        text = safe_rich_text(summary_text(detail, differences, self.side_title))
         summary = self.query_one(".detail-summary", Static)
         lines = len(text.wrap(self.app.console, max(summary.content_size.width, 1)))
         # A new layout only when the summary's height changes: most steps keep it.

@@ -16,12 +16,12 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from stepscope.safe_text import shown_id
+from stepscope.safe_text import safe_text, shown_id
 
 from ..messages import PagesWanted, StepCursorMoved
 from ..trace_source import PAGE_SIZE
@@ -32,12 +32,15 @@ MAX_PAGES = 64
 _BAR_WIDTH = 8
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 
+_TOKENS_WIDTH = 9
+"""The tokens column's least width: `512/512` and a space either side."""
+
 # (title, width, right-aligned)
 _COLUMNS: tuple[tuple[str, int, bool], ...] = (
     ("", 2, False),
     ("step", 10, True),
     ("budget", _BAR_WIDTH + 1, False),
-    ("tokens", 9, True),
+    ("tokens", _TOKENS_WIDTH, True),
     ("reqs", 5, True),
     ("run", 5, True),
     ("wait", 5, True),
@@ -47,7 +50,11 @@ _COLUMNS: tuple[tuple[str, int, bool], ...] = (
     ("  admission", 22, False),
     ("blocked", 9, False),
 )
-ROW_WIDTH = sum(width for _, width, _ in _COLUMNS)
+
+
+def tokens_width(token_budget: int) -> int:
+    """The tokens column's width: `used/budget` at the budget, with a space either side."""
+    return max(_TOKENS_WIDTH, len(f"{token_budget}/{token_budget}") + 2)
 
 
 def budget_bar(used: int, budget: int, width: int = _BAR_WIDTH) -> str:
@@ -125,6 +132,21 @@ scrolls, a click picks a step.
         """The first step on screen."""
         self._base: Style | None = None
         """The widget's style, read once per paint."""
+        self._tokens_width = _TOKENS_WIDTH
+
+    def columns(self) -> tuple[tuple[str, int, bool], ...]:
+        """The columns, the tokens column as wide as the trace's budget needs."""
+        return tuple(
+            (title, self._tokens_width if title == "tokens" else width, right)
+            for title, width, right in _COLUMNS
+        )
+
+    @property
+    def row_width(self) -> int:
+        return sum(width for _, width, _ in self.columns())
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return self.row_width + 1
 
     # -- data in -------------------------------------------------------------------
 
@@ -134,6 +156,12 @@ scrolls, a click picks a step.
         self._want_visible_pages()
         self._strips.clear()
         self.refresh()
+
+    def set_token_budget(self, token_budget: int) -> None:
+        """Widen the tokens column (and the table) for a budget of more digits."""
+        self._tokens_width = tokens_width(token_budget)
+        self._strips.clear()
+        self.refresh(layout=True)
 
     def add_page(self, page: int, table: pa.Table) -> None:
         """Keep a page of rows (an Arrow table from `step_page.sql`) and repaint it."""
@@ -263,7 +291,7 @@ scrolls, a click picks a step.
 
     def _header(self) -> Strip:
         style = self.get_component_rich_style("step-table--header")
-        text = "".join(_cell(title, width, right) for title, width, right in _COLUMNS)
+        text = "".join(_cell(title, width, right) for title, width, right in self.columns())
         return Strip([Segment(text, style)])
 
     def _row_strip(self, step: int) -> Strip:
@@ -292,7 +320,7 @@ scrolls, a click picks a step.
         bar_style = base + self.get_component_rich_style("step-table--bar")
         segments.append(Segment(" " + budget_bar(used, budget), bar_style))
         cells = [
-            (f"{used}/{budget}", 9, True),
+            (f"{used}/{budget}", self._tokens_width, True),
             (str(row["num_scheduled_reqs"]), 5, True),
             (str(row["num_running_after"]), 5, True),
             (str(row["num_waiting_after"]), 5, True),
@@ -307,5 +335,6 @@ scrolls, a click picks a step.
 
 
 def _cell(text: str, width: int, right: bool) -> str:
+    text = safe_text(text)  # a trace's column may hold any string
     text = text[: width - 1] if len(text) >= width else text
     return text.rjust(width - 1) + " " if right else text.ljust(width)
