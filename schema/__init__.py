@@ -1,11 +1,13 @@
 """The trace schema: typed, commented tables, the reader's views, and the read API."""
 
 from .ddl import logical_tables
+from .query_rows import QueryRows
 from .trace import Trace, TraceError, ViewInfo, open_trace, view_infos
 from .version import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
+    "QueryRows",
     "Trace",
     "TraceError",
     "ViewInfo",

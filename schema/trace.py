@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -11,8 +12,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from .ddl import table_specs
+from .ddl import logical_tables, table_specs
 from .older_traces import shadow_missing_columns
+from .query_rows import QueryRows
+from .query_statements import statement_problem
 from .sql_files import header, names, query, source, strip_comments
 from .trace_file import (
     check_length,
@@ -58,6 +61,12 @@ def view_infos() -> list[ViewInfo]:
     return infos
 
 
+@cache
+def queryable_names() -> frozenset[str]:
+    """The names a query reads: every view and every `_` table."""
+    return frozenset(info.name for info in view_infos()) | frozenset(logical_tables())
+
+
 class Trace:
     """An open trace; `sql()` returns a DuckDB relation (`.to_arrow_table()`, `.pl()`, ...).
 
@@ -72,7 +81,7 @@ class Trace:
         try:
             self.meta = _read_meta(self._con, self.path)
             if self.schema_version < SCHEMA_VERSION:
-                shadow_missing_columns(self._con)
+                _shadow_missing_columns(self._con, self.path, self.schema_version)
             _create_views(self._con, self.path)
         except BaseException:
             self._con.close()
@@ -110,7 +119,10 @@ class Trace:
     def sql(
         self, query: str, params: list[Any] | dict[str, Any] | None = None
     ) -> duckdb.DuckDBPyRelation:
-        """Run a query; bad SQL raises TraceError with DuckDB's message."""
+        """Run a query; bad SQL, or a statement not a query, raises TraceError."""
+        problem = statement_problem(query, queryable_names())
+        if problem is not None:
+            raise TraceError(problem)
         try:
             relation = self._con.sql(query, params=params)
         except duckdb.CatalogException as error:
@@ -120,6 +132,13 @@ class Trace:
         if relation is None:
             raise TraceError("the statement returned no rows (only queries are allowed)")
         return relation
+
+    def rows(self, relation: duckdb.DuckDBPyRelation) -> QueryRows:
+        """A relation of `sql()` run again, its rows read a batch at a time (`QueryRows`)."""
+        try:
+            return QueryRows(self._con, relation)
+        except duckdb.Error as error:
+            raise TraceError(self._message(error)) from None
 
     def stream(
         self, query: str, batch_rows: int = 1 << 16, params: list[Any] | None = None
@@ -149,6 +168,11 @@ class Trace:
             raise TraceError(self._message(error)) from None
         if problem is not None:
             raise TraceError(problem)
+
+    def interrupt(self) -> None:
+        """Stop the query running now (from another thread); harmless when none runs, or closed."""
+        with contextlib.suppress(duckdb.ConnectionException):
+            self._con.interrupt()
 
     def close(self) -> None:
         self._con.close()
@@ -230,6 +254,19 @@ def _read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
             + ("upgrade stepscope" if newer else "re-record the trace")
         )
     return meta
+
+
+def _shadow_missing_columns(con: duckdb.DuckDBPyConnection, path: Path, version: int) -> None:
+    """`shadow_missing_columns`, failing with an error that names the file."""
+    try:
+        shadow_missing_columns(con)
+    except duckdb.Error as error:
+        if is_file_error(error):
+            raise TraceError(damaged(path, error)) from None
+        raise TraceError(
+            f"{path}: its tables do not match trace schema version {version} "
+            f"({first_line(error)}); re-record the trace"
+        ) from None
 
 
 def _create_views(con: duckdb.DuckDBPyConnection, path: Path) -> None:

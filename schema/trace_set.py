@@ -11,6 +11,7 @@ else, and change nothing.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,20 +28,14 @@ from .member_views import (
     views_in_order,
 )
 from .parquet_export import IDENTITY_COLUMNS, export_meta, table_dataset
+from .query_rows import QueryRows
+from .query_statements import statement_problem
 from .set_members import Member, find_members
 from .sql_files import query as stored_query
-from .trace import TraceError, ViewInfo, checked_meta, view_infos
+from .trace import TraceError, ViewInfo, checked_meta, queryable_names, view_infos
 from .trace_file import damaged, first_line
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
-_QUERY_STATEMENTS = frozenset(
-    {
-        duckdb.StatementType.SELECT,
-        duckdb.StatementType.EXPLAIN,
-        duckdb.StatementType.PRAGMA,
-        duckdb.StatementType.CALL,
-    }
-)
 _LOCK = (
     "SET enable_external_access = false",
     "SET python_enable_replacements = false",
@@ -90,8 +85,10 @@ class TraceSet:
         self, query: str, params: list[Any] | dict[str, Any] | None = None
     ) -> duckdb.DuckDBPyRelation:
         """Run a query over every trace; bad SQL, or a statement not a query, is a TraceError."""
+        problem = statement_problem(query, queryable_names())
+        if problem is not None:
+            raise TraceError(problem)
         try:
-            _check_is_query(query)
             relation = self._con.sql(query, params=params)
         except duckdb.CatalogException as error:
             raise TraceError(
@@ -102,6 +99,18 @@ class TraceSet:
         if relation is None:
             raise TraceError("the statement returned no rows (only queries are allowed)")
         return relation
+
+    def rows(self, relation: duckdb.DuckDBPyRelation) -> QueryRows:
+        """A relation of `sql()` run again, its rows read a batch at a time (`QueryRows`)."""
+        try:
+            return QueryRows(self._con, relation)
+        except duckdb.Error as error:
+            raise TraceError(first_line(error)) from None
+
+    def interrupt(self) -> None:
+        """Stop the query running now (from another thread); harmless when none runs, or closed."""
+        with contextlib.suppress(duckdb.ConnectionException):
+            self._con.interrupt()
 
     def close(self) -> None:
         self._con.close()
@@ -209,15 +218,6 @@ def _create_union_views(con: duckdb.DuckDBPyConnection, traces: Sequence[SetTrac
             for index, trace in enumerate(traces)
         )
         con.execute(f"CREATE VIEW main.{name} AS {branches}")
-
-
-def _check_is_query(query: str) -> None:
-    for statement in duckdb.extract_statements(query):
-        if statement.type not in _QUERY_STATEMENTS:
-            raise TraceError(
-                f"{statement.type.name} is not a query: a set of traces is read-only "
-                "(SELECT, DESCRIBE, SHOW, EXPLAIN)"
-            )
 
 
 def _rank(member: Member, meta: dict[str, str]) -> int | None:

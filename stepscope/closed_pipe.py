@@ -3,7 +3,8 @@
 When the pipe closes, the rest of the output goes to /dev/null, as Python's
 documentation on SIGPIPE recommends, and the command runs to its end: its exit
 status is that of the work (a divergence still exits 1), never one made up by
-the broken pipe.
+the broken pipe. A command whose work is the output itself (`stepscope sql`) asks
+`reader_gone` and stops.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class ClosedPipeSafe:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self.reader_gone = False
 
     def write(self, text: str) -> int:
         try:
@@ -40,9 +42,15 @@ class ClosedPipeSafe:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, self._stream.fileno())
         os.close(devnull)
+        self.reader_gone = True
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def reader_gone(stream: TextIO) -> bool:
+    """Whether `stream` is standard output whose pipe has closed (its writes now go nowhere)."""
+    return isinstance(stream, ClosedPipeSafe) and stream.reader_gone
 
 
 @contextlib.contextmanager

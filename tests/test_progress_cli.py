@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from pseudo_terminal import everything_drawn
 from test_cli import stepscope
 from traces import prefill_heavy_workload, record
 
@@ -31,17 +32,7 @@ def on_a_terminal(*args: str) -> tuple[int, str]:
             [sys.executable, "-m", "stepscope", *args], stdout=stdout, stderr=follower, env=env
         )
         os.close(follower)
-        drawn = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # the follower side closed: the process is done writing
-                break
-            if not chunk:
-                break
-            drawn += chunk
-        os.close(leader)
-        return process.wait(), drawn.decode(errors="replace")
+        return process.wait(), everything_drawn(leader).decode(errors="replace")
 
 
 def test_replay_shows_progress_on_a_terminal(trace: Path) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import pytest
+from stepscope.schema import TraceError
 from stepscope.tui.app import StepscopeApp
+from stepscope.tui.console_session import ConsoleSession
 from stepscope.tui.screens.console import ConsoleScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from textual.pilot import Pilot
@@ -185,3 +188,18 @@ def test_a_query_run_while_the_console_opens_runs_once_it_has() -> None:
     # Every connection the app and its console opened is closed once it exits (DuckDB
     # refuses a second configuration of a file this process still holds open).
     duckdb.connect(str(trace("storm")), read_only=True).close()
+
+
+@pytest.mark.parametrize("other", [None, "storm_fewer_seqs"])
+def test_the_console_answers_queries_only_as_stepscope_sql_does(other: str | None) -> None:
+    """A statement that would drop a view or make a table is refused, alone and diffing."""
+    session = ConsoleSession(trace("storm"), None if other is None else trace(other))
+    try:
+        for statement in ("DROP VIEW summary", "CREATE TEMP TABLE t AS SELECT 1", "  "):
+            with pytest.raises(TraceError, match=r"not a query|empty"):
+                session.run(statement)
+        assert session.run("SELECT num_steps FROM summary").rows == ((380,),)
+        with pytest.raises(TraceError, match="LINE 1"):  # DuckDB's whole parser error
+            session.run("SELEC 1")
+    finally:
+        session.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 from stepscope.schema import Trace, TraceError, open_trace
+from stepscope.schema.query_statements import not_a_query
 from stepscope.schema.trace_file import is_file_error
 
 from .both_traces import connect_both
@@ -47,6 +48,9 @@ class ConsoleSession:
         with self._lock:
             self.running.set()
             try:
+                problem = not_a_query(query)
+                if problem is not None:
+                    raise TraceError(problem)
                 relation = self._connection.sql(query)
                 if relation is None:
                     raise TraceError("the statement returned no rows (only queries are allowed)")

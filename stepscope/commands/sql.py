@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stepscope.closed_pipe import reader_gone
 from stepscope.engine import InputError
+from stepscope.interrupted import ctrl_c_is_one_line
 from stepscope.safe_text import safe_text
-from stepscope.schema import Trace, open_trace
+from stepscope.schema import QueryRows, Trace, ViewInfo, open_trace
 from stepscope.schema.trace_set import SetTrace, TraceSet, open_traces
-from stepscope.sql_output import as_text, write_csv, write_json_lines
+from stepscope.sql_output import as_text, csv_header, csv_lines, escaped, json_lines
+from stepscope.sql_table import print_table
+
+BATCH_ROWS = 10_000
+"""Rows read, and written, at a time by `--csv` and `--json`."""
 
 
 def sql(
@@ -38,10 +45,20 @@ def sql(
         ),
     ] = False,
     as_csv: Annotated[
-        bool, typer.Option("--csv", help="CSV with a header row, as DuckDB's COPY writes it.")
+        bool,
+        typer.Option(
+            "--csv",
+            help="CSV with a header row, as DuckDB's COPY writes it (on a terminal, control "
+            "characters written as escapes).",
+        ),
     ] = False,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, help="Most rows shown in the table view.")
+        int,
+        typer.Option(
+            "--limit",
+            min=1,
+            help="Most rows shown in the table view; the rest are counted, up to a million.",
+        ),
     ] = 200,
     vertical: Annotated[
         bool,
@@ -54,26 +71,50 @@ def sql(
     if as_json and as_csv:
         raise InputError("--json and --csv: choose one output format")
     paths, query = _paths_and_query(arguments)
-    with _open(paths) as opened:
+    with ctrl_c_is_one_line() as ctrl_c, _open(paths) as opened:
+        ctrl_c.interrupts(opened.interrupt)
         if query is None:
             _print_views(Console(), opened.views())
             if isinstance(opened, TraceSet):
                 _print_traces(Console(), opened.traces)
             return
         relation = opened.sql(query)
-        columns = relation.columns
-        rows = (as_text(relation) if as_csv else relation).fetchall()
-    if as_json:
-        write_json_lines(sys.stdout, columns, rows)
-    elif as_csv:
-        write_csv(sys.stdout, columns, rows)
-    else:
-        _print_rows(Console(), columns, rows, limit, vertical)
+        if as_csv:
+            _write_csv(relation.columns, opened.rows(as_text(relation)))
+        elif as_json:
+            _write_json(opened.rows(relation))
+        else:
+            print_table(Console(), opened.rows(relation), limit, vertical)
+
+
+def _write_csv(columns: list[str], rows: QueryRows) -> None:
+    """CSV a batch at a time; on a terminal every control character is written as its escape."""
+    on_terminal = sys.stdout.isatty()
+    if on_terminal:
+        columns = [safe_text(column) for column in columns]
+    batches = rows.batches(BATCH_ROWS)
+    first = next(batches, [])  # a query that fails, fails before the header is written
+    sys.stdout.write(csv_header(columns))
+    for batch in itertools.chain([first], batches):
+        sys.stdout.write(csv_lines(escaped(batch) if on_terminal else batch))
+        if reader_gone(sys.stdout):
+            return
+
+
+def _write_json(rows: QueryRows) -> None:
+    for batch in rows.batches(BATCH_ROWS):
+        sys.stdout.write(json_lines(rows.columns, batch))
+        if reader_gone(sys.stdout):
+            return
 
 
 def _paths_and_query(arguments: list[str]) -> tuple[list[Path], str | None]:
     """The paths, and the query: the last argument, unless it is one of the paths."""
     *paths, last = arguments
+    if paths and not last.strip():
+        raise InputError(
+            "the query is empty: give a query after the traces, or none to list the views"
+        )
     if not paths or _exists(last):
         return [Path(a) for a in arguments], None
     if not any(c.isspace() for c in last) and (last.endswith(".duckdb") or "/" in last):
@@ -96,12 +137,12 @@ def _open(paths: list[Path]) -> Trace | TraceSet:
     return open_traces(paths)
 
 
-def _print_views(console: Console, views: list[Any]) -> None:
+def _print_views(console: Console, views: list[ViewInfo]) -> None:
     table = Table(title="views (query them like tables)", title_justify="left", box=None)
     table.add_column("view", style="bold cyan", no_wrap=True)
     table.add_column("answers")
     for view in views:
-        table.add_row(view.name, view.description)
+        table.add_row(Text(view.name), Text(view.description))
     console.print(table)
 
 
@@ -116,46 +157,3 @@ def _print_traces(console: Console, traces: tuple[SetTrace, ...]) -> None:
             *(Text(safe_text(v)) for v in (trace.name, rank, trace.meta.get("engine", ""), where))
         )
     console.print(table)
-
-
-def _print_rows(
-    console: Console, columns: list[str], rows: list[tuple[Any, ...]], limit: int, vertical: bool
-) -> None:
-    shown = rows[:limit]
-    if vertical or _natural_width(columns, shown) > console.width:
-        _print_vertical(console, columns, shown)
-    else:
-        table = Table(header_style="bold", pad_edge=False)
-        for column in columns:
-            table.add_column(column, no_wrap=True)
-        for row in shown:
-            table.add_row(*(_cell(value) for value in row))
-        console.print(table)
-    more = f", showing {limit} (--limit, --csv or --json for all)" if len(rows) > limit else ""
-    console.print(f"[dim]{len(rows)} rows{more}[/]")
-
-
-def _print_vertical(console: Console, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    """psql's expanded display: each row as a block of `column | value` lines."""
-    width = max(map(len, columns), default=0)
-    for number, row in enumerate(rows, 1):
-        console.print(f"[bold]-[ row {number} ]-[/]")
-        for column, value in zip(columns, row, strict=True):
-            line = Text(column.ljust(width) + " | ", style="cyan")
-            line.append_text(_cell(value))
-            console.print(line)
-
-
-def _natural_width(columns: list[str], rows: list[tuple[Any, ...]]) -> int:
-    """Width of a one-line-per-row table: the widest cell of each column, plus borders."""
-    widths = [len(column) for column in columns]
-    for row in rows:
-        for index, value in enumerate(row):
-            widths[index] = max(widths[index], len(_cell(value).plain))
-    return sum(widths) + 3 * len(widths) + 1
-
-
-def _cell(value: Any) -> Text:
-    if value is None:
-        return Text("NULL", style="dim")
-    return Text(safe_text(str(value)))
