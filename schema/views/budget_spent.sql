@@ -24,12 +24,12 @@ rows AS (
 spent AS (
     SELECT
         step,
-        sum(num_tokens) FILTER (use = 'decode') AS decode_tokens,
-        sum(num_tokens) FILTER (use = 'prefill') AS prefill_tokens,
-        sum(num_tokens) FILTER (use = 'recompute') AS recompute_tokens,
+        sum(CASE use WHEN 'decode' THEN num_tokens END) AS decode_tokens,
+        sum(CASE use WHEN 'prefill' THEN num_tokens END) AS prefill_tokens,
+        sum(CASE use WHEN 'recompute' THEN num_tokens END) AS recompute_tokens,
         sum(num_draft_tokens) AS draft_tokens,
-        count(*) FILTER (use = 'decode') AS num_decodes,
-        count(*) FILTER (use <> 'decode') AS num_prefill_chunks
+        count(CASE use WHEN 'decode' THEN 1 END) AS num_decodes,
+        count(CASE WHEN use <> 'decode' THEN 1 END) AS num_prefill_chunks
     FROM rows
     GROUP BY step
 )
