@@ -136,7 +136,7 @@ def run_once(
     timer.start()
     started = time.perf_counter()
     try:
-        result = con.execute(sql, list(params)).to_arrow_table()
+        result = con.sql(sql, params=list(params)).to_arrow_table()
     except duckdb.InterruptException:
         return None
     finally:
