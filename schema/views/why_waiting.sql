@@ -2,6 +2,10 @@
 -- A request whose grammar was still compiling is in `grammar_wait`; one the waiting pass passed
 -- over because its adapter would exceed max_loras is in `lora_gate`; the rest wait for the reason
 -- the waiting pass stopped (a skip does not end the wait).
+-- A row is a (waiting request, step) pair, so rows grow with steps times waiting requests: what
+-- belongs to a request (its id, grammar, adapter) is joined once per wait and what belongs to a
+-- step (its blocked head, the head's refused allocation, the stop's wording) once per step,
+-- before the interval join pairs them; only the LoRA gate is looked up per row.
 WITH marks AS (
     SELECT
         request_index, step, kind,
@@ -15,39 +19,34 @@ lora_skips AS (
     WHERE kind = 'skip' AND detail = 'max_loras'
 ),
 intervals AS (
+    -- Each wait (from arrival, or from the step after a preemption) with its request's facts.
     SELECT
-        request_index,
-        CASE kind WHEN 'arrive' THEN step ELSE step + 1 END AS first_step,
-        coalesce(next_step - 1, (SELECT max(step) FROM _steps)) AS last_step
-    FROM marks
-    WHERE kind IN ('arrive', 'preempt')
+        m.request_index,
+        r.request_id,
+        r.grammar_ready_step,
+        r.lora_id,
+        (SELECT max_loras FROM _config) AS max_loras,
+        CASE m.kind WHEN 'arrive' THEN m.step ELSE m.step + 1 END AS first_step,
+        coalesce(m.next_step - 1, (SELECT max(step) FROM _steps)) AS last_step
+    FROM marks m
+    JOIN _requests r ON r.request_index = m.request_index
+    WHERE m.kind IN ('arrive', 'preempt')
 ),
 head_refusals AS (
     SELECT step, request_index, num_blocks_needed, watermark_blocks, num_free_blocks_before, refusal
     FROM _allocations
     WHERE pass = 'waiting' AND NOT granted
-)
-SELECT
-    s.step,
-    r.request_id,
-    CASE
-        WHEN r.grammar_ready_step > s.step THEN 'grammar_wait'
-        WHEN l.request_index IS NOT NULL THEN 'lora_gate'
-        WHEN s.admission_stop IN ('kv_full', 'kv_full_sequence', 'chunking_off')
-            AND s.blocked_request_index = i.request_index
-            THEN 'head_' || s.admission_stop
-        WHEN s.admission_stop IN ('kv_full', 'kv_full_sequence', 'chunking_off')
-            THEN 'behind_blocked_head'
-        ELSE CAST(s.admission_stop AS VARCHAR)
-    END AS reason,
-    b.request_id AS blocked_head,
-    CASE
-        WHEN r.grammar_ready_step > s.step
-            THEN format('grammar still compiling (ready at step {})', r.grammar_ready_step)
-        WHEN l.request_index IS NOT NULL
-            THEN format('max_loras {} reached by running adapters; lora{} is not among them',
-                        (SELECT max_loras FROM _config), r.lora_id)
-        ELSE CASE s.admission_stop
+),
+waiting_steps AS (
+    -- Each step that ran schedule(), with why its waiting pass stopped, worded once.
+    SELECT
+        s.step,
+        s.admission_stop,
+        s.blocked_request_index,
+        s.num_waiting_before,
+        s.num_free_blocks_before,
+        b.request_id AS blocked_head,
+        CASE s.admission_stop
             WHEN 'chunking_off' THEN 'chunked prefill is off and the head''s prompt exceeds the budget left'
             WHEN 'budget' THEN format('token budget used up ({} of {})', s.num_scheduled_tokens, s.token_budget)
             WHEN 'max_num_seqs' THEN format('{} requests running, the limit', s.num_running_before)
@@ -56,14 +55,37 @@ SELECT
                         h.num_blocks_needed,
                         CASE WHEN h.watermark_blocks > 0 THEN format(' + {} watermark', h.watermark_blocks) ELSE '' END,
                         h.num_free_blocks_before, h.refusal)
-        END
+        END AS stop_detail
+    FROM _steps s
+    LEFT JOIN _requests b ON b.request_index = s.blocked_request_index
+    LEFT JOIN head_refusals h ON h.step = s.step AND h.request_index = s.blocked_request_index
+    WHERE NOT s.idle
+)
+SELECT
+    s.step,
+    i.request_id,
+    CASE
+        WHEN i.grammar_ready_step > s.step THEN 'grammar_wait'
+        WHEN l.request_index IS NOT NULL THEN 'lora_gate'
+        WHEN s.admission_stop IN ('kv_full', 'kv_full_sequence', 'chunking_off')
+            AND s.blocked_request_index = i.request_index
+            THEN 'head_' || s.admission_stop
+        WHEN s.admission_stop IN ('kv_full', 'kv_full_sequence', 'chunking_off')
+            THEN 'behind_blocked_head'
+        ELSE CAST(s.admission_stop AS VARCHAR)
+    END AS reason,
+    s.blocked_head,
+    CASE
+        WHEN i.grammar_ready_step > s.step
+            THEN format('grammar still compiling (ready at step {})', i.grammar_ready_step)
+        WHEN l.request_index IS NOT NULL
+            THEN format('max_loras {} reached by running adapters; lora{} is not among them',
+                        i.max_loras, i.lora_id)
+        ELSE s.stop_detail
     END AS detail,
     s.num_waiting_before,
     s.num_free_blocks_before
 FROM intervals i
-JOIN _steps s ON s.step BETWEEN i.first_step AND i.last_step AND NOT s.idle
-JOIN _requests r ON r.request_index = i.request_index
-LEFT JOIN _requests b ON b.request_index = s.blocked_request_index
-LEFT JOIN head_refusals h ON h.step = s.step AND h.request_index = s.blocked_request_index
+JOIN waiting_steps s ON s.step BETWEEN i.first_step AND i.last_step
 LEFT JOIN lora_skips l ON l.step = s.step AND l.request_index = i.request_index
-ORDER BY r.request_index, s.step
+ORDER BY i.request_index, s.step
