@@ -3,12 +3,13 @@
     python benchmarks/sql_memory.py [--rows N] [--baseline SRC] [--results benchmarks/RESULTS.md]
 
 Each run is `python -m stepscope sql` in a process of its own over a small recorded trace
-(conformance case 03), its stdout a pipe this script reads and drops (as `| wc` would);
-peak memory is the child's `ru_maxrss` (`os.wait4`), time the wall clock from start to
-exit. Queries: `--rows` rows of `(i, 'x' || i)` as `--csv`, `--json` and the table, and as
-`--csv` read for two lines and closed (`| head -2`), also sorted (`ORDER BY`, which DuckDB
-holds whole to sort); every column of the `steps` view crossed with a range (about a
-million rows of 30 columns) as the table and as `--csv`.
+(conformance case 03), its stdout a pipe this script reads and drops (as `| wc` would); peak
+memory is the child's `ru_maxrss` (`os.wait4`), time the wall clock from start to exit.
+Linux counts what a forked child inherits in its peak, so this script stays small: the trace
+is recorded in a process of its own. Queries: `--rows` rows of `(i, 'x' || i)` as `--csv`,
+`--json` and the table, and as `--csv` read for two lines and closed (`| head -2`), also
+sorted (`ORDER BY`, which DuckDB holds whole to sort); every column of the `steps` view
+crossed with a range (about a million rows of 30 columns) as the table and as `--csv`.
 With `--baseline SRC`, the same runs of the `stepscope` package under SRC (an older commit
 laid out as installed, `make installed`), in turns with this code's.
 """
@@ -67,7 +68,9 @@ def run(trace: Path, case: Case, source: Path | None) -> Figures:
     env = dict(ENV, PYTHONPATH=str(source)) if source is not None else dict(ENV)
     command = [sys.executable, "-m", "stepscope", "sql", str(trace), case.query, *case.options]
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    process = subprocess.Popen(  # in the trace's folder: `-m` finds no package in the cwd
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=trace.parent
+    )
     assert process.stdout is not None
     if case.head_lines is None:
         while process.stdout.read(1 << 20):
@@ -84,10 +87,13 @@ def run(trace: Path, case: Case, source: Path | None) -> Figures:
 
 
 def record_trace(path: Path) -> None:
-    sys.path.insert(0, str(REPO / "tests"))
-    from traces import case, record
-
-    record(case("03"), path)
+    """Conformance case 03, recorded by a child: this process stays as small as it started."""
+    script = (
+        "import sys; from pathlib import Path; from traces import case, record; "
+        "record(case('03'), Path(sys.argv[1]))"
+    )
+    env = dict(ENV, PYTHONPATH=str(REPO / "tests"))
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, env=env, cwd=REPO)
 
 
 def report(found: list[tuple[Case, dict[str, Figures]]], variants: list[str]) -> str:

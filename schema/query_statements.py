@@ -20,9 +20,12 @@ QUERY_STATEMENTS = frozenset(
         duckdb.StatementType.EXPLAIN,
         duckdb.StatementType.PRAGMA,
         duckdb.StatementType.CALL,
+        duckdb.StatementType.MULTI,
     }
 )
-"""The statement types that only read: DESCRIBE, SHOW and SUMMARIZE parse as SELECT."""
+"""The statement types that only read: DESCRIBE, SHOW and SUMMARIZE parse as SELECT; a PIVOT
+whose columns come from the data parses as MULTI (a TEMP enum of those values, then the
+SELECT), the one statement DuckDB's parser makes MULTI: `;`-separated text is several."""
 
 _BARE_NAME = re.compile(r'\s*("?)([A-Za-z_][A-Za-z_0-9]*)\1\s*;?\s*')
 

@@ -99,3 +99,18 @@ def test_a_duckdb_file_with_meta_and_no_tables_names_the_file(tmp_path: Path, ve
         connection.execute("CREATE TABLE _meta (key VARCHAR, value VARCHAR)")
         connection.execute("INSERT INTO _meta VALUES ('schema_version', ?)", [str(version)])
     assert_one_line_error(sql(tmp_path, str(path), "SELECT 1"), f"{path}:")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "PIVOT (SELECT kind FROM events) ON kind USING count(*)",
+        "SELECT * FROM (PIVOT (SELECT kind FROM events) ON kind USING count(*))",
+    ],
+)
+@pytest.mark.parametrize("where", ["good.duckdb", "set"])
+def test_a_pivot_on_the_data_is_a_query(folder: Path, query: str, where: str) -> None:
+    """DuckDB parses a PIVOT whose columns come from the data as MULTI, not SELECT."""
+    result = sql(folder, where, query)
+    assert result.returncode == 0, result.stderr
+    assert "1 rows" in result.stdout

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,6 +23,14 @@ MANY_STEPS = "SELECT r.range AS copy, s.* FROM steps s, range(1000000) r"
 """A view crossed with a range: 13,000,000 rows of every column of `steps`."""
 MAX_RSS_BYTES = 500 << 20
 """Far above what streaming holds, far below what holding 10,000,000 rows takes."""
+MEASURED = (
+    "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+    "sys.exit(code)"
+)
+"""Runs its command as a child and writes that child's peak RSS (KiB) to a file. A process
+forked from pytest starts with pytest's whole RSS as its peak (Linux keeps the peak across
+`exec`), so the CLI is the child of this small process, whose RSS is all it inherits."""
 ENDLESS = "SELECT count(*) FROM range(100000000) a, range(100000) b"
 """A query that runs for hours on any trace."""
 
@@ -33,10 +42,24 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def measured(*command: str) -> tuple[list[str], Path]:
+    """`command` run under `MEASURED`, and the file its peak RSS is written to."""
+    handle, name = tempfile.mkstemp(prefix="rss-")
+    os.close(handle)
+    return [sys.executable, "-c", MEASURED, name, *command], Path(name)
+
+
+def peak_rss_bytes(path: Path) -> int:
+    try:
+        return int(path.read_text()) * 1024
+    finally:
+        path.unlink()
+
+
 class Streamed:
     """What a run of the CLI wrote, read as it came: lines, the first and last, stderr."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], rss: Path) -> None:
         assert process.stdout is not None and process.stderr is not None
         self.num_lines, self.first, self.last, tail = 0, b"", b"", b""
         while chunk := process.stdout.read(1 << 20):
@@ -45,22 +68,19 @@ class Streamed:
             self.first = self.first or lines[0]
             tail = lines[-1]
             self.last = lines[-2] if len(lines) > 1 else self.last
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
+        process.wait()
         self.returncode = process.returncode
-        self.max_rss_bytes = usage.ru_maxrss * 1024
+        self.max_rss_bytes = peak_rss_bytes(rss)
         self.stderr = process.stderr.read().decode()
 
 
 def streamed(trace: Path, query: str, *options: str) -> Streamed:
     """Run `stepscope sql` and read its output as it comes, holding none of it."""
+    command, rss = measured(*CLI, str(trace), query, *options)
     with subprocess.Popen(
-        [*CLI, str(trace), query, *options],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=ENV,
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
     ) as process:
-        return Streamed(process)
+        return Streamed(process, rss)
 
 
 @pytest.mark.parametrize(
@@ -106,22 +126,19 @@ def test_a_closed_pipe_stops_the_reading(trace: Path, option: str) -> None:
         "SELECT range AS i, CASE WHEN range < 5000000 THEN 'x' "
         "ELSE error('read past the closed pipe') END AS s FROM range(10000000)"
     )
+    command, rss = measured(*CLI, str(trace), query, option)
     with subprocess.Popen(
-        [*CLI, str(trace), query, option],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=ENV,
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
     ) as process:
         assert process.stdout is not None and process.stderr is not None
         head = [process.stdout.readline(), process.stdout.readline()]
         process.stdout.close()
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
+        process.wait()
         stderr = process.stderr.read().decode()
     assert all(head)
     assert process.returncode == 0, stderr
     assert stderr == ""
-    assert usage.ru_maxrss * 1024 < MAX_RSS_BYTES
+    assert peak_rss_bytes(rss) < MAX_RSS_BYTES
 
 
 def _wait_until_open(process: subprocess.Popen[bytes], path: Path) -> None:

@@ -14,7 +14,7 @@ chunks AS (
     SELECT
         a.request_index,
         a.step,
-        1 AS phase,
+        2 AS phase,
         CASE
             WHEN a.kind = 'running' AND a.computed_before >= a.prompt_len + a.num_output_tokens - 1
                 THEN 'decode'
@@ -30,14 +30,14 @@ chunks AS (
     LEFT JOIN first_preemption p USING (request_index)
 ),
 lifecycle AS (
-    SELECT request_index, step, CASE WHEN kind IN ('arrive', 'reject', 'abort') THEN 0 ELSE 3 END AS phase,
+    SELECT request_index, step, CASE kind WHEN 'arrive' THEN 0 WHEN 'finish' THEN 4 ELSE 1 END AS phase,
            CAST(kind AS VARCHAR) AS what, NULL AS num_tokens, NULL AS computed_before,
            NULL AS computed_after, CASE WHEN kind IN ('abort', 'finish') THEN 0 END AS blocks_held, detail
     FROM _events
     WHERE kind IN ('arrive', 'reject', 'abort', 'finish')
 ),
 preempted AS (
-    SELECT p.request_index, p.step, 2 AS phase, 'preempted' AS what, NULL, NULL, 0, 0,
+    SELECT p.request_index, p.step, 3 AS phase, 'preempted' AS what, NULL, NULL, 0, 0,
            format('by {}: {} computed tokens discarded, {} blocks freed{}', n.request_id,
                   p.num_computed_tokens_discarded, p.num_blocks_freed,
                   CASE WHEN p.num_tokens_refunded > 0 THEN format(', {} tokens refunded', p.num_tokens_refunded) ELSE '' END)
@@ -45,7 +45,7 @@ preempted AS (
     JOIN _requests n ON n.request_index = p.needed_by_index
 ),
 sampled AS (
-    SELECT request_index, step, 2 AS phase, 'sampled' AS what, NULL, NULL, NULL, NULL,
+    SELECT request_index, step, 3 AS phase, 'sampled' AS what, NULL, NULL, NULL, NULL,
            CAST(sampled_token_id AS VARCHAR)
     FROM _scheduled
     WHERE sampled_token_id IS NOT NULL
@@ -59,4 +59,5 @@ FROM (
     UNION ALL SELECT * FROM sampled
 ) t
 JOIN _requests r USING (request_index)
-ORDER BY t.request_index, t.step, t.phase
+-- within a step: arrival, then a reject or abort, the chunk, a preemption, the token, the finish
+ORDER BY t.request_index, t.step, t.phase, t.what

@@ -16,6 +16,7 @@ WHERE t.request_id = $1 AND t.what <> 'sampled'
 ORDER BY
     t.step,
     CASE t.what
-        WHEN 'arrive' THEN 0 WHEN 'reject' THEN 0 WHEN 'abort' THEN 0
-        WHEN 'preempted' THEN 2 WHEN 'finish' THEN 3 ELSE 1
-    END
+        WHEN 'arrive' THEN 0 WHEN 'reject' THEN 1 WHEN 'abort' THEN 1
+        WHEN 'preempted' THEN 3 WHEN 'finish' THEN 4 ELSE 2
+    END,
+    t.what
