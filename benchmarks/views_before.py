@@ -1,8 +1,9 @@
 """The views as they were before they were restated for speed, each as one query.
 
 `sql/views_before/` holds the SQL of each view as it read before it was restated to do
-less work for the same rows in the same order; every other view is as `schema/views/`
-has it. A view's query inlines the earlier SQL of each restated view it reads, so a
+less work for the same rows in the same order, and, for a view added to answer at scale
+what a query over another view answered, that query; every other view is as
+`schema/views/` has it. A view's query inlines the earlier SQL of each restated view it reads, so a
 view and everything under it run as they used to, over the same trace.
 """
 
