@@ -134,9 +134,10 @@ lined_up AS (
         SELECT NULL AS request_index, NULL AS segment, NULL AS is_grammar, 1 AS side, step, reason
         FROM step_reasons
         UNION ALL
-        SELECT request_index, first_step, is_grammar, 0, first_step, NULL FROM segments
-        UNION ALL
-        SELECT request_index, first_step, is_grammar, 2, last_step, NULL FROM segments
+        SELECT g.request_index, g.first_step, g.is_grammar, e.side,
+               CASE e.side WHEN 0 THEN g.first_step ELSE g.last_step END, NULL
+        FROM segments g
+        CROSS JOIN (SELECT 0 AS side UNION ALL SELECT 2) e  -- its start and its end
     ) p
     WINDOW up_to AS (ORDER BY step, side ROWS UNBOUNDED PRECEDING)
 ),
