@@ -20,9 +20,10 @@ from stepscope.engine.outputs import DraftTokenIds
 from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 
-from . import convert, grammar
+from ..attach import convert
+from ..attach.session import VllmRecording
+from . import grammar
 from .driver import make_request
-from .session import VllmRecording
 
 PAD_TOKEN_ID = 0
 """Sampled once a request's tape runs out, as the engine's tape model does."""

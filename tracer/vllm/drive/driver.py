@@ -18,7 +18,8 @@ from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
-from . import grammar, versions
+from ..attach import versions
+from . import grammar
 
 if TYPE_CHECKING:
     from .scripted_core import DriverRun
@@ -267,7 +268,7 @@ def record_with_vllm(
 
     `drafter`: the scripted model's drafts and verdicts (default: the workload's scripts).
     """
-    from .attach import attach_recording
+    from ..attach.start import attach_recording
     from .scripted_core import run_scripted
 
     scheduler, block_hasher = build_scheduler(workload, scheduler_cls)
