@@ -18,7 +18,7 @@ from stepscope.replay.sweep.pool import default_jobs
 from stepscope.replay.sweep.ray_tasks import require_ray
 from stepscope.replay.sweep.result_writer import kept_folder
 from stepscope.replay.sweep.run import SweepPlan, fit_problem, run_sweep, trace_facts
-from stepscope.run_view import run_console
+from stepscope.run_printout import run_console
 from stepscope.schema.trace import check_readable
 from stepscope.stop_signals import stops_like_ctrl_c
 from stepscope.tracer.export import ExportError
