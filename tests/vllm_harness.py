@@ -30,7 +30,7 @@ from typing import Any
 
 from stepscope.engine import Workload
 from stepscope.engine.engine_loop import RequestFinish
-from stepscope.engine.workload import load_workload
+from stepscope.engine.workload_file import load_workload
 from stepscope.tracer.vllm.attach.start import attach_recording
 from stepscope.tracer.vllm.drive.driver import (
     build_scheduler,
