@@ -96,7 +96,7 @@ vllm_diff() {  # A B json
 vllm_state=ran
 rm -f "$OUT"/vllm*.duckdb "$OUT"/vllm*.json "$OUT/vllm_record.txt"
 if "${VLLM_CMD[@]}" -c "$VLLM_FOR_DEVICE" "$DEVICE" > /dev/null 2>&1; then
-    "${VLLM_CMD[@]}" -m stepscope.tracer.vllm.tiny_model "$VLLM_MODEL" > /dev/null
+    "${VLLM_CMD[@]}" -m stepscope.tracer.vllm.drive.tiny_model "$VLLM_MODEL" > /dev/null
     vllm_live vllm "$VLLM_WORKLOAD" --model "$VLLM_MODEL" --device "$DEVICE" --dtype bfloat16
     "$PYTHON" -m stepscope replay "$OUT/vllm.duckdb" -o "$OUT/vllm_replay.duckdb" > /dev/null || true
     vllm_diff vllm vllm_replay vllm_replay_diff

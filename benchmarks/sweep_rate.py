@@ -24,8 +24,8 @@ from pathlib import Path
 from results import heading, write_section
 from stepscope.engine import TapeModelRunner
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
-from stepscope.replay.sweep import SweepPlan, run_sweep, trace_facts
-from stepscope.replay.sweep_grid import build_grid
+from stepscope.replay.sweep.grid import build_grid
+from stepscope.replay.sweep.run import SweepPlan, run_sweep, trace_facts
 from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
 from stepscope.tracer.record_workload import record_workload

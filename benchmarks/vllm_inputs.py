@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepscope.engine import Workload
-from stepscope.tracer.vllm.driver import make_request
+from stepscope.tracer.vllm.drive.vllm_request import make_request
 
 
 def runner_output(sampled: dict[str, list[int]]) -> Any:

@@ -21,15 +21,15 @@ from typing import Any
 
 from step_timer import time_steps
 from stepscope.engine.workload import parse_workload
-from stepscope.tracer.vllm.driver import build_scheduler, prepare_environment
+from stepscope.tracer.vllm.drive.driver import build_scheduler, prepare_environment
 from vllm_inputs import arrivals, runner_output
 
 VARIANTS = ("stock", "off", "on")
 
 
 def run_once(case: dict[str, Any], variant: str, scratch: Path) -> dict[str, float]:
-    from stepscope.tracer.vllm.attach import attach_recording
-    from stepscope.tracer.vllm.schedulers import RecordingScheduler
+    from stepscope.tracer.vllm.attach.schedulers import RecordingScheduler
+    from stepscope.tracer.vllm.attach.start import attach_recording
 
     workload = parse_workload(json.dumps(case["workload"]), source=case["name"])
     cls = RecordingScheduler if variant == "off" else None

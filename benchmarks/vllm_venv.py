@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stepscope.tracer.vllm.site_install import install_site
+from stepscope.tracer.vllm.drive.site_install import install_site
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -16,7 +16,8 @@ from .scheduler import Scheduler
 from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
 from .step_plan import AdmissionStop, RunningPassEnd, StepPlan
 from .tape_runner import TapeModelRunner
-from .workload import RequestSpec, Workload, load_workload, parse_workload
+from .workload import RequestSpec, Workload, parse_workload
+from .workload_file import load_workload
 
 __all__ = [
     "AdmissionStop",

@@ -5,12 +5,9 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from .lora import lora_hash_key
-
-if TYPE_CHECKING:
-    from .request import Request
+from .request import Request
 
 BlockHash = bytes
 
@@ -46,7 +43,7 @@ class ChainedBlockHasher:
             return []
         parent = request.block_hashes[-1] if request.block_hashes else NONE_HASH
         tokens = request.all_token_ids
-        extra_key = lora_hash_key(request)
+        extra_key = lora_hash_key(request.lora_request)
         new_hashes = []
         while start + block_size <= num_tokens:
             parent = hash_block_tokens(parent, tokens[start : start + block_size], extra_key)

@@ -10,12 +10,9 @@ garbage collector to walk.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from .block_hash import BlockHash
-
-if TYPE_CHECKING:
-    from .block_pool import KVCacheBlock
+from .kv_cache_block import KVCacheBlock
 
 
 class BlockHashToBlockMap:

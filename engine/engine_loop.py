@@ -16,7 +16,7 @@ call scheduled, and which earlier batch it processed); a request's `finish_step`
 is the step of the update that finished it, as vLLM reports it.
 
 `StepLoop` steps any `EngineCore`; `EngineLoop` is it around the engine's own
-scheduler, and `stepscope.tracer.vllm.scripted_core` around vLLM's.
+scheduler, and `stepscope.tracer.vllm.drive.scripted_core` around vLLM's.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .block_pool import BlockPool, KVCacheBlock
+from .block_pool import BlockPool
+from .kv_cache_block import KVCacheBlock
 from .request import Request, RequestStatus
 
 NO_BLOCKS: tuple[KVCacheBlock, ...] = ()

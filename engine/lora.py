@@ -4,10 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .request import Request
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,18 +19,19 @@ class LoRARequest:
         return cls(lora_name=f"lora{lora_id}", lora_int_id=lora_id)
 
 
-def active_loras(requests: Iterable[Request]) -> set[int]:
-    """The adapter ids among `requests` (vLLM's `scheduled_loras` before the waiting pass)."""
+def active_loras(lora_requests: Iterable[LoRARequest | None]) -> set[int]:
+    """The adapter ids among some requests' (vLLM's `scheduled_loras` before the waiting pass)."""
     return {
-        request.lora_request.lora_int_id
-        for request in requests
-        if request.lora_request is not None and request.lora_request.lora_int_id > 0
+        lora_request.lora_int_id
+        for lora_request in lora_requests
+        if lora_request is not None and lora_request.lora_int_id > 0
     }
 
 
-def exceeds_max_loras(request: Request, scheduled_loras: set[int], max_loras: int) -> bool:
-    """Whether admitting `request` would bring a new adapter past `max_loras` (it is skipped)."""
-    lora_request = request.lora_request
+def exceeds_max_loras(
+    lora_request: LoRARequest | None, scheduled_loras: set[int], max_loras: int
+) -> bool:
+    """Whether admitting a request of this adapter would bring it past `max_loras` (skipped)."""
     return (
         lora_request is not None
         and len(scheduled_loras) == max_loras
@@ -42,13 +39,12 @@ def exceeds_max_loras(request: Request, scheduled_loras: set[int], max_loras: in
     )
 
 
-def lora_hash_key(request: Request) -> bytes:
-    """The adapter's part of every block hash of `request`: no prefix hit across adapters.
+def lora_hash_key(lora_request: LoRARequest | None) -> bytes:
+    """The adapter's part of every block hash of a request: no prefix hit across adapters.
 
     vLLM adds `("lora", lora_name, lora_path)` to each block's extra keys; the path
     follows from the name here, so the name alone keeps the same hits.
     """
-    lora_request = request.lora_request
     if lora_request is None:
         return b""
     return b"lora\0" + lora_request.lora_name.encode()

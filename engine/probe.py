@@ -14,11 +14,11 @@ rarer gets a full record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
-if TYPE_CHECKING:
-    from .kv_cache_manager import AllocationRefusal
-    from .step_plan import AdmissionStop, RunningPassEnd
+from .kv_cache_manager import AllocationRefusal
+from .request import RunningGrant
+from .step_plan import AdmissionStop, RunningPassEnd
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +31,6 @@ class ScheduleStart:
     num_running: int
     num_waiting: int
     num_free_blocks: int
-
-
-@dataclass(frozen=True, slots=True)
-class RunningGrant:
-    """A running request's `allocate_slots` call that was granted."""
-
-    request_id: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 import sys
+from dataclasses import dataclass
 from typing import Protocol
 
 from .lora import LoRARequest
-from .probe import RunningGrant
 from .sampling_params import SamplingParams
 from .structured_output import StructuredOutputRequest
 
@@ -67,6 +67,13 @@ class BlockHasher(Protocol):
     block_size: int
 
     def __call__(self, request: Request) -> list[bytes]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunningGrant:
+    """A running request's `allocate_slots` call that was granted, as a probe is handed it."""
+
+    request_id: str
 
 
 class Request:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .block_pool import KVCacheBlock
 from .config import SchedulingPolicy
+from .kv_cache_block import KVCacheBlock
 from .kv_cache_manager import AllocationRefusal
 from .probe import Preemption, RefusedRunningCall
 from .request import Request, RequestStatus

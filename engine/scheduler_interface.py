@@ -1,7 +1,7 @@
 """What `EngineCore` calls on a scheduler: the part of vLLM's `SchedulerInterface` it uses.
 
 The engine's `Scheduler` implements it, and so does an adapter around vLLM's own
-scheduler (`stepscope.tracer.vllm.scripted_core`), so one step loop drives both.
+scheduler (`stepscope.tracer.vllm.drive.scripted_core`), so one step loop drives both.
 """
 
 from __future__ import annotations

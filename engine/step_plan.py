@@ -10,7 +10,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .block_pool import KVCacheBlock
+from .kv_cache_block import KVCacheBlock
 from .kv_cache_manager import RefusalCheck
 from .request import Request
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from .block_pool import KVCacheBlock
+from .kv_cache_block import KVCacheBlock
 from .kv_cache_manager import AllocationRefusal
 from .lora import active_loras, exceeds_max_loras
 from .probe import AdmissionCall, WaitingSkip
@@ -49,8 +49,8 @@ class WaitingPass(SchedulerState):
         if self.config.max_loras is None:
             return None
         if self.rules.lora_gate_counts_unscheduled_running:
-            return active_loras(self.running)
-        return active_loras(plan.scheduled_running)
+            return active_loras(request.lora_request for request in self.running)
+        return active_loras(request.lora_request for request in plan.scheduled_running)
 
     def _admit_waiting(
         self, plan: StepPlan, skipped: deque[Request], scheduled_loras: set[int] | None
@@ -88,7 +88,7 @@ class WaitingPass(SchedulerState):
             return SKIP_STALE_OUTPUT
         if scheduled_loras is not None:
             assert self.config.max_loras is not None
-            if exceeds_max_loras(request, scheduled_loras, self.config.max_loras):
+            if exceeds_max_loras(request.lora_request, scheduled_loras, self.config.max_loras):
                 return SKIP_MAX_LORAS
         return None
 

@@ -26,7 +26,6 @@ import json
 import json.scanner
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .config import EngineConfig
@@ -40,7 +39,6 @@ from .json_fields import reject_unknown as _reject_unknown
 from .json_fields import short as _short
 from .json_fields import token_ids as _token_ids
 from .lora import LoRARequest
-from .memory_limit import BYTES_PER_JSON_CHAR, over_memory_limit
 from .request import BlockHasher, Request
 from .request_features import REQUEST_FEATURE_KEYS, FeatureError, with_features
 from .sampling_params import SamplingParams
@@ -132,34 +130,6 @@ class Workload:
             assert spec.abort_step is not None
             by_step.setdefault(spec.abort_step, []).append(spec.request_id)
         return by_step
-
-
-def load_workload(path: str | Path) -> Workload:
-    """Read and validate a workload file: JSON, or a synthetic description if it ends in `.toml`."""
-    path = Path(path)
-    _check_file_size(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise WorkloadError(f"{path}: cannot read: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise WorkloadError(f"{path}: not a UTF-8 text file") from None
-    if path.suffix == ".toml":
-        from .synthetic.toml_workload import parse_toml_workload
-
-        return parse_toml_workload(text, source=str(path))
-    return parse_workload(text, source=str(path))
-
-
-def _check_file_size(path: Path) -> None:
-    """A file too big to parse in the memory this run may use is refused before it is read."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return  # reading it reports the error
-    problem = over_memory_limit(size, BYTES_PER_JSON_CHAR, "bytes of workload text")
-    if problem is not None:
-        raise WorkloadError(f"{path}: {problem}")
 
 
 def parse_workload(text: str, source: str = "<workload>") -> Workload:

@@ -11,9 +11,9 @@ from stepscope.engine.probe import (
     AdmissionCall,
     Decision,
     RefusedRunningCall,
-    RunningGrant,
     WaitingSkip,
 )
+from stepscope.engine.request import RunningGrant
 
 from stepscope.safe_text import safe_text
 

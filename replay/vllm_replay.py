@@ -46,7 +46,7 @@ def require_vllm() -> str:
             "--engine vllm: vLLM is not installed in this Python "
             f"(pip install 'stepscope[vllm]', which pins vllm=={PINNED_VLLM_VERSION})"
         )
-    from stepscope.tracer.vllm.versions import UnsupportedVllmVersion, recorded_version
+    from stepscope.tracer.vllm.attach.versions import UnsupportedVllmVersion, recorded_version
 
     try:
         return recorded_version()
@@ -66,7 +66,7 @@ def replay_with_vllm(
     `knobs` change the config first (a what-if run through vLLM).
     """
     vllm_version = require_vllm()
-    from stepscope.tracer.vllm.driver import record_with_vllm
+    from stepscope.tracer.vllm.drive.driver import record_with_vllm
 
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace, knobs)

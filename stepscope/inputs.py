@@ -60,7 +60,7 @@ def load_scheduler_class(spec: str) -> type[Scheduler]:
 
 def load_vllm_scheduler_class(spec: str) -> type:
     """`package.module.Class` (as vLLM's `--scheduler-cls` takes it) or `module:Class`."""
-    from stepscope.tracer.vllm.driver import prepare_environment
+    from stepscope.tracer.vllm.drive.driver import prepare_environment
 
     prepare_environment()
     cls = _load_class(spec, "--scheduler-cls", separators=":.")

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stepscope.tracer.vllm.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
-from stepscope.tracer.vllm.site_install import install_site
+from stepscope.tracer.vllm.drive.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
+from stepscope.tracer.vllm.drive.site_install import install_site
 
 TESTS = Path(__file__).parent
 REPO = TESTS.parent
@@ -116,7 +116,7 @@ def vllm_live(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def tiny_model(vllm_live: Any) -> Path:
     """The tiny Llama and tokenizer a real engine serves, made once per session."""
     out = Path(os.environ.get("STEPSCOPE_TINY_MODEL", Path.home() / ".cache" / "stepscope-tiny"))
-    vllm_live.run(["-m", "stepscope.tracer.vllm.tiny_model", str(out)])
+    vllm_live.run(["-m", "stepscope.tracer.vllm.drive.tiny_model", str(out)])
     return out
 
 

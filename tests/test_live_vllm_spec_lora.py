@@ -20,8 +20,12 @@ from typing import Any
 import pytest
 from stepscope.engine import EngineConfig
 from stepscope.schema import open_trace
-from stepscope.tracer.vllm.live_engine import LiveEngineOptions, engine_kwargs, parse_engine_args
-from stepscope.tracer.vllm.tiny_lora import adapter_dir, make_adapter
+from stepscope.tracer.vllm.drive.live_engine import (
+    LiveEngineOptions,
+    engine_kwargs,
+    parse_engine_args,
+)
+from stepscope.tracer.vllm.drive.tiny_lora import adapter_dir, make_adapter
 from test_cli import stepscope
 
 pytestmark = pytest.mark.slow
@@ -70,7 +74,7 @@ def _workload(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def live(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     ids = [str(i) for i in ADAPTERS]
-    vllm_live.run(["-m", "stepscope.tracer.vllm.tiny_lora", str(tiny_model), "--ids", *ids])
+    vllm_live.run(["-m", "stepscope.tracer.vllm.drive.tiny_lora", str(tiny_model), "--ids", *ids])
     out = tmp_path_factory.mktemp("live-spec-lora")
     trace = out / "live.duckdb"
     model = ("--model", str(tiny_model), "--dtype", "bfloat16", "-o", str(trace))

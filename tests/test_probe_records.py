@@ -11,9 +11,9 @@ from stepscope.engine.probe import (
     AdmissionCall,
     Preemption,
     RefusedRunningCall,
-    RunningGrant,
     WaitingSkip,
 )
+from stepscope.engine.request import RunningGrant
 from stepscope.replay.exact import DecisionTap
 from stepscope.replay.report import describe_decision
 

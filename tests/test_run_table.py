@@ -17,7 +17,7 @@ from test_cli import stepscope as stepscope_cli
 
 from stepscope.commands import run as run_command
 from stepscope.safe_text import safe_text as plain
-from stepscope.step_table import Column, StepTable
+from stepscope.streamed_table import Column, StepTable
 
 LONG = """
 num_requests = 40

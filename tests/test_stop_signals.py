@@ -287,7 +287,7 @@ def test_a_sweep_stopped_by_sighup_removes_its_work_folder(
 def test_a_sweep_removes_work_folders_whose_sweep_is_gone_and_keeps_the_rest(
     sweep_trace: Path, tmp_path: Path
 ) -> None:
-    from stepscope.replay.sweep_work_dir import PREFIX, Owner
+    from stepscope.replay.sweep.work_dir import PREFIX, Owner
 
     assert PREFIX == WORK_DIR_PREFIX
     host = Owner.this_process().host

@@ -16,9 +16,9 @@ import pytest
 from conftest import REPO
 from rich.console import Console
 from stepscope.replay.diff import diff_traces, run_metrics
-from stepscope.replay.sweep_grid import SweepPoint
-from stepscope.replay.sweep_metrics import SECONDS_METRICS, point_metrics
-from stepscope.replay.sweep_point import PointResult
+from stepscope.replay.sweep.grid import SweepPoint
+from stepscope.replay.sweep.metrics import SECONDS_METRICS, point_metrics
+from stepscope.replay.sweep.point import PointResult
 from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
 from test_hardening_limits import stepscope

@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import REPO
 
-pytest.importorskip("stepscope.replay.sweep", reason="needs stepscope sweep")
+pytest.importorskip("stepscope.replay.sweep.run", reason="needs stepscope sweep")
 
 EXAMPLE = REPO / "examples" / "sweep_capacity"
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from stepscope.engine import InputError
-from stepscope.replay.pareto import (
+from stepscope.replay.sweep.pareto import (
     Objective,
     costs,
     dominates,

@@ -12,13 +12,13 @@ from xml.etree import ElementTree as ET
 import pytest
 from rich.console import Console
 from stepscope.engine import InputError
-from stepscope.replay.pareto import Objective
-from stepscope.replay.sweep_view import render_sweep, wrap_name
-from stepscope.replay.sweep_view_plot import scatter
-from stepscope.replay.sweep_view_result import SweepError, is_sweep_result, read_sweep
-from stepscope.replay.sweep_view_svg import svg_plot
-from stepscope.replay.sweep_view_table import sweep_table
-from stepscope.replay.sweep_view_text import FRONT_MARK, OTHER_MARK, text_plot
+from stepscope.replay.sweep.pareto import Objective
+from stepscope.replay.sweep.plot import scatter
+from stepscope.replay.sweep.result_reader import SweepError, is_sweep_result, read_sweep
+from stepscope.replay.sweep.svg_plot import svg_plot
+from stepscope.replay.sweep.table import sweep_table
+from stepscope.replay.sweep.text_plot import FRONT_MARK, OTHER_MARK, text_plot
+from stepscope.replay.sweep.view import render_sweep, wrap_name
 from sweep_results import write_sweep
 from tui_support import trace
 

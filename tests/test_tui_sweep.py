@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stepscope.replay.sweep_view_text import FRONT_MARK
+from stepscope.replay.sweep.text_plot import FRONT_MARK
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.screens.sweep import SweepScreen
 from stepscope.tui.screens.sweep_point import SweepPointScreen

@@ -14,15 +14,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from stepscope.tracer.vllm.dp_rank import DataParallelRank
-from stepscope.tracer.vllm.settings import trace_path
+from stepscope.tracer.vllm.attach.dp_rank import DataParallelRank
+from stepscope.tracer.vllm.attach.settings import trace_path
 
 RANK_1_OF_2 = DataParallelRank(rank=1, size=2)
 
 ENGINE_CORE_CONFIGS = """
 import json
 from vllm.config import ParallelConfig
-from stepscope.tracer.vllm.dp_rank import data_parallel_rank
+from stepscope.tracer.vllm.attach.dp_rank import data_parallel_rank
 
 
 def engine_core(dp_rank, dense):

@@ -20,7 +20,11 @@ from typing import Any
 import pytest
 from stepscope.engine import EngineConfig, InputError
 from stepscope.schema import open_trace
-from stepscope.tracer.vllm.live_engine import LiveEngineOptions, engine_kwargs, parse_engine_args
+from stepscope.tracer.vllm.drive.live_engine import (
+    LiveEngineOptions,
+    engine_kwargs,
+    parse_engine_args,
+)
 from test_cli import stepscope
 
 pytestmark = pytest.mark.slow

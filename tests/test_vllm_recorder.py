@@ -238,7 +238,7 @@ def test_replay_with_a_custom_vllm_scheduler_class_shows_where_it_departs(
 
 def test_recording_classes_record_only_when_asked(vllm: VllmPython, tmp_path: Path) -> None:
     workload = next(p for p in CONFORMANCE if p.name.startswith("05"))
-    schedulers = "stepscope.tracer.vllm.schedulers."
+    schedulers = "stepscope.tracer.vllm.attach.schedulers."
     off = json.loads(vllm.harness("settings", str(workload), schedulers + "RecordingScheduler"))
     assert off == {"recording": False, "wrapped": [], "complete": True}
 
@@ -269,7 +269,7 @@ def test_recording_classes_record_only_when_asked(vllm: VllmPython, tmp_path: Pa
 def test_a_vllm_version_not_supported_runs_on_unrecorded(vllm: VllmPython, tmp_path: Path) -> None:
     trace = tmp_path / "t.duckdb"
     workload = next(p for p in CONFORMANCE if p.name.startswith("05"))
-    cls = "stepscope.tracer.vllm.schedulers.RecordingScheduler"
+    cls = "stepscope.tracer.vllm.attach.schedulers.RecordingScheduler"
     result = vllm.run(
         [str(TESTS / "vllm_harness.py"), "unsupported", "0.31.0", str(workload), cls],
         env={"STEPSCOPE_TRACE": str(trace)},
@@ -305,7 +305,7 @@ def test_the_wrong_class_for_the_mode_is_noted(vllm: VllmPython, tmp_path: Path)
     vllm.harness(
         "settings",
         str(workload),
-        "stepscope.tracer.vllm.schedulers.RecordingScheduler",
+        "stepscope.tracer.vllm.attach.schedulers.RecordingScheduler",
         "--set",
         "async_scheduling=true",
         env={"STEPSCOPE_TRACE": str(trace)},
@@ -320,7 +320,7 @@ def test_trace_directory_names_one_file_per_engine(vllm: VllmPython, tmp_path: P
     workload = next(p for p in CONFORMANCE if p.name.startswith("01"))
     directory = tmp_path / "traces"
     directory.mkdir()
-    cls = "stepscope.tracer.vllm.schedulers.RecordingScheduler"
+    cls = "stepscope.tracer.vllm.attach.schedulers.RecordingScheduler"
     env = {"STEPSCOPE_TRACE": str(directory) + "/", "STEPSCOPE_TRACE_REDACT": "1"}
     vllm.harness("settings", str(workload), cls, env=env)
     (trace,) = directory.glob("vllm-*.duckdb")

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from stepscope.tracer.vllm.settings import redact, trace_path
+from stepscope.tracer.vllm.attach.settings import redact, trace_path
 
 
 def _config(**stepscope: object) -> SimpleNamespace:

@@ -30,10 +30,14 @@ from typing import Any
 
 from stepscope.engine import Workload
 from stepscope.engine.engine_loop import RequestFinish
-from stepscope.engine.workload import load_workload
-from stepscope.tracer.vllm.attach import attach_recording
-from stepscope.tracer.vllm.driver import build_scheduler, prepare_environment, record_with_vllm
-from stepscope.tracer.vllm.scripted_core import run_scripted
+from stepscope.engine.workload_file import load_workload
+from stepscope.tracer.vllm.attach.start import attach_recording
+from stepscope.tracer.vllm.drive.driver import (
+    build_scheduler,
+    prepare_environment,
+    record_with_vllm,
+)
+from stepscope.tracer.vllm.drive.scripted_core import run_scripted
 
 WRAPPED = ("add_request", "finish_requests", "schedule", "update_from_output", "_preempt_request")
 

@@ -36,7 +36,7 @@ from .redact import Redactor
 from .request_rows import request_row
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
-from .steps_table import engine_step_row, idle_step_row
+from .step_summary_row import engine_step_row, idle_step_row
 from .writer import REQUEST_ABORTS, TraceWriter
 
 FLUSH_ROWS = 131_072

@@ -22,9 +22,9 @@ from stepscope.engine.probe import (
     Decision,
     Preemption,
     RefusedRunningCall,
-    RunningGrant,
     WaitingSkip,
 )
+from stepscope.engine.request import RunningGrant
 from stepscope.engine.scheduled_requests import scheduled_requests
 
 from .columns import Column, OptionalIntColumn, SeqColumn, TableBuffer

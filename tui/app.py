@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
-from stepscope.replay.sweep_view_result import is_sweep_result
+from stepscope.replay.sweep.result_reader import is_sweep_result
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import HelpPanel

@@ -15,7 +15,7 @@ from .models import PlotSeries, QueryResult, RequestLife, StepDetail, TraceInfo
 
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison
-    from stepscope.replay.sweep_view_table import SweepTable
+    from stepscope.replay.sweep.table import SweepTable
 
     from .console_session import ConsoleSession
     from .replay_session import ReplayedStep, ReplaySession

@@ -23,7 +23,7 @@ trap 'rm -rf "$SITE"' EXIT
 cd "$OUT"  # not the checkout: its stepscope/ folder would shadow the installed package
 export PYTHONPATH="$SITE" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
   VLLM_DO_NOT_TRACK=1 VLLM_CPU_KVCACHE_SPACE=1 TOKENIZERS_PARALLELISM=false
-"$VENV/bin/python" -m stepscope.tracer.vllm.tiny_model "$OUT/model"
+"$VENV/bin/python" -m stepscope.tracer.vllm.drive.tiny_model "$OUT/model"
 
 STEPSCOPE_TRACE="$OUT/" setsid "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
   --model "$OUT/model" --host 127.0.0.1 --port "$PORT" \

@@ -20,7 +20,7 @@ from stepscope.replay.diff import TraceDiff
 from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
 from stepscope.replay.whatif import WhatIfReplay, replay_whatif
-from stepscope.run_view import run_console
+from stepscope.run_printout import run_console
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 from stepscope.stop_signals import stops_like_ctrl_c

@@ -165,7 +165,7 @@ def _record_with_vllm(
         raise InputError(f"--engine vllm runs the workload's scripted outputs; --model {model} "
                          "needs --engine stepscope")  # fmt: skip
     require_vllm()
-    from stepscope.tracer.vllm.driver import record_with_vllm
+    from stepscope.tracer.vllm.drive.driver import record_with_vllm
 
     cls = load_vllm_scheduler_class(scheduler_cls) if scheduler_cls else None
     redactor = Redactor() if redact else None

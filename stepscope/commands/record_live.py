@@ -28,8 +28,8 @@ def record_with_vllm_live(
 ) -> None:
     """Run the workload on a real vLLM engine for its config, recorded at `output`."""
     _require_vllm()
-    from stepscope.tracer.vllm.live_driver import record_live
-    from stepscope.tracer.vllm.live_engine import LiveEngineOptions, parse_engine_args
+    from stepscope.tracer.vllm.drive.live_driver import record_live
+    from stepscope.tracer.vllm.drive.live_engine import LiveEngineOptions, parse_engine_args
 
     meta = _trace_meta(from_trace)
     if meta.get("redacted") == "true":

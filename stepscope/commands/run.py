@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from stepscope import run_view
+from stepscope import run_printout
 from stepscope.engine import EngineLoop, Workload
 from stepscope.engine.model_runner_choice import TAPE, create_model_runner
 from stepscope.engine.oracle_lines import final_line_text, step_lines
@@ -47,22 +47,22 @@ def run(
         sys.stdout.writelines(final_line_text(loop))
         sys.stdout.write("\n")
         return
-    console = run_view.run_console()
+    console = run_printout.run_console()
     # One line however long the path: the terminal wraps it, a pipe keeps it whole.
     console.print(
         safe_text(f"{loaded.source}  ({_config_line(loaded)}; model {model})"),
         soft_wrap=True,
         markup=False,
     )
-    table = run_view.new_step_table(console, loaded)
-    summary = run_view.RunSummary()
+    table = run_printout.new_step_table(console, loaded)
+    summary = run_printout.RunSummary()
     table.print_header()
     for record in loop.run():
-        table.print_row(run_view.step_cells(record, loop, loaded.config.token_budget))
+        table.print_row(run_printout.step_cells(record, loop, loaded.config.token_budget))
         summary.add(record)
     table.print_footer()
-    console.print(run_view.CAPTION, style="dim", soft_wrap=True, highlight=False)
-    run_view.print_summary(console, summary, loop)
+    console.print(run_printout.CAPTION, style="dim", soft_wrap=True, highlight=False)
+    run_printout.print_summary(console, summary, loop)
 
 
 def _config_line(workload: Workload) -> str:

@@ -11,14 +11,14 @@ import typer
 from stepscope.engine import InputError, Scheduler
 from stepscope.inputs import load_scheduler_class, parse_knob
 from stepscope.output_paths import cannot_write, check_outputs, data_file, new_file
-from stepscope.replay.sweep import SweepPlan, fit_problem, run_sweep, trace_facts
-from stepscope.replay.sweep_grid import SweepGrid, build_grid, value_text
-from stepscope.replay.sweep_metrics import METRIC_TYPES, SECONDS_METRICS
-from stepscope.replay.sweep_point import point_trace_name
-from stepscope.replay.sweep_pool import default_jobs
-from stepscope.replay.sweep_ray import require_ray
-from stepscope.replay.sweep_result import kept_folder
-from stepscope.run_view import run_console
+from stepscope.replay.sweep.grid import SweepGrid, build_grid, value_text
+from stepscope.replay.sweep.metrics import METRIC_TYPES, SECONDS_METRICS
+from stepscope.replay.sweep.point import point_trace_name
+from stepscope.replay.sweep.pool import default_jobs
+from stepscope.replay.sweep.ray_tasks import require_ray
+from stepscope.replay.sweep.result_writer import kept_folder
+from stepscope.replay.sweep.run import SweepPlan, fit_problem, run_sweep, trace_facts
+from stepscope.run_printout import run_console
 from stepscope.schema.trace import check_readable
 from stepscope.stop_signals import stops_like_ctrl_c
 from stepscope.tracer.export import ExportError

@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from stepscope.progress import StepProgress
-from stepscope.replay.sweep import SweepOutcome
-from stepscope.replay.sweep_grid import SweepPoint
-from stepscope.replay.sweep_point import PointResult
+from stepscope.replay.sweep.grid import SweepPoint
+from stepscope.replay.sweep.point import PointResult
+from stepscope.replay.sweep.run import SweepOutcome
 from stepscope.safe_text import safe_text
 
 SUMMARY_METRICS = {

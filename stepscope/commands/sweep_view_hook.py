@@ -1,6 +1,6 @@
 """`stepscope sweep`'s questions to the sweep view: rank, mark the Pareto front, plot.
 
-The view (`stepscope.replay.sweep_view.render_sweep`) reads a written result; this module
+The view (`stepscope.replay.sweep.view.render_sweep`) reads a written result; this module
 checks the options against the columns the result will have before any replay starts, so
 a typo in an objective costs a moment, not a sweep.
 """
@@ -19,9 +19,9 @@ import typer
 
 from stepscope.engine import InputError
 
-VIEW_MODULE = "stepscope.replay.sweep_view"
+VIEW_MODULE = "stepscope.replay.sweep.view"
 """`render_sweep(result, objective, plot, out, *, pareto)`: the table ranked, the front, a plot."""
-OBJECTIVES_MODULE = "stepscope.replay.pareto"
+OBJECTIVES_MODULE = "stepscope.replay.sweep.pareto"
 """`parse_objective(text, columns)` and `parse_objectives(text, columns)`."""
 
 OBJECTIVE_HELP = "\\[min:|max:]COLUMN of sweep_points"

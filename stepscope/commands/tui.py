@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from stepscope.engine import InputError
-from stepscope.replay.sweep_view_result import is_sweep_result, read_sweep
+from stepscope.replay.sweep.result_reader import is_sweep_result, read_sweep
 from stepscope.schema import open_trace
 from stepscope.schema.set_members import find_trace
 

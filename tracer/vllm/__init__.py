@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .attach import attach_recording, vllm_meta
-from .session import VllmRecording
+from .attach.session import VllmRecording
+from .attach.start import attach_recording, vllm_meta
 
 __all__ = [
     "RecordingAsyncScheduler",
@@ -24,7 +24,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("RecordingScheduler", "RecordingAsyncScheduler"):
-        from . import schedulers
+        from .attach import schedulers
 
         return getattr(schedulers, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from stepscope.engine import InputError
-from stepscope.replay.pareto import parse_objectives
-from stepscope.replay.sweep_view import describe
-from stepscope.replay.sweep_view_plot import scatter
-from stepscope.replay.sweep_view_result import read_sweep, replay_command, resolve_beside
-from stepscope.replay.sweep_view_table import DEFAULT_FRONT, SweepTable, sweep_table
-from stepscope.replay.sweep_view_text import text_plot
+from stepscope.replay.sweep.pareto import parse_objectives
+from stepscope.replay.sweep.plot import scatter
+from stepscope.replay.sweep.result_reader import read_sweep, replay_command, resolve_beside
+from stepscope.replay.sweep.table import DEFAULT_FRONT, SweepTable, sweep_table
+from stepscope.replay.sweep.text_plot import text_plot
+from stepscope.replay.sweep.view import describe
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType

@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 from stepscope.schema import Trace
 
-from .cost_model import CostModel
-from .sql import query
+from ..cost_model import CostModel
+from ..sql import query
 
 METRIC_TYPES: dict[str, pa.DataType] = {
     "num_steps": pa.int32(),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from .sweep_view_plot import Scatter
+from .plot import Scatter
 
 FRONT_MARK = "◆"
 OTHER_MARK = "○"

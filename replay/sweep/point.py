@@ -13,9 +13,9 @@ from typing import Any
 from stepscope.engine import InputError, Scheduler
 from stepscope.schema import open_trace
 
-from .sweep_grid import SweepPoint
-from .sweep_metrics import point_metrics
-from .whatif import replay_whatif
+from ..whatif import replay_whatif
+from .grid import SweepPoint
+from .metrics import point_metrics
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from xml.etree import ElementTree as ET
 
 from stepscope.tracer.export.output import atomic_file
 
-from .sweep_view_plot import PlotPoint, Scatter
+from .plot import PlotPoint, Scatter
 
 WIDTH, HEIGHT = 720, 480
 LEFT, RIGHT, TOP, BOTTOM = 72, 24, 48, 64

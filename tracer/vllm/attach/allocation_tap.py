@@ -20,9 +20,9 @@ from stepscope.engine.probe import (
     Decision,
     Preemption,
     RefusedRunningCall,
-    RunningGrant,
     WaitingSkip,
 )
+from stepscope.engine.request import RunningGrant
 
 
 class AllocationTap:

@@ -16,8 +16,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import forkserver, resource_tracker
 from multiprocessing.context import BaseContext
 
-from .sweep_grid import SweepPoint
-from .sweep_point import PointResult, PointTask, run_point
+from .grid import SweepPoint
+from .point import PointResult, PointTask, run_point
 
 
 def default_jobs() -> int:

@@ -16,7 +16,7 @@ import duckdb
 from stepscope.engine import InputError
 from stepscope.schema.trace_file import damaged, first_line, not_duckdb
 
-from .sql import query
+from ..sql import query
 
 SWEEP_SCHEMA_VERSION = "1"
 

@@ -14,7 +14,7 @@ from stepscope.engine.scheduled_requests import RequestKind, scheduled_requests
 from stepscope.engine.step_plan import AdmissionStop
 
 from .safe_text import safe_text
-from .step_table import Column, Piece, StepTable
+from .streamed_table import Column, Piece, StepTable
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from .attach import start_from_settings
+from .start import start_from_settings
 
 logger = logging.getLogger("stepscope.tracer.vllm")
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 from stepscope.engine import EngineConfig, InputError
 from stepscope.engine.errors import ConfigError
 
-from .sweep_metrics import METRIC_TYPES
+from .metrics import METRIC_TYPES
 
 RESERVED_COLUMNS = frozenset({"point", "kept_trace", *METRIC_TYPES})
 

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 from stepscope.engine import InputError
 from stepscope.tracer.held_signals import signals_held
 
-from .sweep_grid import SweepGrid
-from .sweep_metrics import METRIC_TYPES
+from .grid import SweepGrid
+from .metrics import METRIC_TYPES
 
 SWEEP_SCHEMA_VERSION = 1
 

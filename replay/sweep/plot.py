@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .pareto import Objective, pareto_front
-from .sweep_view_result import SweepError, SweepResult
-from .sweep_view_scale import Axis, axis
+from .plot_scale import Axis, axis
+from .result_reader import SweepError, SweepResult
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from stepscope.engine.outputs import DraftTokenIds
 from stepscope.engine.tape_drafter import TapeDrafter
 
-from .scripted_core import PAD_TOKEN_ID, VllmTapeRunner
+from .scripted_model import PAD_TOKEN_ID, VllmTapeRunner
 
 
 class VllmDraftingTapeRunner(VllmTapeRunner):

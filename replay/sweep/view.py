@@ -17,11 +17,11 @@ from rich.text import Text
 from stepscope.safe_text import safe_text
 
 from .pareto import parse_objectives
-from .sweep_view_plot import scatter
-from .sweep_view_result import SweepError, SweepResult, read_sweep
-from .sweep_view_svg import write_svg
-from .sweep_view_table import SweepTable, shown_path, sweep_table
-from .sweep_view_text import text_plot
+from .plot import scatter
+from .result_reader import SweepError, SweepResult, read_sweep
+from .svg_plot import write_svg
+from .table import SweepTable, shown_path, sweep_table
+from .text_plot import text_plot
 
 PLOT_SUFFIXES = (".svg",)
 TERMINAL_PLOT_HEIGHT = 16

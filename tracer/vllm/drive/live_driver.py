@@ -30,10 +30,10 @@ from stepscope.engine.arrivals import WorkloadArrivals
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.redact import Redactor
 
+from ..attach.session import VllmRecording
+from ..attach.start import attach_recording
 from . import live_engine
-from .attach import attach_recording
 from .live_engine import LiveEngineOptions
-from .session import VllmRecording
 from .tiny_lora import adapter_dir
 
 logger = logging.getLogger("stepscope.tracer.vllm")
@@ -116,7 +116,7 @@ class LiveDriver:
         if not (path / "adapter_config.json").exists():
             raise InputError(
                 f"request {spec.request_id}: lora_id {spec.lora_id} has no adapter at {path} "
-                "(python -m stepscope.tracer.vllm.tiny_lora makes random ones)"
+                "(python -m stepscope.tracer.vllm.drive.tiny_lora makes random ones)"
             )
         return LoRARequest(f"lora{spec.lora_id}", spec.lora_id, str(path))
 

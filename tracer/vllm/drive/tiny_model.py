@@ -1,6 +1,6 @@
 """A tiny Llama and a word-level tokenizer, made locally for a real vLLM engine on a CPU.
 
-    python -m stepscope.tracer.vllm.tiny_model OUT_DIR [--seed 0]
+    python -m stepscope.tracer.vllm.drive.tiny_model OUT_DIR [--seed 0]
 
 Random weights (transformers' own initialisation, seeded) saved with
 `save_pretrained`, so `vllm serve OUT_DIR` and `LLM(OUT_DIR)` load it as any

@@ -19,8 +19,8 @@ from typing import Any, cast
 
 from stepscope.engine import InputError, Scheduler
 
-from .sweep_grid import SweepPoint
-from .sweep_point import PointResult, PointTask, point_trace_name, run_point
+from .grid import SweepPoint
+from .point import PointResult, PointTask, point_trace_name, run_point
 
 INSTALL_HINT = "--ray needs Ray, an optional extra: pip install 'stepscope[ray]'"
 LOCAL = "local"

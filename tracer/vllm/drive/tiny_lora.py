@@ -1,6 +1,6 @@
 """Random LoRA adapters for the tiny Llama, made locally, as a real vLLM engine loads them.
 
-    python -m stepscope.tracer.vllm.tiny_lora MODEL_DIR [--ids 1 2] [--rank 8]
+    python -m stepscope.tracer.vllm.drive.tiny_lora MODEL_DIR [--ids 1 2] [--rank 8]
 
 Each adapter `MODEL_DIR/loras/lora{id}` is PEFT's layout (`adapter_config.json` and
 `adapter_model.safetensors`) over the attention's q and v projections, its weights

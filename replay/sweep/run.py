@@ -21,14 +21,14 @@ from stepscope.engine import EngineConfig, Scheduler, default_scheduler_cls
 from stepscope.schema import open_trace
 from stepscope.tracer.held_signals import signals_held
 
-from .cost_model import CostModel, fit_cost_model
-from .inputs import workload_from_trace
-from .sweep_grid import SweepGrid, SweepPoint
-from .sweep_point import PointResult, PointTask, point_trace_name
-from .sweep_pool import run_local
-from .sweep_ray import run_ray
-from .sweep_result import SWEEP_SCHEMA_VERSION, kept_paths, move_kept, points_table, write_result
-from .sweep_work_dir import new_work_dir
+from ..cost_model import CostModel, fit_cost_model
+from ..inputs import workload_from_trace
+from .grid import SweepGrid, SweepPoint
+from .point import PointResult, PointTask, point_trace_name
+from .pool import run_local
+from .ray_tasks import run_ray
+from .result_writer import SWEEP_SCHEMA_VERSION, kept_paths, move_kept, points_table, write_result
+from .work_dir import new_work_dir
 
 
 @dataclass(frozen=True)

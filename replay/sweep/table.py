@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .pareto import Objective, pareto_front, parse_objectives, ranked
-from .sweep_view_result import SweepError, SweepResult
+from .result_reader import SweepError, SweepResult
 
 DEFAULT_FRONT = "ttft_p99_steps:tokens_per_step"
 """The front's objectives when none are named: tail latency against throughput."""

@@ -1,0 +1,1 @@
+"""Attaching a recorder to a vLLM scheduler: the hooks, the recording session, the conversion."""
