@@ -1,13 +1,14 @@
-"""Re-runs the `$ stepscope ...` commands of README.md and the docs pages and writes their real output.
+"""Re-runs the `$ stepscope ...` commands of README.md and the docs pages; writes their output.
 
     python docs/refresh_docs.py           # rewrite the pages
     python docs/refresh_docs.py --check   # exit 1 if any page shows stale output
 
 A page's ```console blocks run in order, in one scratch folder per page in which this
 checkout's `examples/` and `tests/` are linked, 100 columns wide with no colour, exactly as
-a reader would type them there. A command runs on until its quotes close and it ends
-without a `\\`. What reads the machine's clock (step timings, the step-time fit fitted to
-them, creation times) is shown as `…`, so a page's output is the same on every run.
+a reader would type them there (a `$ mkdir` makes a folder a later command writes into).
+A command runs on until its quotes close and it ends without a `\\`. What reads the
+machine's clock (step timings, the step-time fit fitted to them, creation times) is shown
+as `…`, so a page's output is the same on every run.
 """
 
 from __future__ import annotations
@@ -87,11 +88,16 @@ def is_complete(command: str) -> bool:
     return True
 
 
-def arguments(command: str) -> list[str]:
-    args = shlex.split(command[2:].replace("\\\n", " "))
-    if args[0] != "stepscope":
+def output(command: str, cwd: Path) -> str:
+    """What the command prints; `mkdir` makes a folder a later command writes into."""
+    program, *args = shlex.split(command[2:].replace("\\\n", " "))
+    if program == "mkdir":
+        for name in args:
+            (cwd / name).mkdir()
+        return ""
+    if program != "stepscope":
         raise ValueError(f"not a stepscope command: {command}")
-    return args[1:]
+    return stepscope(args, cwd)
 
 
 def render(page: str) -> str:
@@ -104,7 +110,8 @@ def render(page: str) -> str:
         def rerun(match: re.Match[str]) -> str:
             blocks = []
             for command in commands(match.group(1)):
-                blocks.append(f"{command}\n{stepscope(arguments(command), folder).strip()}\n")
+                printed = output(command, folder).strip("\n")
+                blocks.append(f"{command}\n{printed}\n" if printed else f"{command}\n")
             return "```console\n" + "".join(blocks) + "```"
 
         return _CONSOLE_BLOCK.sub(rerun, page)
