@@ -7,8 +7,9 @@ A page's ```console blocks run in order, in one scratch folder per page in which
 checkout's `examples/` and `tests/` are linked, 100 columns wide with no colour, exactly as
 a reader would type them there (a `$ mkdir` makes a folder a later command writes into).
 A command runs on until its quotes close and it ends without a `\\`. What reads the
-machine's clock (step timings, the step-time fit fitted to them, creation times) is shown
-as `…`, so a page's output is the same on every run.
+machine's clock (step timings, the step-time fit fitted to them, creation times, and a
+trace's size on disk, which its timed flushes change) is shown as `…`, so a page's output
+is the same on every run.
 """
 
 from __future__ import annotations
@@ -30,9 +31,14 @@ _CLOCK_FIGURES = (
     re.compile(r"(?<=mean model us) +[\d.,]+"),
     re.compile(r"(?<=mean update us) +[\d.,]+"),
     re.compile(r"(?<=created_at )\S+"),
+    re.compile(r"(?<=\()[\d.]+(?= MB, (?:complete|incomplete)\))"),
+    re.compile(r"(?<=\.duckdb  )[\d.]+(?= MB  )"),
 )
-_STEP_TIME_FIT = re.compile(r"^(no modelled seconds|in seconds, modelled).*", re.DOTALL | re.M)
-STEP_TIME_FIT_SHOWN = "… (the step-time fit of this recording's own step timings)"
+_STEP_TIME_FIT = re.compile(
+    r"^(?:no modelled seconds|in seconds, modelled).*?(?=^\d+ tokens were sampled past|\Z)",
+    re.DOTALL | re.MULTILINE,
+)
+STEP_TIME_FIT_SHOWN = "… (the step-time fit of this recording's own step timings)\n"
 
 
 def pages() -> list[Path]:
