@@ -21,6 +21,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,8 +48,9 @@ def pages() -> list[Path]:
     return [REPO / "README.md", *(page for page in docs if "```console" in page.read_text())]
 
 
-def stepscope(args: list[str], cwd: Path) -> str:
-    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb"}
+def stepscope(args: list[str], cwd: Path, columns: int) -> str:
+    """What `stepscope ARGS` prints in `cwd`, `columns` wide, its clock's figures as `…`."""
+    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1", "TERM": "dumb"}
     result = subprocess.run(
         [sys.executable, "-m", "stepscope", *args],
         cwd=cwd, env=env, capture_output=True, text=True, check=False,
@@ -94,7 +96,7 @@ def is_complete(command: str) -> bool:
     return True
 
 
-def output(command: str, cwd: Path) -> str:
+def output(command: str, cwd: Path, columns: int) -> str:
     """What the command prints; `mkdir` makes a folder a later command writes into."""
     program, *args = shlex.split(command[2:].replace("\\\n", " "))
     if program == "mkdir":
@@ -103,41 +105,51 @@ def output(command: str, cwd: Path) -> str:
         return ""
     if program != "stepscope":
         raise ValueError(f"not a stepscope command: {command}")
-    return stepscope(args, cwd)
+    return stepscope(args, cwd, columns)
 
 
-def render(page: str) -> str:
-    """The page with every console block's output regenerated."""
+def link_checkout(folder: Path) -> None:
+    """Make this checkout's `examples/` and `tests/` reachable from `folder`."""
+    for name in LINKED:
+        (folder / name).symlink_to(REPO / name)
+
+
+def render(page: str, prepare: Callable[[Path], None] = link_checkout, columns: int = 100) -> str:
+    """The page with every console block's output regenerated, in a folder `prepare` sets up."""
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        for name in LINKED:
-            (folder / name).symlink_to(REPO / name)
+        prepare(folder)
 
         def rerun(match: re.Match[str]) -> str:
             blocks = []
             for command in commands(match.group(1)):
-                printed = output(command, folder).strip("\n")
+                printed = output(command, folder, columns).strip("\n")
                 blocks.append(f"{command}\n{printed}\n" if printed else f"{command}\n")
             return "```console\n" + "".join(blocks) + "```"
 
         return _CONSOLE_BLOCK.sub(rerun, page)
 
 
+def refresh(renders: dict[Path, Callable[[str], str]], *, check: bool) -> None:
+    """Rewrite each page as its render makes it; with `check`, exit 1 naming the stale ones."""
+    stale = []
+    for page, render_page in renders.items():
+        current = page.read_text()
+        fresh = render_page(current)
+        if fresh != current:
+            stale.append(str(page.relative_to(REPO)))
+            if not check:
+                page.write_text(fresh)
+    if check and stale:
+        print(f"stale output: {', '.join(stale)}", file=sys.stderr)
+        raise SystemExit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a page is stale")
     args = parser.parse_args()
-    stale = []
-    for page in pages():
-        current = page.read_text()
-        fresh = render(current)
-        if fresh != current:
-            stale.append(str(page.relative_to(REPO)))
-            if not args.check:
-                page.write_text(fresh)
-    if args.check and stale:
-        print(f"stale output: {', '.join(stale)}", file=sys.stderr)
-        raise SystemExit(1)
+    refresh({page: render for page in pages()}, check=args.check)
 
 
 if __name__ == "__main__":
