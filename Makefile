@@ -1,11 +1,11 @@
-# One command runs every check: `make check` (lint, types, tests).
+# One command runs every check: `make check` (lint, types, docs, tests).
 PYTHON ?= .venv/bin/python
 INSTALLED := build/installed
 PARTS := engine tracer schema replay tui
 
-.PHONY: check lint types test test-fast installed
+.PHONY: check lint types docs test test-fast installed
 
-check: lint types test
+check: lint types docs test
 
 # The import layers are import-linter's contracts in pyproject.toml.
 lint: installed
@@ -22,6 +22,10 @@ installed:
 	rm -rf $(INSTALLED) && mkdir -p $(INSTALLED)/stepscope
 	cp -r stepscope/. $(INSTALLED)/stepscope/
 	for part in $(PARTS); do cp -r $$part $(INSTALLED)/stepscope/$$part; done
+
+# The documentation site (docs/, mkdocs.yml) into build/site; any warning fails it.
+docs:
+	NO_MKDOCS_2_WARNING=1 $(dir $(abspath $(PYTHON)))mkdocs build --strict --quiet
 
 test:
 	$(PYTHON) -m pytest -q

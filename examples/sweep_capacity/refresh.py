@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from refresh import stepscope  # noqa: E402  (the other examples' runner)
+from refresh import COLUMNS, stepscope  # noqa: E402  (the other examples' runner)
 
 TRACE = "vllm-bench.duckdb"
 _CONSOLE_BLOCK = re.compile(r"```console\n(.*?)```", re.DOTALL)
@@ -39,7 +39,8 @@ def render(readme: str, plots_to: Path | None = None) -> str:
                 if line.startswith("$ "):
                     args = shlex.split(line[2:])
                     assert args[0] == "stepscope", line
-                    output = stepscope(args[1:], folder).replace(f"{folder.resolve()}/", "")
+                    output = stepscope(args[1:], folder, COLUMNS)
+                    output = output.replace(f"{folder.resolve()}/", "")
                     blocks.append(f"{line}\n{output.rstrip()}\n")
             return "```console\n" + "".join(blocks) + "```"
 

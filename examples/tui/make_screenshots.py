@@ -1,6 +1,6 @@
 """Record the preemption-storm example and save SVG screenshots of the TUI's main screens.
 
-python examples/tui/make_screenshots.py        # writes examples/tui/tui-*.svg
+python examples/tui/make_screenshots.py        # writes docs/images/tui-*.svg
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from textual.widgets import Static, TextArea
 HERE = Path(__file__).parent
 EXAMPLE = HERE.parent / "preemption_storm" / "workload.json"
 SIZE = (150, 44)
+SHOTS = HERE.parent.parent / "docs" / "images"
 
 
 def record(path: Path, max_num_seqs: int | None = None) -> Path:
@@ -56,8 +57,8 @@ async def shoot(
         await settle(pilot)
         await scenario(pilot)
         await settle(pilot)
-        app.save_screenshot(str(HERE / f"tui-{name}.svg"))
-        print(f"examples/tui/tui-{name}.svg")
+        app.save_screenshot(str(SHOTS / f"tui-{name}.svg"))
+        print(f"docs/images/tui-{name}.svg")
 
 
 async def main() -> None:
