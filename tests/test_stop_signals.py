@@ -27,6 +27,17 @@ WIDE = {**ENV, "COLUMNS": "400"}
 """Wide enough that no line of the commands' output wraps."""
 
 
+@pytest.fixture(autouse=True)
+def stop_signals_at_default() -> Iterator[None]:
+    """SIGTERM and SIGHUP at their defaults while a test runs, whatever started the runner:
+    under `nohup` SIGHUP is ignored, an ignored signal stays ignored in every child, and the
+    commands rightly leave it so."""
+    previous = {signum: signal.signal(signum, signal.SIG_DFL) for signum in STOPS}
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
 def nonblank_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 

@@ -16,9 +16,15 @@ from typing import Any
 import pytest
 from conftest import REPO
 from test_crash_safety import long_workload, start_until_recorded
-from test_stop_signals import STOPS, assert_kept_incomplete, nonblank_lines, stop_and_wait
+from test_stop_signals import (
+    STOPS,
+    assert_kept_incomplete,
+    nonblank_lines,
+    stop_and_wait,
+    stop_signals_at_default,
+)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures(stop_signals_at_default.__name__)]
 
 LIVE_WORKLOAD = REPO / "examples" / "workloads" / "vllm_live.toml"
 
