@@ -79,6 +79,21 @@ def test_why_waiting_names_the_blocked_head(traces: dict[str, Path]) -> None:
     assert detail == ("head needs 4 block(s), 2 free (full_sequence check)",)
 
 
+def test_why_waiting_totals_sums_each_request_s_waits_by_reason(traces: dict[str, Path]) -> None:
+    result = rows(
+        traces["03"],
+        "SELECT request_id, reason, num_steps, first_step, last_step FROM why_waiting_totals",
+    )
+    # The rows of why_waiting above, per request and reason: r2's three steps as the blocked
+    # head are one row, its two behind r1 another; its preempted step one of its own.
+    assert result == [
+        ("r1", "head_kv_full_sequence", 2, 7, 8),
+        ("r2", "behind_blocked_head", 2, 7, 8),
+        ("r2", "head_kv_full_sequence", 3, 3, 5),
+        ("r2", "preempted_this_step", 1, 6, 6),
+    ]
+
+
 def test_budget_spent_splits_decode_prefill_recompute(traces: dict[str, Path]) -> None:
     result = rows(
         traces["03"],
