@@ -279,7 +279,7 @@ class TraceRecorder:
             self._record_preemption(step, number, preemption)
             self._event(step, seq, preemption.request_id, "preempt", preemption.needed_by)
         for number, skip in numbered.skips:
-            self._event(step, number, skip.request_id, "skip", skip.reason)
+            self._event(step, number, skip.request_id, "skip", str(skip.reason))
         self._record_admission_events(step, engine_step, seq)
         if self.workload.config.num_speculative_tokens:
             add_spec_decode(buffers, step, engine_step, self.request_index, self.redactor)
