@@ -20,6 +20,7 @@ from .spec_lines import (
     trimmed_sampled,
     update_spec_fields,
 )
+from .step_counts import step_counts
 
 ENGINE_NAME = "stepscope"
 
@@ -116,11 +117,11 @@ def _tail(
 
 def _schedule_fields(engine_step: EngineStep, order: dict[str, int], spec: bool) -> dict[str, Any]:
     """What `schedule()` decided for the step, as the oracle lists it."""
-    output = engine_step.scheduler_output
+    output, counts = engine_step.scheduler_output, step_counts(engine_step)
     oracle_order = _oracle_order(scheduled_requests(output))
     fields = {
         "num_scheduled_tokens": dict(output.num_scheduled_tokens),
-        "total_num_scheduled_tokens": output.total_num_scheduled_tokens,
+        "total_num_scheduled_tokens": counts.num_scheduled_tokens,
         "computed_before": {row.req_id: row.num_computed_tokens for row in oracle_order},
         "new_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.NEW],
         "resumed_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.RESUMED],
@@ -128,7 +129,7 @@ def _schedule_fields(engine_step: EngineStep, order: dict[str, int], spec: bool)
         "preempted_req_ids": sorted(output.preempted_req_ids, key=order.__getitem__),
         "finished_req_ids": sorted(output.finished_req_ids, key=order.__getitem__),
         "new_block_ids": {row.req_id: list(row.new_block_ids or ()) for row in oracle_order},
-        "num_free_blocks": engine_step.num_free_blocks_after_schedule,
+        "num_free_blocks": counts.num_free_blocks_after_schedule,
     }
     if spec:
         fields.update(schedule_spec_fields(output))
