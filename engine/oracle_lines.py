@@ -51,8 +51,8 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
         return _idle_line(record.step, record.arrived, record.aborted, record.rejected)
     spec = bool(loop.workload.config.num_speculative_tokens)
     line = _head(record.step, record.arrived, record.aborted)
-    line.update(_schedule_fields(engine_step, loop.request_index, spec))
-    line.update(_update_fields(engine_step, spec))
+    line.update(_schedule_fields(engine_step, loop.request_index, spec=spec))
+    line.update(_update_fields(engine_step, spec=spec))
     line.update(_state_fields(loop))
     if spec:
         line.update(update_spec_fields(engine_step))
@@ -71,12 +71,12 @@ def call_line(call: BatchQueueCall, loop: EngineLoop) -> dict[str, Any]:
     line = _head(call.step, call.arrived, call.aborted)
     line["scheduled"] = call.scheduled is not None
     if call.scheduled is not None:
-        line.update(_schedule_fields(call.scheduled, loop.request_index, spec))
+        line.update(_schedule_fields(call.scheduled, loop.request_index, spec=spec))
     line["update_step"] = call.update_step
     if call.processed is None:
         line.update(sampled={}, finished_this_step=[])
     else:
-        line.update(_update_fields(call.processed, spec))
+        line.update(_update_fields(call.processed, spec=spec))
     line.update(_state_fields(loop))
     requests = loop.core.scheduler.requests
     line["num_output_placeholders"] = {
@@ -115,7 +115,9 @@ def _tail(
     return line
 
 
-def _schedule_fields(engine_step: EngineStep, order: dict[str, int], spec: bool) -> dict[str, Any]:
+def _schedule_fields(
+    engine_step: EngineStep, order: dict[str, int], *, spec: bool
+) -> dict[str, Any]:
     """What `schedule()` decided for the step, as the oracle lists it."""
     output, counts = engine_step.scheduler_output, step_counts(engine_step)
     oracle_order = _oracle_order(scheduled_requests(output))
@@ -136,7 +138,7 @@ def _schedule_fields(engine_step: EngineStep, order: dict[str, int], spec: bool)
     return fields
 
 
-def _update_fields(engine_step: EngineStep, spec: bool) -> dict[str, Any]:
+def _update_fields(engine_step: EngineStep, *, spec: bool) -> dict[str, Any]:
     """What the model sampled for the batch, and which requests its update finished.
 
     With speculative decoding a stop inside the drafts trims `sampled` as vLLM does.

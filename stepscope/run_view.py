@@ -50,7 +50,7 @@ PIPE_WIDTH = 160
 """The table's width in a pipe without `COLUMNS`: wide enough that a log keeps rows whole."""
 
 
-def run_console(stderr: bool = False) -> Console:
+def run_console(*, stderr: bool = False) -> Console:
     """The console `stepscope run` prints to: the terminal's width, or PIPE_WIDTH in a pipe."""
     console = Console(stderr=stderr)
     if console.is_terminal or os.environ.get("COLUMNS"):

@@ -115,12 +115,12 @@ class TraceWriter:
         self._raise_if_failed()
         self._queue.put(batch)
 
-    def set_meta(self, meta: Mapping[str, str], checkpoint: bool = False) -> None:
+    def set_meta(self, meta: Mapping[str, str], *, checkpoint: bool = False) -> None:
         """Queue `meta` to be set once the batches queued before it are written."""
         self._raise_if_failed()
         self._queue.put(_MetaUpdate(dict(meta), checkpoint, last=False))
 
-    def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
+    def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Write what is queued, mark the trace complete (or not), and close the file."""
         if self._thread.is_alive():
             meta = {**(final_meta or {}), "complete": str(complete).lower()}
