@@ -81,9 +81,8 @@ def replay_exact(
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace)
         num_recorded = trace.num_steps
-        # Ranges of about a million rows (31 MB of scheduled columns read at once): each
-        # scan's fixed cost is paid less often than with 256k (10,000 steps of 256 rows:
-        # reading 0.22 -> 0.175 s).
+        # Ranges of about a million rows: each scan's fixed cost is paid less often than
+        # with 256k (`benchmarks/RESULTS.md`, replay_speed).
         recorded = RecordedDecisions(trace, batch_rows=1 << 20)
         replay = _Replay(workload, recorded, output, scheduler_cls, trace, sinks)
         divergence, compared = replay.run(

@@ -91,7 +91,7 @@ def test_a_failed_compaction_keeps_the_trace_as_written(
 def test_compaction_keeps_to_its_memory_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """DuckDB's memory is capped while compacting (uncapped, a 10M-step trace took 2 GB):
+    """DuckDB's memory is capped while compacting (uncapped, it grows with the trace):
     a tight cap still gives every row, one too small for the copy keeps the trace as
     written, and neither leaves a file or spill folder behind."""
     workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
