@@ -86,7 +86,7 @@ def measure(trace: Path, variants: list[str], repeats: int, baseline: Path | Non
     }
 
 
-def traces(quick: bool, folder: Path) -> list[tuple[str, Path]]:
+def traces(*, quick: bool, folder: Path) -> list[tuple[str, Path]]:
     from tiled_trace import tile_trace
     from tracer_overhead import generate_million_step_trace
 
@@ -146,7 +146,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         found = [
             (label, path, measure(path, variants, args.repeats, args.baseline))
-            for label, path in traces(args.quick, Path(scratch))
+            for label, path in traces(quick=args.quick, folder=Path(scratch))
         ]
         text = report(found, variants, args.repeats)
     print(text)

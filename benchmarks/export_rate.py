@@ -69,7 +69,7 @@ def timed(side: Callable[[Path], Any], out: Path) -> tuple[float, float, int]:
     return seconds, cpu, size
 
 
-def measure(trace: Path, repeats: int, folder: Path, alone: bool) -> dict[str, Any]:
+def measure(trace: Path, repeats: int, folder: Path, *, alone: bool) -> dict[str, Any]:
     sides: dict[str, Callable[[Path], Any]] = {
         "duckdb_copy": lambda out: duckdb_copy(trace, out),
         "parquet": lambda out: export_parquet(trace, out),

@@ -36,7 +36,7 @@ IN_PROCESS_REPEATS = 7
 PROCESS_REPEATS = 3
 
 
-def in_process(path: Path, check: bool) -> tuple[float, float]:
+def in_process(path: Path, *, check: bool) -> tuple[float, float]:
     """(wall s, process CPU s) of one `info` run in this process."""
     wall, cpu = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()):
@@ -44,7 +44,7 @@ def in_process(path: Path, check: bool) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def whole_process(path: Path, check: bool) -> float:
+def whole_process(path: Path, *, check: bool) -> float:
     """Wall seconds of `python -m stepscope info [--check] PATH`."""
     command = [
         sys.executable,
@@ -63,11 +63,11 @@ def measure(path: Path) -> dict[str, dict[str, float]]:
     runs: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for _ in range(IN_PROCESS_REPEATS):
         for check in (False, True):
-            runs[check].append(in_process(path, check))
+            runs[check].append(in_process(path, check=check))
     processes: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(PROCESS_REPEATS):
         for check in (False, True):
-            processes[check].append(whole_process(path, check))
+            processes[check].append(whole_process(path, check=check))
     return {
         "--check" if check else "plain": {
             "wall": statistics.median(w for w, _ in runs[check]),

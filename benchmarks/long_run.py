@@ -215,7 +215,7 @@ class Recording:
 
 
 def sample_recording(
-    name: str, workload: Path, trace: Path, every: int, engine_only: bool, source: Path | None
+    name: str, workload: Path, trace: Path, every: int, *, engine_only: bool, source: Path | None
 ) -> Recording:
     """Run `recording_rss.py` in its own process (`source`: the stepscope it imports)."""
     script = Path(__file__).with_name("recording_rss.py")
@@ -237,7 +237,7 @@ Runs = tuple[Recording, Recording, Recording | None]
 """Recorded, engine alone, and recorded by the baseline's code (if one was given)."""
 
 
-def run_recordings(quick: bool, folder: Path, baseline: Path | None) -> list[Runs]:
+def run_recordings(*, quick: bool, folder: Path, baseline: Path | None) -> list[Runs]:
     """Each run on a million steps of chat traffic and on 10,000 concurrent requests."""
     num_steps, concurrent = (100_000, 2_000) if quick else (1_000_000, 10_000)
     million = folder / "million.toml"
@@ -256,13 +256,17 @@ def run_recordings(quick: bool, folder: Path, baseline: Path | None) -> list[Run
         if baseline is not None:
             before = sample_recording(f"record {name}, baseline", workload, old_trace, every,
                                       engine_only=False, source=baseline)  # fmt: skip
-        recorded = sample_recording(f"record {name}", workload, trace, every, False, None)
-        alone = sample_recording(f"engine alone, {name}", workload, trace, every, True, None)
+        recorded = sample_recording(
+            f"record {name}", workload, trace, every, engine_only=False, source=None
+        )
+        alone = sample_recording(
+            f"engine alone, {name}", workload, trace, every, engine_only=True, source=None
+        )
         runs.append((recorded, alone, before))
     return runs
 
 
-def _recording_row(run: Recording, closing: bool) -> str:
+def _recording_row(run: Recording, *, closing: bool) -> str:
     cells = [f"{run.at(f):.0f} MB" for f in FRACTIONS]
     low = min(rss for _, rss in run.from_first_tenth())
     high = max(rss for _, rss in run.from_first_tenth())
@@ -307,7 +311,7 @@ def recording_report(runs: list[Runs]) -> str:
 
 
 def report(num_requests: int, results: list[Measured]) -> str:
-    def mark(ok: bool) -> str:
+    def mark(*, ok: bool) -> str:
         return "ok" if ok else "over goal"
 
     rows = [
@@ -317,10 +321,10 @@ def report(num_requests: int, results: list[Measured]) -> str:
     jsonl_s = next(r.wall_s for r in results if r.name == "run --jsonl")
     for result in results:
         cells = [f"{t:.1f} s, {rss:.0f} MB" for t, rss in map(result.at, FRACTIONS)]
-        goals = [f"RSS < {GOAL_RSS_MB} MB ({mark(result.max_rss_mb < GOAL_RSS_MB)})"]
+        goals = [f"RSS < {GOAL_RSS_MB} MB ({mark(ok=result.max_rss_mb < GOAL_RSS_MB)})"]
         if result.name == "run (table)":
             ratio = result.wall_s / jsonl_s
-            ok = mark(ratio <= GOAL_TABLE_RATIO)
+            ok = mark(ok=ratio <= GOAL_TABLE_RATIO)
             goals.append(f"time {ratio:.2f}x --jsonl's, ≤ {GOAL_TABLE_RATIO} ({ok})")
         rows.append(
             f"| `{result.name}` | {' | '.join(cells)} | {result.max_rss_mb:.0f} MB | "
@@ -351,7 +355,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.recording:
         with tempfile.TemporaryDirectory() as folder:
-            text = recording_report(run_recordings(args.quick, Path(folder), args.baseline))
+            text = recording_report(
+                run_recordings(quick=args.quick, folder=Path(folder), baseline=args.baseline)
+            )
         print(text)
         if args.results:
             write_section(

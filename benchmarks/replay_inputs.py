@@ -37,7 +37,7 @@ from results import heading, write_section
 FIGURES = ("seconds", "held_mb", "peak_mb")
 
 
-def child(kind: str, source: Path, traced: bool) -> None:
+def child(kind: str, source: Path, *, traced: bool) -> None:
     """Load `source` in this process; print its figures as one JSON line."""
     from stepscope.engine.workload import parse_workload
     from stepscope.replay.inputs import workload_from_trace
@@ -62,7 +62,7 @@ def child(kind: str, source: Path, traced: bool) -> None:
     print(json.dumps({"seconds": seconds, "held_mb": held, "peak_mb": peak, "tokens": tokens}))
 
 
-def run_child(kind: str, source: Path, traced: bool, baseline: Path | None) -> dict[str, Any]:
+def run_child(kind: str, source: Path, *, traced: bool, baseline: Path | None) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", kind, str(source)]
     command += ["--traced"] if traced else []
     env = dict(os.environ)
@@ -82,8 +82,8 @@ def measure(kind: str, source: Path, repeats: int, baseline: Path | None) -> dic
     for repeat in range(repeats):
         order = list(variants) if repeat % 2 == 0 else list(variants)[::-1]
         for name in order:
-            plain = run_child(kind, source, False, variants[name])
-            traced = run_child(kind, source, True, variants[name])
+            plain = run_child(kind, source, traced=False, baseline=variants[name])
+            traced = run_child(kind, source, traced=True, baseline=variants[name])
             runs[name].append({**plain, "held_mb": traced["held_mb"]})
     return {
         name: {key: statistics.median(run[key] for run in found) for key in (*FIGURES, "tokens")}
@@ -91,7 +91,7 @@ def measure(kind: str, source: Path, repeats: int, baseline: Path | None) -> dic
     }
 
 
-def inputs(quick: bool, folder: Path) -> list[tuple[str, str, Path]]:
+def inputs(*, quick: bool, folder: Path) -> list[tuple[str, str, Path]]:
     """(label, kind, path) of each load."""
     from replay_speed import decoding_workload, decoding_workload_json
     from stepscope.engine import TapeModelRunner
@@ -151,12 +151,12 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], Path(args.child[1]), args.traced)
+        child(args.child[0], Path(args.child[1]), traced=args.traced)
         return
     with tempfile.TemporaryDirectory() as scratch:
         found = [
             (label, measure(kind, path, args.repeats, args.baseline))
-            for label, kind, path in inputs(args.quick, Path(scratch))
+            for label, kind, path in inputs(quick=args.quick, folder=Path(scratch))
         ]
     text = report(found, args.repeats)
     print(text)

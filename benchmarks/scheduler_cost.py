@@ -109,7 +109,7 @@ def disagreement(mine: dict[str, Any], other: dict[str, Any]) -> str | None:
     return f"{mine['name']}: " + ", ".join(differ) if differ else None
 
 
-def cases(quick: bool) -> list[dict[str, Any]]:
+def cases(*, quick: bool) -> list[dict[str, Any]]:
     num_steps = 20 if quick else 200
     num_mixed = 40 if quick else 400
     return [
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     args = parser.parse_args()
-    workloads = cases(args.quick)
+    workloads = cases(quick=args.quick)
     ours = [time_stepscope(case) for case in workloads]
     theirs = time_vllm(workloads)
     text = table(ours, theirs)

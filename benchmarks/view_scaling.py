@@ -149,7 +149,7 @@ def timed_pair(
 ) -> tuple[Timing, Timing, pa.Table | None]:
     """Best wall time before and now, runs alternating, up to 3 rounds while runs take under
     REPEAT_UNDER_S; and today's result."""
-    best = {before: Timing(timeout_s, False), view: Timing(timeout_s, False)}
+    best = {before: Timing(timeout_s, finished=False), view: Timing(timeout_s, finished=False)}
     result, running = None, [before, view]
     for _ in range(3):
         for side in list(running):
@@ -160,7 +160,7 @@ def timed_pair(
             seconds, rows = run
             result = rows if side == view else result
             if not best[side].finished or seconds < best[side].seconds:
-                best[side] = Timing(seconds, True)
+                best[side] = Timing(seconds, finished=True)
             if seconds >= REPEAT_UNDER_S:
                 running.remove(side)
         if not running:

@@ -14,6 +14,7 @@ from .request import FinishReason, Request, RequestStatus
 from .sampling_params import SamplingParams
 from .scheduler import Scheduler
 from .scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from .step_counts import StepCounts, step_counts
 from .step_plan import AdmissionStop, RunningPassEnd, StepPlan
 from .tape_runner import TapeModelRunner
 from .workload import RequestSpec, Workload, parse_workload
@@ -46,6 +47,7 @@ __all__ = [
     "Scheduler",
     "SchedulerOutput",
     "SchedulingPolicy",
+    "StepCounts",
     "StepPlan",
     "StepRecord",
     "TapeModelRunner",
@@ -55,4 +57,5 @@ __all__ = [
     "default_scheduler_cls",
     "load_workload",
     "parse_workload",
+    "step_counts",
 ]

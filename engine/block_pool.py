@@ -58,7 +58,7 @@ class BlockPool:
     cached ones go to the back and stay hit-able until evicted by allocation.
     """
 
-    def __init__(self, num_gpu_blocks: int, enable_caching: bool) -> None:
+    def __init__(self, num_gpu_blocks: int, *, enable_caching: bool) -> None:
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.blocks = [KVCacheBlock(block_id) for block_id in range(num_gpu_blocks)]

@@ -89,6 +89,7 @@ class StepLoop(Generic[SchedulerT]):
         self,
         workload: Workload,
         core: EngineCore[SchedulerT],
+        *,
         keep_output_tokens: bool = True,
         keep_finishes: bool = True,
     ) -> None:
@@ -349,8 +350,11 @@ class EngineLoop(StepLoop[Scheduler]):
         model_runner: ModelRunner,
         probe: Probe | None = None,
         scheduler_cls: type[Scheduler] | None = None,
+        *,
         keep_output_tokens: bool = True,
         keep_finishes: bool = True,
     ) -> None:
         core = make_engine_core(workload.config, model_runner, probe, scheduler_cls)
-        super().__init__(workload, core, keep_output_tokens, keep_finishes)
+        super().__init__(
+            workload, core, keep_output_tokens=keep_output_tokens, keep_finishes=keep_finishes
+        )

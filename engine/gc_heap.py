@@ -4,8 +4,8 @@ vLLM's `EngineCore.__init__` ends with `freeze_gc_heap()` ("Mark the startup hea
 static so that it's ignored by GC. Reduces pause times of oldest generation
 collections") and its shutdown unfreezes it. A step loop does the same around its
 steps: the KV cache's blocks, the workload and whatever the process held before are
-not walked by every oldest-generation collection (measured: the collector's time in
-a decode step at 1,024 requests 1.1 -> 0.65 ms, the step 7.0 -> 6.3 ms). Unlike vLLM
+not walked by every oldest-generation collection (`benchmarks/RESULTS.md`,
+tracer_overhead). Unlike vLLM
 it does not collect first: a collection would cost as much as the heap is large on
 every loop, and the cyclic garbage frozen with the heap is collected once the loop
 ends. Loops may nest or run on several threads: the heap is unfrozen when the last

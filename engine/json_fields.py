@@ -108,6 +108,7 @@ def token_ids(
     obj: Mapping[str, Any],
     key: str,
     path: tuple[str | int, ...],
+    *,
     required: bool,
     shared: dict[int, int] | None = None,
 ) -> tuple[int, ...]:

@@ -52,6 +52,7 @@ class KVCacheManager:
         num_blocks: int,
         block_size: int,
         max_model_len: int,
+        *,
         enable_caching: bool,
         watermark_blocks: int = 0,
     ) -> None:
@@ -59,7 +60,7 @@ class KVCacheManager:
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
         self.watermark_blocks = watermark_blocks
-        self.block_pool = BlockPool(num_blocks, enable_caching)
+        self.block_pool = BlockPool(num_blocks, enable_caching=enable_caching)
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         self.num_cached_block: dict[str, int] = {}
 
@@ -96,6 +97,7 @@ class KVCacheManager:
         num_new_computed_tokens: int = 0,
         new_computed_blocks: Sequence[KVCacheBlock] = (),
         num_lookahead_tokens: int = 0,
+        *,
         full_sequence_must_fit: bool = False,
         has_scheduled_reqs: bool = True,
     ) -> list[KVCacheBlock] | AllocationRefusal:

@@ -20,6 +20,7 @@ from .spec_lines import (
     trimmed_sampled,
     update_spec_fields,
 )
+from .step_counts import step_counts
 
 ENGINE_NAME = "stepscope"
 
@@ -50,8 +51,8 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
         return _idle_line(record.step, record.arrived, record.aborted, record.rejected)
     spec = bool(loop.workload.config.num_speculative_tokens)
     line = _head(record.step, record.arrived, record.aborted)
-    line.update(_schedule_fields(engine_step, loop.request_index, spec))
-    line.update(_update_fields(engine_step, spec))
+    line.update(_schedule_fields(engine_step, loop.request_index, spec=spec))
+    line.update(_update_fields(engine_step, spec=spec))
     line.update(_state_fields(loop))
     if spec:
         line.update(update_spec_fields(engine_step))
@@ -70,12 +71,12 @@ def call_line(call: BatchQueueCall, loop: EngineLoop) -> dict[str, Any]:
     line = _head(call.step, call.arrived, call.aborted)
     line["scheduled"] = call.scheduled is not None
     if call.scheduled is not None:
-        line.update(_schedule_fields(call.scheduled, loop.request_index, spec))
+        line.update(_schedule_fields(call.scheduled, loop.request_index, spec=spec))
     line["update_step"] = call.update_step
     if call.processed is None:
         line.update(sampled={}, finished_this_step=[])
     else:
-        line.update(_update_fields(call.processed, spec))
+        line.update(_update_fields(call.processed, spec=spec))
     line.update(_state_fields(loop))
     requests = loop.core.scheduler.requests
     line["num_output_placeholders"] = {
@@ -114,13 +115,15 @@ def _tail(
     return line
 
 
-def _schedule_fields(engine_step: EngineStep, order: dict[str, int], spec: bool) -> dict[str, Any]:
+def _schedule_fields(
+    engine_step: EngineStep, order: dict[str, int], *, spec: bool
+) -> dict[str, Any]:
     """What `schedule()` decided for the step, as the oracle lists it."""
-    output = engine_step.scheduler_output
+    output, counts = engine_step.scheduler_output, step_counts(engine_step)
     oracle_order = _oracle_order(scheduled_requests(output))
     fields = {
         "num_scheduled_tokens": dict(output.num_scheduled_tokens),
-        "total_num_scheduled_tokens": output.total_num_scheduled_tokens,
+        "total_num_scheduled_tokens": counts.num_scheduled_tokens,
         "computed_before": {row.req_id: row.num_computed_tokens for row in oracle_order},
         "new_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.NEW],
         "resumed_req_ids": [row.req_id for row in oracle_order if row.kind is RequestKind.RESUMED],
@@ -128,14 +131,14 @@ def _schedule_fields(engine_step: EngineStep, order: dict[str, int], spec: bool)
         "preempted_req_ids": sorted(output.preempted_req_ids, key=order.__getitem__),
         "finished_req_ids": sorted(output.finished_req_ids, key=order.__getitem__),
         "new_block_ids": {row.req_id: list(row.new_block_ids or ()) for row in oracle_order},
-        "num_free_blocks": engine_step.num_free_blocks_after_schedule,
+        "num_free_blocks": counts.num_free_blocks_after_schedule,
     }
     if spec:
         fields.update(schedule_spec_fields(output))
     return fields
 
 
-def _update_fields(engine_step: EngineStep, spec: bool) -> dict[str, Any]:
+def _update_fields(engine_step: EngineStep, *, spec: bool) -> dict[str, Any]:
     """What the model sampled for the batch, and which requests its update finished.
 
     With speculative decoding a stop inside the drafts trims `sampled` as vLLM does.

@@ -50,7 +50,9 @@ class OutputUpdate(SchedulerState):
                     roll_back_rejected(request, len(drafts), len(generated))
             status_before = request.status
             outputs.append(
-                self._update_request_with_output(request, generated, is_stale, caches_drafted)
+                self._update_request_with_output(
+                    request, generated, is_stale=is_stale, caches_drafted=caches_drafted
+                )
             )
             if request.status > _PREEMPTED:
                 running = status_before == _RUNNING
@@ -62,7 +64,7 @@ class OutputUpdate(SchedulerState):
         return outputs
 
     def _update_request_with_output(
-        self, request: Request, generated: Sequence[int], is_stale: bool, caches_drafted: bool
+        self, request: Request, generated: Sequence[int], *, is_stale: bool, caches_drafted: bool
     ) -> EngineCoreOutput:
         """Append tokens one by one up to the first that ends the request; cache the blocks
         they complete; free the request if it stopped."""
@@ -73,7 +75,7 @@ class OutputUpdate(SchedulerState):
             request.append_output_token_id(new_token_ids[0])
             check_stop(request, self.max_model_len)  # a stop shows in request.status
         else:
-            new_token_ids = self._append_until_stop(request, new_token_ids, is_stale)
+            new_token_ids = self._append_until_stop(request, new_token_ids, is_stale=is_stale)
         if not is_stale:
             if had_placeholders:
                 # Every returned token resolves a placeholder, those trimmed at a stop too.
@@ -88,7 +90,7 @@ class OutputUpdate(SchedulerState):
         return self._finish_stopped(request, new_token_ids)
 
     def _append_until_stop(
-        self, request: Request, token_ids: tuple[int, ...], is_stale: bool
+        self, request: Request, token_ids: tuple[int, ...], *, is_stale: bool
     ) -> tuple[int, ...]:
         """Append a step's tokens (accepted drafts, then the bonus token) up to the first that
         stops the request; the positions past it are uncomputed. Returns those appended."""

@@ -13,6 +13,7 @@ rarer gets a full record.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
@@ -77,18 +78,31 @@ class Preemption:
     num_free_blocks_after: int
 
 
+class WaitingSkipReason(enum.StrEnum):
+    """Why the waiting pass passed a request over, in vLLM's words."""
+
+    GRAMMAR_NOT_READY = "grammar_not_ready"
+    """Its structured-output grammar is still compiling."""
+    STALE_OUTPUT = "stale_output"
+    """Preempted while a step's output for it was in flight (async scheduling): a resume
+    now could resample a position that output will deliver."""
+    MAX_LORAS = "max_loras"
+    """Its adapter would be one more than `max_loras` running at once."""
+    WAITING_FOR_REMOTE_KVS = "waiting_for_remote_kvs"
+    """Its KV cache is still arriving through a KV connector (recorded vLLM only)."""
+    WAITING_FOR_STREAMING_REQ = "waiting_for_streaming_req"
+    """A streaming-input session waiting for its next chunk (recorded vLLM only)."""
+    CANNOT_SCHEDULE = "cannot_schedule"
+    """Requeued by vLLM for a cause it does not show: a KV connector or encoder transfer
+    not yet settled, or no tokens left after the prefill lookahead (recorded vLLM only)."""
+
+
 @dataclass(frozen=True, slots=True)
 class WaitingSkip:
-    """A waiting request passed over this step, put back at the head after the pass.
-
-    `reason`: `grammar_not_ready` (its structured-output grammar is still compiling),
-    `stale_output` (preempted while a step's output for it was in flight, under async
-    scheduling: it waits until that output is back, so a resume cannot resample a
-    position it will deliver) or `max_loras` (its adapter would be one too many).
-    """
+    """A waiting request passed over this step, put back at the head after the pass."""
 
     request_id: str
-    reason: str
+    reason: WaitingSkipReason
 
 
 @dataclass(frozen=True, slots=True)

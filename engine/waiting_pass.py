@@ -14,18 +14,11 @@ from collections.abc import Sequence
 from .kv_cache_block import KVCacheBlock
 from .kv_cache_manager import AllocationRefusal
 from .lora import active_loras, exceeds_max_loras
-from .probe import AdmissionCall, WaitingSkip
+from .probe import AdmissionCall, WaitingSkip, WaitingSkipReason
 from .request import Request, RequestStatus
 from .scheduler_state import SchedulerState
 from .spec_decode import pad_spec_decode
 from .step_plan import REFUSAL_STOP, AdmissionStop, StepPlan
-
-SKIP_GRAMMAR_NOT_READY = "grammar_not_ready"
-"""Skipped: structured output whose grammar is still compiling."""
-SKIP_STALE_OUTPUT = "stale_output"
-"""Skipped: preempted while a step's output for it was in flight (async scheduling)."""
-SKIP_MAX_LORAS = "max_loras"
-"""Skipped: its adapter would be one more than `max_loras` running at once."""
 
 
 class WaitingPass(SchedulerState):
@@ -78,18 +71,20 @@ class WaitingPass(SchedulerState):
                 scheduled_loras.add(request.lora_request.lora_int_id)
         return AdmissionStop.BUDGET
 
-    def _skip_reason(self, request: Request, scheduled_loras: set[int] | None) -> str | None:
+    def _skip_reason(
+        self, request: Request, scheduled_loras: set[int] | None
+    ) -> WaitingSkipReason | None:
         """Why the waiting head is passed over this step, checked in vLLM's order; None: try it."""
         if request.status == RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
             if not _grammar_ready(request):
-                return SKIP_GRAMMAR_NOT_READY
+                return WaitingSkipReason.GRAMMAR_NOT_READY
             request.status = RequestStatus.WAITING
         if request.num_stale_output_tokens:
-            return SKIP_STALE_OUTPUT
+            return WaitingSkipReason.STALE_OUTPUT
         if scheduled_loras is not None:
             assert self.config.max_loras is not None
             if exceeds_max_loras(request.lora_request, scheduled_loras, self.config.max_loras):
-                return SKIP_MAX_LORAS
+                return WaitingSkipReason.MAX_LORAS
         return None
 
     def _try_admit(self, request: Request, plan: StepPlan) -> AdmissionStop | None:

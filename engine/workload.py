@@ -115,7 +115,7 @@ class Workload:
     def with_config(self, config: EngineConfig) -> Workload:
         return dataclasses.replace(self, config=config)
 
-    def aborts_by_step(self, before_update: bool) -> dict[int, list[str]]:
+    def aborts_by_step(self, *, before_update: bool) -> dict[int, list[str]]:
         """Each step's aborts that land before its `schedule()` (or, with `before_update`,
         after it and before the update), in the order they take effect."""
         rank = {request_id: i for i, request_id in enumerate(self.abort_order)}
@@ -234,8 +234,8 @@ def _request_fields(
         request_id=request_id,
         arrival_step=arrival_step,
         arrival_time=float(arrival_time),
-        prompt_token_ids=_token_ids(item, "prompt_token_ids", path, True, shared),
-        output_token_ids=_token_ids(item, "output_token_ids", path, False, shared),
+        prompt_token_ids=_token_ids(item, "prompt_token_ids", path, required=True, shared=shared),
+        output_token_ids=_token_ids(item, "output_token_ids", path, required=False, shared=shared),
         sampling_params=_sampling_params(item, path),
         priority=_int_field(item, "priority", path, default=0),
         abort_step=abort_step,

@@ -18,6 +18,7 @@ def request(
     num_outputs: int,
     max_tokens: int | None = None,
     priority: int = 0,
+    *,
     eos: bool = True,
 ) -> dict[str, Any]:
     outputs = [1000 + (hash_token(request_id, k)) for k in range(num_outputs)]

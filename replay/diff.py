@@ -94,7 +94,7 @@ class StepComparison:
     def identical(self) -> bool:
         return self.classification is Classification.IDENTICAL
 
-    def next_divergence(self, step: int, forward: bool) -> int | None:
+    def next_divergence(self, step: int, *, forward: bool) -> int | None:
         """The divergent step after `step` (before it, going back), if any."""
         steps = self.divergent_steps
         if forward:
@@ -146,13 +146,15 @@ class TraceDiff(StepComparison):
     metrics: dict[str, tuple[Any, Any]]
 
 
-def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepComparison:
+def compare_steps(a: Trace, b: Trace, *, ignore_block_ids: bool = False) -> StepComparison:
     """The per-step part of a diff, for views that show their own step details (the TUI)."""
     rows, inputs = zip(*on_both(_stored, a, b), strict=True)
     start = stored_alike(*rows)
     by_trace = {id(a): rows[0], id(b): rows[1]}
     fingerprints = on_both(lambda t: step_fingerprints(t, by_trace[id(t)], start), a, b)
-    decision_step, fields, divergent = _first_decision(*fingerprints, ignore_block_ids)
+    decision_step, fields, divergent = _first_decision(
+        *fingerprints, ignore_block_ids=ignore_block_ids
+    )
     workload_differences, workload_step = _workload_differences(*inputs)
     input_step, cause = _first_input(*fingerprints, workload_step)
     return StepComparison(
@@ -169,9 +171,9 @@ def compare_steps(a: Trace, b: Trace, ignore_block_ids: bool = False) -> StepCom
     )
 
 
-def diff_traces(a_path: Path, b_path: Path, ignore_block_ids: bool = False) -> TraceDiff:
+def diff_traces(a_path: Path, b_path: Path, *, ignore_block_ids: bool = False) -> TraceDiff:
     with open_trace(a_path) as a, open_trace(b_path) as b:
-        steps = compare_steps(a, b, ignore_block_ids)
+        steps = compare_steps(a, b, ignore_block_ids=ignore_block_ids)
         detail = None
         if steps.first_decision_step is not None:
             step = steps.first_decision_step
@@ -200,7 +202,7 @@ def _run_facts(trace: Trace) -> tuple[pa.Table, dict[str, Any]]:
 
 
 def _first_decision(
-    a: pa.Table, b: pa.Table, ignore_block_ids: bool
+    a: pa.Table, b: pa.Table, *, ignore_block_ids: bool
 ) -> tuple[int | None, tuple[str, ...], list[int]]:
     """The first step whose decision differs, the fields that differ there, and every such step."""
     common = min(a.num_rows, b.num_rows)

@@ -73,6 +73,7 @@ def replay_exact(
     trace_path: Path,
     output: Path | None = None,
     scheduler_cls: type[Scheduler] | None = None,
+    *,
     stop_at_divergence: bool = True,
     sinks: Sequence[StepSink] = (),
 ) -> ExactReplay:
@@ -80,12 +81,13 @@ def replay_exact(
     with open_trace(trace_path) as trace:
         workload = workload_from_trace(trace)
         num_recorded = trace.num_steps
-        # Ranges of about a million rows (31 MB of scheduled columns read at once): each
-        # scan's fixed cost is paid less often than with 256k (10,000 steps of 256 rows:
-        # reading 0.22 -> 0.175 s).
+        # Ranges of about a million rows: each scan's fixed cost is paid less often than
+        # with 256k (`benchmarks/RESULTS.md`, replay_speed).
         recorded = RecordedDecisions(trace, batch_rows=1 << 20)
         replay = _Replay(workload, recorded, output, scheduler_cls, trace, sinks)
-        divergence, compared = replay.run(stop_at_divergence, trace.complete)
+        divergence, compared = replay.run(
+            stop_at_divergence=stop_at_divergence, trace_complete=trace.complete
+        )
     return ExactReplay(trace_path, num_recorded, compared, trace.complete, divergence, output)
 
 
@@ -131,7 +133,9 @@ class _Replay:
                 return tuple(tap.decisions)
         return ()
 
-    def run(self, stop_at_divergence: bool, trace_complete: bool) -> tuple[Divergence | None, int]:
+    def run(
+        self, *, stop_at_divergence: bool, trace_complete: bool
+    ) -> tuple[Divergence | None, int]:
         divergence: Divergence | None = None
         compared = 0
         complete = False
@@ -160,7 +164,7 @@ class _Replay:
                 complete = True
         finally:
             if self.recorder is not None:
-                self.recorder.close(complete)
+                self.recorder.close(complete=complete)
         if divergence is None and complete:
             missing = next(self.recorded, None)
             if missing is not None:

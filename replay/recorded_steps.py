@@ -88,22 +88,22 @@ class RecordedSteps:
         for i in range(start, end):
             step = steps["step"][i]
             if steps["idle"][i]:
-                yield RecordedStep(step, True, None, None)
+                yield RecordedStep(step, idle=True, num_free_blocks=None, update_step=None)
                 continue
             request_indices, num_tokens, kinds, sampled = scheduled.of(step)
             block_requests, block_ids = blocks.of(step)
             yield RecordedStep(
                 step,
-                False,
-                free_blocks[i],
-                update_steps[i],
-                request_indices,
-                num_tokens,
-                kinds,
-                sampled,
-                block_requests,
-                block_ids,
-                preempted.of(step),
+                idle=False,
+                num_free_blocks=free_blocks[i],
+                update_step=update_steps[i],
+                request_indices=request_indices,
+                num_tokens=num_tokens,
+                kinds=kinds,
+                sampled=sampled,
+                block_requests=block_requests,
+                block_ids=block_ids,
+                preempted=preempted.of(step),
             )
 
     def _rows(self, name: str, first: int, last: int) -> pa.Table:

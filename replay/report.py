@@ -37,7 +37,7 @@ __all__ = [
 
 
 def print_whatif(
-    console: Console, result: WhatIfReplay, verdict: Verdict, kept: bool = True
+    console: Console, result: WhatIfReplay, verdict: Verdict, *, kept: bool = True
 ) -> None:
     changes = ", ".join(f"{k}={v}" for k, v in result.knobs.items()) or "no knob changes"
     where = f"new trace {result.output}" if kept else "new trace not kept (-o to keep it)"

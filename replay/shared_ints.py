@@ -2,11 +2,10 @@
 
 A replay holds every request's prompt and tape for the whole run. Converted value
 by value, each token was its own int: 36 bytes (28 for the int, 8 for the
-reference), about 800 MB for the 8.8 M prompt tokens of the 1,000,000-step chat
-trace. A vocabulary has far fewer ids than a trace has tokens, so each id is made
+reference). A vocabulary has far fewer ids than a trace has tokens, so each id is made
 once and every tuple refers to it: 8 bytes a token. They stay tuples: a tape is
 read a token per request every step, and an `array` makes a new int each read
-(3.5 % slower engine steps, measured).
+(slower engine steps: `benchmarks/RESULTS.md`, replay_speed).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class StepDecision:
 
 
 def differences(
-    a: StepDecision | None, b: StepDecision | None, ignore_block_ids: bool = False
+    a: StepDecision | None, b: StepDecision | None, *, ignore_block_ids: bool = False
 ) -> tuple[str, ...]:
     """The names (`DECISION_FIELDS`) of the parts of a step's decision that differ."""
     if a is None or b is None:

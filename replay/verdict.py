@@ -34,7 +34,7 @@ class Tolerance:
     amount: float
     relative: bool
 
-    def allows(self, baseline: float, value: float, lower_is_better: bool) -> bool:
+    def allows(self, baseline: float, value: float, *, lower_is_better: bool) -> bool:
         worse_by = (value - baseline) if lower_is_better else (baseline - value)
         limit = abs(baseline) * self.amount / 100 if self.relative else self.amount
         return worse_by <= limit + 1e-9
@@ -102,5 +102,5 @@ def _check(name: str, diff: TraceDiff, tolerances: Mapping[str, Tolerance]) -> M
     tolerance = tolerances.get(name, Tolerance(0.0, relative=False))
     if baseline is None or value is None:
         return MetricCheck(name, baseline, value, tolerance, passed=baseline == value)
-    passed = tolerance.allows(float(baseline), float(value), LOWER_IS_BETTER[name])
+    passed = tolerance.allows(float(baseline), float(value), lower_is_better=LOWER_IS_BETTER[name])
     return MetricCheck(name, baseline, value, tolerance, passed)

@@ -59,6 +59,7 @@ def replay_with_vllm(
     output: Path | None = None,
     scheduler_cls: type | None = None,
     knobs: Mapping[str, Any] | None = None,
+    *,
     ignore_block_ids: bool = False,
 ) -> VllmReplay:
     """Replay `trace_path` through vLLM; the replay's trace is kept at `output` if given.
@@ -82,7 +83,7 @@ def replay_with_vllm(
         )
         with open_trace(target) as replayed:
             scheduler_class = replayed.meta.get("scheduler_class", "")
-        diff = diff_traces(trace_path, target, ignore_block_ids)
+        diff = diff_traces(trace_path, target, ignore_block_ids=ignore_block_ids)
     return VllmReplay(
         trace_path, output, scheduler_class, diff, run.num_padded_tokens, vllm_version
     )

@@ -21,7 +21,7 @@ _CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
 _READ = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.IGNORECASE)
 
 
-def logical_select(table: str, have: Collection[str], source: str | None, cast: bool) -> str:
+def logical_select(table: str, have: Collection[str], source: str | None, *, cast: bool) -> str:
     """A SELECT giving `table` its columns, in order, from `source` holding the `have` ones.
 
     A column `source` lacks reads as its "off" value, as in an older trace, and with no

@@ -46,14 +46,16 @@ def find_members(paths: Sequence[Path]) -> tuple[Member, ...]:
     exported: list[Member] = []
     for path in paths:
         if is_export(path):
-            exported.extend(Member(name, path, True) for name in export_trace_names(path))
+            exported.extend(Member(name, path, in_export=True) for name in export_trace_names(path))
         elif path.is_dir():
             files.extend(_Found(file, path) for file in _trace_files(path))
         elif path.exists():
             files.append(_Found(path, None))
         else:
             raise TraceError(f"{path}: no such file or folder")
-    members = [Member(name, found.path, False) for found, name in _named(files)] + exported
+    members = [
+        Member(name, found.path, in_export=False) for found, name in _named(files)
+    ] + exported
     _check_unique(members)
     return tuple(members)
 

@@ -21,6 +21,13 @@ CREATE TYPE scheduling_policy AS ENUM ('fcfs', 'priority');
 CREATE TYPE event_kind AS ENUM (
     'arrive', 'reject', 'abort', 'admit', 'resume', 'preempt', 'finish', 'skip'
 );
+-- The vocabularies of `_events.detail` for a finish and a skip (the column stays VARCHAR:
+-- it holds the other kinds' details too).
+CREATE TYPE finish_reason AS ENUM ('stop', 'length', 'abort', 'error', 'repetition');
+CREATE TYPE waiting_skip_reason AS ENUM (
+    'grammar_not_ready', 'stale_output', 'max_loras', 'waiting_for_remote_kvs',
+    'waiting_for_streaming_req', 'cannot_schedule'
+);
 
 -- Key/value facts about the trace: schema_version, tool_version, engine, created_at,
 -- complete, device, torch_version, model, workload, redacted.
@@ -171,7 +178,7 @@ CREATE TABLE _events (
     seq BIGINT,  -- order of events, allocations and preemptions (increases through the trace)
     request_index INTEGER,  -- the request
     kind event_kind,  -- arrive, reject, abort, admit, resume, preempt, finish, skip
-    detail VARCHAR,  -- finish reason, reject reason, the request a preemption made room for
+    detail VARCHAR,  -- finish reason (a finish_reason), skip reason (a waiting_skip_reason), reject reason, the request a preemption made room for
     stop_reason BIGINT  -- the stop token that finished the request (NULL otherwise)
 );
 

@@ -4,7 +4,7 @@ The recorder writes every one of them. A file edited by hand, or written by anot
 tool, may not: replay and diff read rows by these keys, so they check them first
 and name the first that fails, instead of failing somewhere inside with a Python
 error. Each check is a filtered scan that DuckDB answers mostly from its segments'
-statistics: about 20 ms on the 1,000,000-step chat trace.
+statistics (its cost: `benchmarks/RESULTS.md`, replay_speed).
 """
 
 from __future__ import annotations

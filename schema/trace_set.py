@@ -159,7 +159,7 @@ class TraceSet:
                 table,
                 have.get(table, ()),
                 f"{database}.main.{table}" if table in have else None,
-                False,
+                cast=False,
             )
             for table in logical_tables()
         }
@@ -191,13 +191,13 @@ class TraceSet:
         for table in logical_tables():
             dataset = table_dataset(member.path, table)
             if dataset is None:
-                tables[table] = logical_select(table, (), None, True)
+                tables[table] = logical_select(table, (), None, cast=True)
                 continue
             registered = f"export_{index}_{table.removeprefix('_')}"
             self._con.register(registered, dataset)
             have = set(dataset.schema.names) - {"trace", *IDENTITY_COLUMNS}
             where = f"{registered} WHERE trace = {_literal(member.name)}"
-            tables[table] = logical_select(table, have, where, True)
+            tables[table] = logical_select(table, have, where, cast=True)
         meta = self._export_meta(member.path).get(member.name, {})
         _check_version(member, meta)
         return meta, tables

@@ -37,7 +37,7 @@ app = typer.Typer(
 )
 
 
-def _print_version(value: bool) -> None:
+def _print_version(*, value: bool) -> None:
     if value:
         typer.echo(f"stepscope {__version__}")
         raise typer.Exit()
@@ -45,6 +45,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _options(
+    *,
     version: Annotated[
         bool,
         typer.Option(

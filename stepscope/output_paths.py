@@ -53,7 +53,7 @@ class Output:
         return self.kind is OutputKind.REPORT and self.path == STDOUT
 
 
-def report(option: str, path: Path | None, append: bool = False) -> Output | None:
+def report(option: str, path: Path | None, *, append: bool = False) -> Output | None:
     """A text report (`--junit`, `--markdown`), or None when the option was not given."""
     return None if path is None else Output(option, path, OutputKind.REPORT, "a report", append)
 
@@ -73,6 +73,7 @@ def data_folder(option: str, path: Path | None, what: str) -> Output | None:
 def check_outputs(
     outputs: Iterable[Output | None],
     inputs: Iterable[Path | None],
+    *,
     force: bool = False,
     stdout_taken_by: Sequence[str] = (),
 ) -> None:
@@ -87,7 +88,7 @@ def check_outputs(
             _check_dash(output)
             continue
         _check_not_an_input(output, read)
-        _check_what_is_there(output, force)
+        _check_what_is_there(output, force=force)
         _check_writable(output)
     _check_apart(given)
 
@@ -173,7 +174,7 @@ def _same_file(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
 
-def _check_what_is_there(output: Output, force: bool) -> None:
+def _check_what_is_there(output: Output, *, force: bool) -> None:
     path = output.path
     if output.kind is OutputKind.NEW_FILE:
         for taken in (path, path.with_name(path.name + ".wal")):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from stepscope.engine import EngineLoop, StepRecord, Workload
+from stepscope.engine import EngineLoop, StepRecord, Workload, step_counts
 from stepscope.engine.engine_loop import REJECTED
 from stepscope.engine.scheduled_requests import RequestKind, scheduled_requests
 from stepscope.engine.step_plan import AdmissionStop
@@ -30,9 +30,9 @@ class RunSummary:
         if engine_step is None:
             self.num_idle_steps += 1
             return
-        output = engine_step.scheduler_output
-        self.num_scheduled_tokens += output.total_num_scheduled_tokens
-        free = engine_step.num_free_blocks_after_schedule
+        counts = step_counts(engine_step)
+        self.num_scheduled_tokens += counts.num_scheduled_tokens
+        free = counts.num_free_blocks_after_schedule
         self.min_free_blocks = (
             free if self.min_free_blocks is None else min(self.min_free_blocks, free)
         )
@@ -50,7 +50,7 @@ PIPE_WIDTH = 160
 """The table's width in a pipe without `COLUMNS`: wide enough that a log keeps rows whole."""
 
 
-def run_console(stderr: bool = False) -> Console:
+def run_console(*, stderr: bool = False) -> Console:
     """The console `stepscope run` prints to: the terminal's width, or PIPE_WIDTH in a pipe."""
     console = Console(stderr=stderr)
     if console.is_terminal or os.environ.get("COLUMNS"):
@@ -104,14 +104,14 @@ def step_cells(record: StepRecord, loop: EngineLoop, token_budget: int) -> list[
         if o.finish_reason
     ]
     running, waiting = loop.core.scheduler.get_request_counts()
-    end = engine_step.schedule_end
+    end, counts = engine_step.schedule_end, step_counts(engine_step)
     return [
         [(str(record.step), "")],
         scheduled,
-        [(f"{output.total_num_scheduled_tokens}/{token_budget}", "")],
+        [(f"{counts.num_scheduled_tokens}/{token_budget}", "")],
         [(safe_text(req_id), "") for req_id in preempted],
         finished,
-        [(str(engine_step.num_free_blocks_after_schedule), "")],
+        [(str(counts.num_free_blocks_after_schedule), "")],
         [(f"{running}/{waiting}", "")],
         [] if end is None else [(str(end.admission_stop), "")],
     ]

@@ -34,7 +34,7 @@ class RowCount:
     stopped: bool
 
 
-def print_table(console: Console, rows: QueryRows, limit: int, vertical: bool) -> None:
+def print_table(console: Console, rows: QueryRows, limit: int, *, vertical: bool) -> None:
     """The first `limit` rows, as a table (or one block per row), then how many there were."""
     shown = rows.fetch(limit)
     columns = rows.columns

@@ -52,7 +52,7 @@ class StepTable:
         line = Text()
         for index, (column, width) in enumerate(zip(self.columns, self.widths, strict=True)):
             line.append("┃" if index == 0 else self._sep.replace("│", "┃"))
-            line.append(_pad(column.header, width, column.right), style="bold")
+            line.append(_pad(column.header, width, right=column.right), style="bold")
         line.append(" " * self.gap + "┃")
         self.console.print(line, soft_wrap=True, highlight=False)
         self._rule("┡", "━", "╇", "┩")
@@ -137,7 +137,7 @@ def _widths(columns: Sequence[Column], room: int) -> list[int]:
             for c, w, lo in zip(columns, widths, least, strict=True)]  # fmt: skip
 
 
-def _pad(text: str, width: int, right: bool) -> str:
+def _pad(text: str, width: int, *, right: bool) -> str:
     gap = " " * max(0, width - cell_width(text))
     return gap + text if right else text + gap
 

@@ -83,7 +83,7 @@ class HostileTraces:
     """The hostile workload file."""
 
 
-def _hostile_workload(change_prompt: bool = False) -> str:
+def _hostile_workload(*, change_prompt: bool = False) -> str:
     raw = json.loads(STORM.read_text())
     for request, request_id in zip(raw["requests"], HOSTILE_IDS, strict=False):
         request["id"] = request_id

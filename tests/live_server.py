@@ -63,6 +63,7 @@ class LiveServer:
         scheduler_cls: str,
         flags: Sequence[str] = (),
         log_dir: Path | None = None,
+        *,
         async_scheduling: bool = False,
     ) -> LiveServer:
         port = free_port()

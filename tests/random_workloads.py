@@ -89,6 +89,7 @@ def random_request(
 def random_workload(
     rng: random.Random,
     max_requests: int = 12,
+    *,
     async_scheduling: bool = False,
     late_aborts: bool = False,
 ) -> dict[str, Any]:

@@ -38,7 +38,7 @@ def test_background_rows_equal_inline_rows(tmp_path: Path, case: Path) -> None:
     workload = load_workload(case)
     inline, background = tmp_path / "inline.duckdb", tmp_path / "background.duckdb"
     record_workload(workload, tapes(workload), inline)
-    record_in_background(workload, background).close(True)
+    record_in_background(workload, background).close(complete=True)
     assert table_differences(inline, background) == []
     with open_trace(background) as trace:
         assert trace.meta["complete"] == "true"
@@ -60,6 +60,6 @@ def test_a_builder_failure_reaches_the_engine_thread_once(tmp_path: Path) -> Non
             recorder.register_request(spec)
             time.sleep(0.01)
     recorder.register_request(spec)  # reported once; later calls go on
-    recorder.close(True)  # closing never raises for the builder
+    recorder.close(complete=True)  # closing never raises for the builder
     with open_trace(path) as trace:
         assert trace.meta["complete"] == "false"

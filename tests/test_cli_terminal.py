@@ -25,7 +25,7 @@ CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 SHOWN = SHOWN_PAYLOAD.encode()
 
 
-def assert_escaped(args: list[str], cwd: Path, expect: int = 0, shown: bool = True) -> bytes:
+def assert_escaped(args: list[str], cwd: Path, expect: int = 0, *, shown: bool = True) -> bytes:
     """Run the command on a terminal: its exit status, no raw payload, and (`shown`) the
     payload written out where a trace's string is shown."""
     run = on_terminal(*args, cwd=cwd)

@@ -134,7 +134,9 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
     }
 
 
-def _per_step_differences(a: Path, b: Path, ignore_block_ids: bool) -> dict[int, tuple[str, ...]]:
+def _per_step_differences(
+    a: Path, b: Path, *, ignore_block_ids: bool
+) -> dict[int, tuple[str, ...]]:
     """What the TUI's side-by-side view finds different at each step, read as it reads it."""
     sides: list[dict[int, StepDecision]] = []
     for path in (a, b):
@@ -144,14 +146,17 @@ def _per_step_differences(a: Path, b: Path, ignore_block_ids: bool) -> dict[int,
         finally:
             source.close()
     steps = sorted(sides[0].keys() | sides[1].keys())
-    found = {s: differences(sides[0].get(s), sides[1].get(s), ignore_block_ids) for s in steps}
+    found = {
+        s: differences(sides[0].get(s), sides[1].get(s), ignore_block_ids=ignore_block_ids)
+        for s in steps
+    }
     return {step: names for step, names in found.items() if names}
 
 
-def _tui_comparison(a: Path, b: Path, ignore_block_ids: bool = False) -> StepComparison:
+def _tui_comparison(a: Path, b: Path, *, ignore_block_ids: bool = False) -> StepComparison:
     mine, theirs = TraceSource(a), TraceSource(b)
     try:
-        return diffing.diff_traces(mine, theirs, ignore_block_ids)
+        return diffing.diff_traces(mine, theirs, ignore_block_ids=ignore_block_ids)
     finally:
         mine.close()
         theirs.close()
@@ -160,11 +165,11 @@ def _tui_comparison(a: Path, b: Path, ignore_block_ids: bool = False) -> StepCom
 @pytest.mark.parametrize("name", list(EXPECTED))
 @pytest.mark.parametrize("ignore_block_ids", [False, True], ids=["all", "ignore_block_ids"])
 def test_the_tui_and_the_cli_agree(
-    pairs: dict[str, tuple[Path, Path]], name: str, ignore_block_ids: bool
+    pairs: dict[str, tuple[Path, Path]], name: str, *, ignore_block_ids: bool
 ) -> None:
     a, b = pairs[name]
-    cli = diff_traces(a, b, ignore_block_ids)
-    tui = _tui_comparison(a, b, ignore_block_ids)
+    cli = diff_traces(a, b, ignore_block_ids=ignore_block_ids)
+    tui = _tui_comparison(a, b, ignore_block_ids=ignore_block_ids)
     expected = EXPECTED[name]
     if ignore_block_ids and name == "block_ids_only":
         expected = Classification.IDENTICAL
@@ -173,7 +178,7 @@ def test_the_tui_and_the_cli_agree(
     assert tui.decision_fields == cli.decision_fields
     assert tui.config_differences == cli.config_differences
     assert tui.headline == cli.headline
-    per_step = _per_step_differences(a, b, ignore_block_ids)
+    per_step = _per_step_differences(a, b, ignore_block_ids=ignore_block_ids)
     assert list(per_step) == cli.divergent_steps
     if cli.first_decision_step is not None:
         assert per_step[cli.first_decision_step] == cli.decision_fields

@@ -69,7 +69,7 @@ def original(
 
 
 def check_commands(
-    damaged: Path, original: Path, rows: Rows, check: bool = False
+    damaged: Path, original: Path, rows: Rows, *, check: bool = False
 ) -> Iterator[tuple[str, int]]:
     """Run each command on the damaged copy and check what it may say; yield (command, exit)."""
     reads_whole = table_rows(damaged) == rows

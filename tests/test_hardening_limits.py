@@ -209,7 +209,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def assert_safe(result: subprocess.CompletedProcess[str], expect_ids: bool = True) -> None:
+def assert_safe(result: subprocess.CompletedProcess[str], *, expect_ids: bool = True) -> None:
     """No escape sequence reaches the terminal; the ids are shown with theirs written out."""
     assert "Traceback" not in result.stderr, result.stderr
     assert "\x1b" not in result.stdout + result.stderr
@@ -225,7 +225,7 @@ def test_run_table_escapes_ids(hostile: Path) -> None:
 
 
 @pytest.mark.parametrize("vertical", [False, True])
-def test_sql_escapes_what_it_prints(hostile: Path, vertical: bool) -> None:
+def test_sql_escapes_what_it_prints(hostile: Path, *, vertical: bool) -> None:
     args = ["-x"] if vertical else []
     result = stepscope("sql", "a.duckdb", "SELECT request_id FROM requests", *args, cwd=hostile)
     assert result.returncode == 0

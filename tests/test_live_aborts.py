@@ -44,13 +44,13 @@ def record_live(workload: Workload, path: Path, flush_every_steps: int) -> None:
         for request_id in (*record.arrived, *record.rejected):
             recorder.register_request(by_id[request_id])
         recorder.record_step(record, loop.core.scheduler)
-    recorder.close(True)
+    recorder.close(complete=True)
 
 
 @pytest.mark.parametrize("async_scheduling", [True, False])
 @pytest.mark.parametrize("flush_every_steps", [1, 256])
 def test_aborts_learned_late_reach_the_request_rows(
-    tmp_path: Path, async_scheduling: bool, flush_every_steps: int
+    tmp_path: Path, *, async_scheduling: bool, flush_every_steps: int
 ) -> None:
     workload = parse_workload(WORKLOAD.read_text(), source=str(WORKLOAD))
     workload = workload.with_config(

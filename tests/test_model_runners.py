@@ -163,7 +163,7 @@ def _checkpoint(directory: Path, config: dict[str, Any], shards: int = 1) -> Mod
 
 
 @pytest.mark.parametrize("tied", [False, True])
-def test_a_checkpoint_directory_loads_into_the_same_decoder(tmp_path: Path, tied: bool) -> None:
+def test_a_checkpoint_directory_loads_into_the_same_decoder(tmp_path: Path, *, tied: bool) -> None:
     config = _checkpoint(tmp_path, {**HF_CONFIG, "tie_word_embeddings": tied}, shards=2)
     workload = _workload()
     runner = create_model_runner(str(tmp_path), workload, device="cpu")

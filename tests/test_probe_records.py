@@ -12,6 +12,7 @@ from stepscope.engine.probe import (
     Preemption,
     RefusedRunningCall,
     WaitingSkip,
+    WaitingSkipReason,
 )
 from stepscope.engine.request import RunningGrant
 from stepscope.replay.exact import DecisionTap
@@ -52,5 +53,5 @@ def test_a_grant_reads_as_granted() -> None:
 def test_a_waiting_skip_reads_with_its_reason() -> None:
     """A divergent step whose decisions held a skip (a grammar still compiling) was an
     AssertionError in the report."""
-    skip = WaitingSkip("g1", "grammar_not_ready")
+    skip = WaitingSkip("g1", WaitingSkipReason.GRAMMAR_NOT_READY)
     assert describe_decision(skip) == "g1: waiting, skipped (grammar_not_ready)"

@@ -71,7 +71,7 @@ def test_tapes_read_in_any_stored_order(tmp_path: Path) -> None:
     ],
 )
 def test_equal_token_ids_are_one_int_in_a_replays_inputs(
-    tape: list[int], redacted: bool, tmp_path: Path
+    tape: list[int], *, redacted: bool, tmp_path: Path
 ) -> None:
     """A replay holds every prompt and tape: each id is one Python int, shared by every
     token that has it (a workload may give any id up to 2**63 - 1), the values kept."""

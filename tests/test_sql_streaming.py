@@ -167,7 +167,7 @@ def _wait_until_open(process: subprocess.Popen[bytes], path: Path) -> None:
     ids=["table", "csv", "json", "set", "while-rows-stream"],
 )
 def test_ctrl_c_during_a_query_is_one_line_and_exit_130(
-    trace: Path, query: str, options: list[str], as_set: bool
+    trace: Path, query: str, options: list[str], *, as_set: bool
 ) -> None:
     with subprocess.Popen(
         [*CLI, str(trace.parent if as_set else trace), query, *options],

@@ -271,7 +271,7 @@ def _work_dirs(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("to_group", [True, False], ids=["terminal_closed", "kill_hup"])
 def test_a_sweep_stopped_by_sighup_removes_its_work_folder(
-    sweep_trace: Path, tmp_path: Path, to_group: bool
+    sweep_trace: Path, tmp_path: Path, *, to_group: bool
 ) -> None:
     """A closed terminal signals every process of the sweep; `kill -HUP` the sweep alone."""
     out = tmp_path / "out"

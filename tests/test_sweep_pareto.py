@@ -48,33 +48,45 @@ def test_no_point_on_the_front_is_dominated_and_every_point_off_it_is_by_one_on_
 
 def test_maximizing_flips_which_end_is_better() -> None:
     points = [{"x": 1.0, "y": 1.0}, {"x": 2.0, "y": 2.0}, {"x": 1.0, "y": 2.0}]
-    assert pareto_front(points, [Objective("x", False), Objective("y", True)]) == {2}
-    assert pareto_front(points, [Objective("x", True), Objective("y", True)]) == {1}
-    assert pareto_front(points, [Objective("x", False), Objective("y", False)]) == {0}
+    assert pareto_front(
+        points, [Objective("x", maximize=False), Objective("y", maximize=True)]
+    ) == {2}
+    assert pareto_front(points, [Objective("x", maximize=True), Objective("y", maximize=True)]) == {
+        1
+    }
+    assert pareto_front(
+        points, [Objective("x", maximize=False), Objective("y", maximize=False)]
+    ) == {0}
 
 
 def test_equal_points_are_both_on_the_front() -> None:
     points = [{"x": 1, "y": 3}, {"x": 1, "y": 3}, {"x": 2, "y": 4}]
-    assert pareto_front(points, [Objective("x", False), Objective("y", False)]) == {0, 1}
+    assert pareto_front(
+        points, [Objective("x", maximize=False), Objective("y", maximize=False)]
+    ) == {0, 1}
 
 
 def test_a_bare_column_takes_its_natural_direction() -> None:
-    assert parse_objective("ttft_p99_steps", COLUMNS) == Objective("ttft_p99_steps", False)
-    assert parse_objective("tokens_per_step", COLUMNS) == Objective("tokens_per_step", True)
+    assert parse_objective("ttft_p99_steps", COLUMNS) == Objective("ttft_p99_steps", maximize=False)
+    assert parse_objective("tokens_per_step", COLUMNS) == Objective(
+        "tokens_per_step", maximize=True
+    )
     assert parse_objective("num_finished", COLUMNS).maximize
-    assert parse_objective("num_blocks", COLUMNS) == Objective("num_blocks", False)
+    assert parse_objective("num_blocks", COLUMNS) == Objective("num_blocks", maximize=False)
 
 
 def test_min_and_max_say_the_direction() -> None:
-    assert parse_objective("max:num_blocks", COLUMNS) == Objective("num_blocks", True)
-    assert parse_objective("min:tokens_per_step", COLUMNS) == Objective("tokens_per_step", False)
+    assert parse_objective("max:num_blocks", COLUMNS) == Objective("num_blocks", maximize=True)
+    assert parse_objective("min:tokens_per_step", COLUMNS) == Objective(
+        "tokens_per_step", maximize=False
+    )
     assert parse_objectives("ttft_p99_steps:tokens_per_step", COLUMNS) == (
-        Objective("ttft_p99_steps", False),
-        Objective("tokens_per_step", True),
+        Objective("ttft_p99_steps", maximize=False),
+        Objective("tokens_per_step", maximize=True),
     )
     assert parse_objectives("max:num_blocks:min:num_preemptions", COLUMNS) == (
-        Objective("num_blocks", True),
-        Objective("num_preemptions", False),
+        Objective("num_blocks", maximize=True),
+        Objective("num_preemptions", maximize=False),
     )
     assert parse_objectives("num_blocks:max:num_preemptions", COLUMNS)[1].maximize
 
@@ -105,5 +117,5 @@ def test_ranking_is_best_first_with_nulls_last_and_ties_in_point_order() -> None
         {"point": 2, "t": 1.0},
         {"point": 3, "t": 5.0},
     ]
-    assert ranked(points, Objective("t", False)) == [2, 0, 3, 1]
-    assert ranked(points, Objective("t", True)) == [0, 3, 2, 1]
+    assert ranked(points, Objective("t", maximize=False)) == [2, 0, 3, 1]
+    assert ranked(points, Objective("t", maximize=True)) == [0, 3, 2, 1]

@@ -97,8 +97,8 @@ def test_the_svg_parses_and_has_one_mark_per_point(result: Path, tmp_path: Path)
     marks = [c for c in root.iter(f"{SVG}circle") if "point" in c.get("class", "").split()]
     assert sorted(int(c.get("data-point", "")) for c in marks) == list(range(6))
     front = {int(c.get("data-point", "")) for c in marks if "front" in c.get("class", "")}
-    drawn = scatter(read_sweep(result), [Objective("ttft_p99_steps", False),
-                                         Objective("tokens_per_step", True)])  # fmt: skip
+    drawn = scatter(read_sweep(result), [Objective("ttft_p99_steps", maximize=False),
+                                         Objective("tokens_per_step", maximize=True)])  # fmt: skip
     assert front == {p.point for p in drawn.points if p.on_front} and front
     titles = [c.findtext(f"{SVG}title") or "" for c in marks]
     assert any(t.startswith("point 5: num_blocks=48, max_num_batched_tokens=256;") for t in titles)
@@ -111,8 +111,8 @@ def test_svg_labels_are_escaped(tmp_path: Path) -> None:
     ]
     grid = {"policy": ["<fcfs>", "a&b"]}
     path = write_sweep(tmp_path / "s.duckdb", "t.duckdb", grid, points, {"policy": "VARCHAR"})
-    drawn = scatter(read_sweep(path), [Objective("ttft_p99_steps", False),
-                                       Objective("tokens_per_step", True)])  # fmt: skip
+    drawn = scatter(read_sweep(path), [Objective("ttft_p99_steps", maximize=False),
+                                       Objective("tokens_per_step", maximize=True)])  # fmt: skip
     root = ET.fromstring(svg_plot(drawn, "<title & more>"))
     assert root.findtext(f"{SVG}title") == "<title & more>"
     titles = [c.findtext(f"{SVG}title") for c in root.iter(f"{SVG}circle")]
@@ -121,8 +121,8 @@ def test_svg_labels_are_escaped(tmp_path: Path) -> None:
 
 
 def test_the_terminal_plot_marks_the_front_and_the_rest(result: Path) -> None:
-    drawn = scatter(read_sweep(result), [Objective("ttft_p99_steps", False),
-                                         Objective("tokens_per_step", True)])  # fmt: skip
+    drawn = scatter(read_sweep(result), [Objective("ttft_p99_steps", maximize=False),
+                                         Objective("tokens_per_step", maximize=True)])  # fmt: skip
     text = text_plot(drawn, width=80, height=16).plain
     front = sum(p.on_front for p in drawn.points)
     assert text.count(FRONT_MARK) == front + 1  # and the legend's

@@ -14,6 +14,7 @@ import pytest
 from stepscope.engine import Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.schema import logical_tables, open_trace
+from stepscope.schema.ddl import table_specs
 from stepscope.schema.storage_size import table_bytes
 from stepscope.schema.trace_file import stored_tables
 from stepscope.tracer import compact
@@ -90,7 +91,7 @@ def test_a_failed_compaction_keeps_the_trace_as_written(
 def test_compaction_keeps_to_its_memory_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """DuckDB's memory is capped while compacting (uncapped, a 10M-step trace took 2 GB):
+    """DuckDB's memory is capped while compacting (uncapped, it grows with the trace):
     a tight cap still gives every row, one too small for the copy keeps the trace as
     written, and neither leaves a file or spill folder behind."""
     workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
@@ -228,3 +229,36 @@ def test_a_prompt_not_rebuilt_exactly_keeps_the_trace_as_written(
     compact.compact(copy, _WRITER_CONFIG)
     assert copy.read_bytes() == written.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.duckdb", "t.duckdb"]
+
+
+_REQUESTS_COLUMNS = """
+SELECT column_name, data_type FROM duckdb_columns()
+WHERE database_name = current_database() AND table_name = '_requests'
+ORDER BY column_index
+"""
+
+
+def test_the_compacted_requests_have_the_recorded_columns_whatever_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_request_rows` and its view take `_requests`' columns from the recorded table (made
+    from `tables.sql`): a column added there is compacted and read back with no other edit."""
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 1 << 40)
+    workload = parse_toml_workload(_SHARED_PREFIXES, source="shared")
+    written = record(workload, tmp_path / "t.duckdb").path
+    with duckdb.connect(str(written)) as con:
+        con.execute("ALTER TABLE _requests ADD COLUMN added_fact VARCHAR[]")
+        con.execute("UPDATE _requests SET added_fact = [request_id, 'x']")
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(written, copy)
+    monkeypatch.setattr(compact, "COMPACT_FROM_BYTES", 0)
+    compact.compact(copy, _WRITER_CONFIG)
+    with duckdb.connect(str(written), read_only=True) as con:
+        columns = con.execute(_REQUESTS_COLUMNS).fetchall()
+        rows = con.execute("FROM _requests ORDER BY request_index").fetchall()
+    with duckdb.connect(str(copy), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM _prompt_prefixes").fetchall()[0][0] > 0
+        assert con.execute(_REQUESTS_COLUMNS).fetchall() == columns
+        assert con.execute("FROM _requests ORDER BY request_index").fetchall() == rows
+    (spec,) = (spec for spec in table_specs() if spec.name == "_requests")
+    assert [name for name, _ in columns] == [name for name, _, _ in spec.columns] + ["added_fact"]

@@ -109,7 +109,7 @@ def test_the_tui_command_opens_a_sweep_alone(
     path = _sweep(tmp_path)
     opened: list[Path] = []
     monkeypatch.setattr(
-        tui_package, "run_tui", lambda p, other=None, ignore=False: opened.append(p)
+        tui_package, "run_tui", lambda p, other=None, *, ignore_block_ids=False: opened.append(p)
     )
     assert CliRunner().invoke(app, ["tui", str(path)]).exit_code == 0
     assert opened == [path]

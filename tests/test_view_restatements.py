@@ -121,7 +121,7 @@ def test_each_view_answers_as_before_under_a_growing_queue(queued: Path) -> None
     assert_views_answer_as_before(queued)
 
 
-def plan(trace: Trace, query: str, analyze: bool) -> dict[str, Any]:
+def plan(trace: Trace, query: str, *, analyze: bool) -> dict[str, Any]:
     """The root operator of the query's physical plan (with rows out of each, if analyzed)."""
     options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
     ((_, text),) = trace.sql(f"EXPLAIN ({options}) {query}").fetchall()

@@ -46,7 +46,7 @@ class VllmPython:
     environment: dict[str, str] = field(default_factory=dict)
 
     def run(
-        self, args: Sequence[str], env: dict[str, str] | None = None, check: bool = True
+        self, args: Sequence[str], env: dict[str, str] | None = None, *, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Run the venv's Python (from a scratch directory, so the checkout is not imported)."""
         environment = {

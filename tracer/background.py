@@ -89,10 +89,10 @@ class BackgroundRecorder:
         counts = QueueCounts.read(scheduler)
         self._submit(lambda: self.recorder.record_step(record, counts))
 
-    def mark(self, complete: bool, meta: Mapping[str, str] | None = None) -> None:
-        self._submit(lambda: self.recorder.mark(complete, meta))
+    def mark(self, *, complete: bool, meta: Mapping[str, str] | None = None) -> None:
+        self._submit(lambda: self.recorder.mark(complete=complete, meta=meta))
 
-    def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
+    def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Build what is queued, then close the trace (marked incomplete after a failure).
 
         A builder failure the engine thread has not been told of yet is logged here, not
@@ -106,7 +106,7 @@ class BackgroundRecorder:
             if self._error is not None and not self._reported:
                 self._reported = True
                 logger.error("stepscope: building the trace's rows failed: %s", self._error)
-            self.recorder.close(complete and self._error is None, final_meta)
+            self.recorder.close(complete=complete and self._error is None, final_meta=final_meta)
 
     def _schedule_call(
         self, start: ScheduleStart, decisions: list[Decision], end: ScheduleEnd

@@ -308,11 +308,11 @@ def buffer_for(table: TableSpec, enum_types: Mapping[str, Sequence[str]]) -> Tab
             columns[name] = OptionalIntColumn("q" if sql_type == "BIGINT" else "i")
             continue
         hot = table.name in _HOT_TABLES and (table.name, name) not in _NULLABLE
-        columns[name] = _column_for(sql_type, enum_types, hot)
+        columns[name] = _column_for(sql_type, enum_types, hot=hot)
     return TableBuffer(table.name, columns)
 
 
-def _column_for(sql_type: str, enum_types: Mapping[str, Sequence[str]], hot: bool) -> Column:
+def _column_for(sql_type: str, enum_types: Mapping[str, Sequence[str]], *, hot: bool) -> Column:
     if sql_type in enum_types:
         return EnumColumn(enum_types[sql_type]) if hot else ObjectColumn(pa.string())
     if not hot:

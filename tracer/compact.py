@@ -40,9 +40,8 @@ COMPACT_FROM_BYTES = 4 << 20
 
 MEMORY_LIMIT = "128MB"
 """DuckDB's memory while compacting; what needs more spills to a folder beside the copy.
-Unlimited, DuckDB kept every block it read and wrote (up to 80 % of RAM): compacting a
-10,000,000-step trace peaked 1.95 GB above the process, a 1,000,000-step one 0.21 GB
-(capped: 0.24 and 0.17 GB; `benchmarks/compact_memory.py`)."""
+Unlimited, DuckDB keeps every block it reads and writes (up to 80 % of RAM), so the peak
+would grow with the trace (`benchmarks/compact_memory.py`)."""
 
 PROMPT_BATCH_ROWS = 256
 """Prompts hashed per Arrow batch: the batch's tokens are in memory at once."""

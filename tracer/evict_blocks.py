@@ -2,7 +2,7 @@
 
 DuckDB keeps every block it writes in its buffer pool until memory runs short, so a
 connection that writes a whole trace comes to hold about the whole file in memory
-(measured: 5.6 MB per 100,000 steps of chat traffic). A memory limit below what it
+(`benchmarks/RESULTS.md`, long_recording). A memory limit below what it
 holds evicts every block that is on disk; the default limit is then restored. Rows
 committed but not yet written to the file would be copied to a temporary file
 instead, so nothing is evicted while there are any.

@@ -1,8 +1,8 @@
 """An `array.array` filled from the front, whose memory is reused batch after batch.
 
 A step appends to a dozen typed columns in turn. Arrays that grow side by side
-keep moving in memory as they outgrow their mappings (measured: two interleaved
-int64 arrays cost 25 times one growing alone), and a fresh array per batch faults
+keep moving in memory as they outgrow their mappings (`benchmarks/RESULTS.md`,
+tracer_overhead), and a fresh array per batch faults
 in every page again. Here a batch's array is handed to Arrow without a copy, and
 taken back for a later batch once no Arrow buffer holds it any more.
 """

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from stepscope.engine import EngineStep, InputError, Scheduler, StepRecord, Workload
+from stepscope.engine import EngineStep, InputError, Scheduler, StepRecord, Workload, step_counts
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -96,18 +96,18 @@ class StepSpans:
     def _step_span(
         self, step: int, engine_step: EngineStep, scheduler: Scheduler, started: int
     ) -> None:
-        output = engine_step.scheduler_output
+        counts = step_counts(engine_step)
         num_running, num_waiting = scheduler.get_request_counts()
         attributes: dict[str, Any] = {
             "stepscope.step": step,
-            "stepscope.num_scheduled_tokens": output.total_num_scheduled_tokens,
-            "stepscope.num_scheduled_reqs": len(output.num_scheduled_tokens),
-            "stepscope.num_new_reqs": len(output.scheduled_new_reqs),
-            "stepscope.num_resumed_reqs": len(output.scheduled_cached_reqs.resumed_req_ids),
-            "stepscope.num_preempted_reqs": len(output.preempted_req_ids),
+            "stepscope.num_scheduled_tokens": counts.num_scheduled_tokens,
+            "stepscope.num_scheduled_reqs": counts.num_scheduled_reqs,
+            "stepscope.num_new_reqs": counts.num_new_reqs,
+            "stepscope.num_resumed_reqs": counts.num_resumed_reqs,
+            "stepscope.num_preempted_reqs": counts.num_preempted_reqs,
             "stepscope.num_running": num_running,
             "stepscope.num_waiting": num_waiting,
-            "stepscope.num_free_blocks": engine_step.num_free_blocks_after_schedule,
+            "stepscope.num_free_blocks": counts.num_free_blocks_after_schedule,
         }
         schedule_end = engine_step.schedule_end
         if schedule_end is not None:

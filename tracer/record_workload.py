@@ -91,5 +91,5 @@ def record_workload(
                 sink.on_step(record, scheduler)
         complete = True
     finally:
-        recorder.close(complete)
+        recorder.close(complete=complete)
     return RecordSummary(path, recorder.num_steps, complete)

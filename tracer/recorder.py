@@ -166,7 +166,7 @@ class TraceRecorder:
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
 
-    def mark(self, complete: bool, meta: Mapping[str, str] | None = None) -> None:
+    def mark(self, *, complete: bool, meta: Mapping[str, str] | None = None) -> None:
         """Commit every step recorded so far and say whether the trace is complete as it stands.
 
         A live engine that has gone idle is complete up to now: marked so (and the
@@ -176,7 +176,7 @@ class TraceRecorder:
         status = {**(meta or {}), "complete": str(complete).lower()}
         self.writer.set_meta({**status, "num_steps": str(self.num_steps)}, checkpoint=complete)
 
-    def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
+    def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Flush, then mark the trace complete (or not), add `final_meta`, and close it.
 
         Ctrl-C or a stop signal waits until the file is closed: one closed half-way
@@ -187,7 +187,7 @@ class TraceRecorder:
                 self.flush()
             finally:
                 final = {**(final_meta or {}), "num_steps": str(self.num_steps)}
-                self.writer.close(complete, final)
+                self.writer.close(complete=complete, final_meta=final)
 
     def _record_arrivals(self, record: StepRecord, seq: Seq) -> None:
         for request_id in record.arrived:
@@ -205,7 +205,7 @@ class TraceRecorder:
             self._event(record.step, seq, request_id, "abort", "before_update")
             self._record_abort(request_id, record.step, before_update=True)
 
-    def _record_abort(self, request_id: str, step: int, before_update: bool) -> None:
+    def _record_abort(self, request_id: str, step: int, *, before_update: bool) -> None:
         """Put the abort in the request's row too: replay reads a request's inputs there.
 
         A scripted workload names its aborts up front; a live engine learns them
@@ -279,7 +279,7 @@ class TraceRecorder:
             self._record_preemption(step, number, preemption)
             self._event(step, seq, preemption.request_id, "preempt", preemption.needed_by)
         for number, skip in numbered.skips:
-            self._event(step, number, skip.request_id, "skip", skip.reason)
+            self._event(step, number, skip.request_id, "skip", str(skip.reason))
         self._record_admission_events(step, engine_step, seq)
         if self.workload.config.num_speculative_tokens:
             add_spec_decode(buffers, step, engine_step, self.request_index, self.redactor)

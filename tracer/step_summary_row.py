@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stepscope.engine import EngineStep
+from stepscope.engine import EngineStep, step_counts
 from stepscope.engine.probe import QueueState, ScheduleEnd, ScheduleStart
 
 
@@ -33,7 +33,7 @@ def engine_step_row(
 ) -> dict[str, object]:
     """A scheduled step's row; the caller fills in what it counted (preemptions, finishes,
     the blocked request's index, the update step)."""
-    output = engine_step.scheduler_output
+    counts = step_counts(engine_step)
     num_running, num_waiting = scheduler.get_request_counts()
     return {
         "step": step,
@@ -44,13 +44,13 @@ def engine_step_row(
         "num_running_before": start.num_running,
         "num_waiting_before": start.num_waiting,
         "num_free_blocks_before": start.num_free_blocks,
-        "num_scheduled_tokens": output.total_num_scheduled_tokens,
-        "num_scheduled_reqs": len(output.num_scheduled_tokens),
-        "num_new_reqs": len(output.scheduled_new_reqs),
-        "num_resumed_reqs": len(output.scheduled_cached_reqs.resumed_req_ids),
+        "num_scheduled_tokens": counts.num_scheduled_tokens,
+        "num_scheduled_reqs": counts.num_scheduled_reqs,
+        "num_new_reqs": counts.num_new_reqs,
+        "num_resumed_reqs": counts.num_resumed_reqs,
         "num_preemptions": 0,
         "num_finished": 0,
-        "num_free_blocks_after_schedule": engine_step.num_free_blocks_after_schedule,
+        "num_free_blocks_after_schedule": counts.num_free_blocks_after_schedule,
         "num_free_blocks_after_update": scheduler.get_num_free_blocks(),
         "num_running_after": num_running,
         "num_waiting_after": num_waiting,

@@ -38,15 +38,15 @@ _WRITER_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     # One thread: the writer should take as little CPU from the engine as it can.
     "threads": 1,
     # Rows not yet checkpointed stay in memory: a threshold this size bounds them on a
-    # long run (256MB grew a 30,000-step recording by ~200 MB) while short runs are still
-    # compressed once, on close.
+    # long run (a larger one let a recording grow by most of itself) while short runs are
+    # still compressed once, on close.
     "checkpoint_threshold": "32MB",
-    # Measured on decode-heavy traces: 64 KiB blocks waste less space than the 256 KiB
+    # On decode-heavy traces, 64 KiB blocks waste less space than the 256 KiB
     # default (partly filled segment blocks) and less than 16 KiB (block metadata).
     "default_block_size": "65536",
     # No vacuum at checkpoints: a batch past a row group leaves a small one behind, and
     # vacuuming merged it with its neighbours, compressing every row a second time
-    # (measured: the writer's CPU per row 377 -> 220 ns on decode, the file smaller).
+    # (`benchmarks/RESULTS.md`, tracer_overhead).
     # Nothing is deleted while recording, and a complete trace is compacted anyway.
     "max_vacuum_tasks": 0,
 }
@@ -115,12 +115,12 @@ class TraceWriter:
         self._raise_if_failed()
         self._queue.put(batch)
 
-    def set_meta(self, meta: Mapping[str, str], checkpoint: bool = False) -> None:
+    def set_meta(self, meta: Mapping[str, str], *, checkpoint: bool = False) -> None:
         """Queue `meta` to be set once the batches queued before it are written."""
         self._raise_if_failed()
         self._queue.put(_MetaUpdate(dict(meta), checkpoint, last=False))
 
-    def close(self, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
+    def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Write what is queued, mark the trace complete (or not), and close the file."""
         if self._thread.is_alive():
             meta = {**(final_meta or {}), "complete": str(complete).lower()}
@@ -193,7 +193,7 @@ class TraceWriter:
         """Run `sql` with `rows` visible as `_batch`.
 
         DuckDB finds `_batch` among this frame's local variables (a replacement scan):
-        registering the table instead cost about 1 ms more per statement.
+        registering the table instead costs more per statement (`benchmarks/RESULTS.md`).
         """
         _batch = rows  # read by the SQL
         self._con.execute(sql)

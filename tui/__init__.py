@@ -18,7 +18,7 @@ def terminal_problem() -> str | None:
 
 
 def run_tui(
-    path: str | Path, other: str | Path | None = None, ignore_block_ids: bool = False
+    path: str | Path, other: str | Path | None = None, *, ignore_block_ids: bool = False
 ) -> None:
     """Open the TUI on a trace (beside `other` when diffing) and return when it quits.
 
@@ -30,7 +30,7 @@ def run_tui(
         raise InputError(problem)
     from .app import StepscopeApp
 
-    app = StepscopeApp(path, other, ignore_block_ids)
+    app = StepscopeApp(path, other, ignore_block_ids=ignore_block_ids)
     app.run()
     if app.failure is not None:
         raise TraceError(app.failure)

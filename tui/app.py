@@ -33,7 +33,7 @@ class StepscopeApp(App[None]):
     ]
 
     def __init__(
-        self, path: str | Path, other: str | Path | None = None, ignore_block_ids: bool = False
+        self, path: str | Path, other: str | Path | None = None, *, ignore_block_ids: bool = False
     ) -> None:
         super().__init__()
         self.path = Path(path)
@@ -45,7 +45,9 @@ class StepscopeApp(App[None]):
         if self.other is None and is_sweep_result(self.path):
             self.push_screen(SweepScreen(self.path))
             return
-        self.push_screen(TimelineScreen(self.path, self.other, self.ignore_block_ids))
+        self.push_screen(
+            TimelineScreen(self.path, self.other, ignore_block_ids=self.ignore_block_ids)
+        )
 
     def on_trace_failed(self, message: TraceFailed) -> None:
         """Bubbled up from a screen, as is every failed query."""

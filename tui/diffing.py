@@ -29,15 +29,17 @@ def step_decisions(source: TraceSource, first: int, last: int) -> dict[int, Step
 
 
 def step_differences(
-    a: TraceSource, b: TraceSource, step: int, ignore_block_ids: bool = False
+    a: TraceSource, b: TraceSource, step: int, *, ignore_block_ids: bool = False
 ) -> tuple[str, ...]:
     """The parts of `step`'s decision that differ between two traces (`missing_step`: one
     lacks it)."""
     mine, theirs = step_decisions(a, step, step), step_decisions(b, step, step)
-    return differences(mine.get(step), theirs.get(step), ignore_block_ids)
+    return differences(mine.get(step), theirs.get(step), ignore_block_ids=ignore_block_ids)
 
 
-def diff_traces(a: TraceSource, b: TraceSource, ignore_block_ids: bool = False) -> StepComparison:
+def diff_traces(
+    a: TraceSource, b: TraceSource, *, ignore_block_ids: bool = False
+) -> StepComparison:
     """Compare two traces' decisions at every step, as `stepscope diff` does."""
     with a.lock, b.lock:
-        return compare_steps(a.trace, b.trace, ignore_block_ids)
+        return compare_steps(a.trace, b.trace, ignore_block_ids=ignore_block_ids)

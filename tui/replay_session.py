@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload
+from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload, step_counts
 from stepscope.replay import inputs
 from stepscope.replay.step_decision import StepDecision, differences, live_decision
 from stepscope.schema import TraceError
@@ -113,19 +113,19 @@ def predicate_columns(record: StepRecord) -> dict[str, Any]:
     if engine_step is None:
         return columns
     output, end = engine_step.scheduler_output, engine_step.schedule_end
-    finished = [o.request_id for o in engine_step.outputs if o.finish_reason is not None]
+    counts = step_counts(engine_step)
     columns.update(
         idle=False,
-        num_scheduled_tokens=output.total_num_scheduled_tokens,
-        num_scheduled_reqs=len(output.num_scheduled_tokens),
-        num_preemptions=len(output.preempted_req_ids),
-        num_finished=len(finished),
-        num_free_blocks_after_schedule=engine_step.num_free_blocks_after_schedule,
+        num_scheduled_tokens=counts.num_scheduled_tokens,
+        num_scheduled_reqs=counts.num_scheduled_reqs,
+        num_preemptions=counts.num_preempted_reqs,
+        num_finished=counts.num_finished,
+        num_free_blocks_after_schedule=counts.num_free_blocks_after_schedule,
         running_pass_end=None if end is None else str(end.running_pass_end),
         admission_stop=None if end is None else str(end.admission_stop),
         scheduled_ids=list(output.num_scheduled_tokens),
         preempted_ids=sorted(output.preempted_req_ids),
-        finished_ids=finished,
+        finished_ids=[o.request_id for o in engine_step.outputs if o.finish_reason is not None],
     )
     return columns
 

@@ -126,7 +126,7 @@ class TraceSource:
             preempted=tuple(bool(preempted) for _, _, _, preempted in rows),
         )
 
-    def interesting_step(self, step: int, forward: bool) -> int | None:
+    def interesting_step(self, step: int, *, forward: bool) -> int | None:
         """The next (or previous) step with a preemption, a full KV cache or the budget used up."""
         found = self.scalar("next_interesting" if forward else "previous_interesting", [step])
         return None if found is None else int(found)

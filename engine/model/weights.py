@@ -18,7 +18,7 @@ def empty_model(config: ModelConfig, device: torch.device, dtype: torch.dtype) -
     with torch.device("meta"):
         model = LlamaForCausalLM(config)
     model = model.to(dtype).to_empty(device=device).eval()
-    return model.requires_grad_(False)
+    return model.requires_grad_(requires_grad=False)
 
 
 def seeded_model(

@@ -69,10 +69,11 @@ class TableReader:
         key: str,
         default: Any = _MISSING,
         minimum: float | None = None,
+        *,
         positive: bool = False,
     ) -> float:
         value = self._get(key, default, "a number")
-        return _number((*self.path, key), value, minimum, positive)
+        return _number((*self.path, key), value, minimum, positive=positive)
 
     def string(self, key: str, default: Any = _MISSING) -> str:
         value = self._get(key, default, "a string")
@@ -144,7 +145,7 @@ def _integer(path: KeyPath, value: Any, minimum: int | None, maximum: int) -> in
     return value
 
 
-def _number(path: KeyPath, value: Any, minimum: float | None, positive: bool) -> float:
+def _number(path: KeyPath, value: Any, minimum: float | None, *, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not finite(value):
         raise SpecError(path, f"expected a finite number, got {short(value)}")
     if positive and value <= 0:

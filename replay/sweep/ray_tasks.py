@@ -85,8 +85,12 @@ def _ship_by_value(scheduler_cls: type[Scheduler] | None) -> None:
         register(module)
 
 
+# Ray's typed `remote()` passes a task's arguments by position only.
 def _run_remote(
-    trace: bytes, scheduler_cls: type[Scheduler] | None, point: SweepPoint, keep: bool
+    trace: bytes,
+    scheduler_cls: type[Scheduler] | None,
+    point: SweepPoint,
+    keep: bool,  # noqa: FBT001
 ) -> tuple[PointResult, bytes | None]:
     """One point on a Ray worker: the trace written locally, the kept trace read back."""
     with tempfile.TemporaryDirectory(prefix="stepscope-sweep-") as folder:

@@ -51,6 +51,7 @@ def check(
     knobs: KnobsOption = None,
     junit: JunitOption = None,
     markdown: MarkdownOption = None,
+    *,
     append: AppendOption = False,
     force: ForceOption = False,
     as_json: Annotated[
@@ -69,10 +70,15 @@ def check(
 
     Exit 0 when every baseline passes (--fail-on), 1 when one does not, 2 on bad input.
     A report never replaces a trace or an input, and another file only with --force."""
-    junit_out, markdown_out = report_outputs(junit, markdown, append)
+    junit_out, markdown_out = report_outputs(junit, markdown, append=append)
     traces = _traces(baselines)
     inputs = [*traces, *baselines]
-    check_outputs([junit_out, markdown_out], inputs, force, ["--json"] if as_json else [])
+    check_outputs(
+        [junit_out, markdown_out],
+        inputs,
+        force=force,
+        stdout_taken_by=["--json"] if as_json else [],
+    )
     held = {trace: _steps_held(trace) for trace in traces}
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
     knob_values = dict(parse_knob(k) for k in knobs or [])
@@ -184,7 +190,7 @@ def _summary(results: list[Result]) -> Table:
     for index, heading in enumerate(["result", "first divergence", *METRIC_COLUMNS]):
         cells = [row[index].plain for row in rows]
         whole = heading in METRIC_COLUMNS
-        table.add_column(heading, min_width=_least_width(heading, cells, whole))
+        table.add_column(heading, min_width=_least_width(heading, cells, whole=whole))
     for (name, _, _), row in zip(results, rows, strict=True):
         table.add_row(Text(safe_text(name)), *row)
     return table
@@ -201,7 +207,7 @@ def _row(diff: TraceDiff, verdict: Verdict) -> list[Text]:
     return [outcome, Text(divergence), *pairs]
 
 
-def _least_width(heading: str, cells: list[str], whole: bool) -> int:
+def _least_width(heading: str, cells: list[str], *, whole: bool) -> int:
     """The longest word of the heading and the cells (the longest cell when `whole`)."""
     words = [*heading.split(), *(cells if whole else (w for c in cells for w in c.split()))]
     return max(len(word) for word in words)

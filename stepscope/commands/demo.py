@@ -48,6 +48,7 @@ def demo(
             "rewritten each run).",
         ),
     ] = None,
+    *,
     no_tui: Annotated[
         bool, typer.Option("--no-tui", help="Record the trace and print its path; no TUI.")
     ] = False,

@@ -54,6 +54,7 @@ def diff(
     a: Annotated[Path, typer.Argument(help="The baseline trace.")],
     b: Annotated[Path, typer.Argument(help="The trace to compare with it.")],
     ignore: IgnoreOption = None,
+    *,
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,
     junit: JunitOption = None,
     markdown: MarkdownOption = None,
@@ -66,8 +67,13 @@ def diff(
 
     Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input. A report
     never replaces a trace or an input, and another file only with --force."""
-    junit_out, markdown_out = report_outputs(junit, markdown, append)
-    check_outputs([junit_out, markdown_out], [a, b], force, ["--json"] if as_json else [])
+    junit_out, markdown_out = report_outputs(junit, markdown, append=append)
+    check_outputs(
+        [junit_out, markdown_out],
+        [a, b],
+        force=force,
+        stdout_taken_by=["--json"] if as_json else [],
+    )
     for trace in (a, b):
         check_readable(trace)
     result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore))

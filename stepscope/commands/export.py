@@ -38,6 +38,7 @@ def export(
             "with OUT_DIR/stepscope_export.json; other traces' exports there are kept.",
         ),
     ] = None,
+    *,
     force: ForceOption = False,
 ) -> None:
     """Export a trace: a Perfetto timeline (--perfetto) and/or a Parquet dataset (--parquet).
@@ -47,7 +48,7 @@ def export(
         raise ExportError("nothing to export: give --perfetto OUT.pftrace and/or --parquet OUT_DIR")
     perfetto_out = data_file("--perfetto", perfetto, "a Perfetto trace (binary protobuf)")
     parquet_out = data_folder("--parquet", parquet, "a folder of Parquet files")
-    check_outputs([perfetto_out, parquet_out], [trace], force)
+    check_outputs([perfetto_out, parquet_out], [trace], force=force)
     if parquet is not None:
         ExportFolder.check(parquet)
     console = Console(stderr=True)

@@ -40,6 +40,7 @@ def info(
         ),
     ],
     name: TraceNameOption = None,
+    *,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     check: Annotated[
         bool,

@@ -55,6 +55,7 @@ def record(
     dtype: RecordDtypeOption = None,
     output: OutputOption = Path("trace.duckdb"),
     knobs: KnobsOption = None,
+    *,
     redact: RedactOption = False,
     flush_every: FlushEveryOption = 256,
     otel: OtelOption = None,
@@ -72,16 +73,33 @@ def record(
     _check_engine_options(engine, scheduler_cls, engine_args, otel)
     try:
         if engine is RecordEngine.VLLM:
-            _record_with_vllm(loaded, output, model, scheduler_cls, redact, console)
+            _record_with_vllm(loaded, output, model, scheduler_cls, redact=redact, console=console)
         elif engine is RecordEngine.VLLM_LIVE:
             record_with_vllm_live(
-                loaded, from_trace, output, model, device, dtype, engine_args or [], redact, console
+                loaded,
+                from_trace,
+                output,
+                model,
+                device,
+                dtype,
+                engine_args or [],
+                redact=redact,
+                console=console,
             )
         else:
             dtype = dtype or "float32"
             runner = create_model_runner(model, loaded, device=device, dtype=dtype)
             meta = runner_meta(model, runner, dtype, from_trace)
-            _record_with_stepscope(loaded, runner, output, meta, redact, flush_every, otel, console)
+            _record_with_stepscope(
+                loaded,
+                runner,
+                output,
+                meta,
+                redact=redact,
+                flush_every=flush_every,
+                otel=otel,
+                console=console,
+            )
     except KeyboardInterrupt as stop:
         _print_kept(console, output, len(loaded.requests), stop)
         raise
@@ -104,6 +122,7 @@ def _record_with_stepscope(
     runner: ModelRunner,
     output: Path,
     meta: dict[str, str],
+    *,
     redact: bool,
     flush_every: int,
     otel: str | None,
@@ -129,7 +148,9 @@ def _record_with_stepscope(
     finally:
         if spans is not None:
             spans.close()
-    _print_summary(console, output, summary.num_steps, len(workload.requests), summary.complete)
+    _print_summary(
+        console, output, summary.num_steps, len(workload.requests), complete=summary.complete
+    )
 
 
 def _progress_bar(console: Console) -> Progress:
@@ -157,6 +178,7 @@ def _record_with_vllm(
     output: Path,
     model: str,
     scheduler_cls: str | None,
+    *,
     redact: bool,
     console: Console,
 ) -> None:
@@ -172,11 +194,11 @@ def _record_with_vllm(
     run = record_with_vllm(workload, output, scheduler_cls=cls, redactor=redactor)
     with open_trace(output) as trace:
         num_steps = int(trace.meta.get("num_steps", "0"))
-    _print_summary(console, output, num_steps, len(workload.requests), run.complete)
+    _print_summary(console, output, num_steps, len(workload.requests), complete=run.complete)
 
 
 def _print_summary(
-    console: Console, output: Path, num_steps: int, num_requests: int, complete: bool
+    console: Console, output: Path, num_steps: int, num_requests: int, *, complete: bool
 ) -> None:
     size_mb = output.stat().st_size / 1e6
     state = "complete" if complete else "incomplete"
@@ -198,7 +220,7 @@ def _print_kept(console: Console, output: Path, num_requests: int, stop: Keyboar
         return
     with open_trace(output) as trace:
         num_steps, complete = trace.num_steps, trace.complete
-    _print_summary(console, output, num_steps, num_requests, complete)
+    _print_summary(console, output, num_steps, num_requests, complete=complete)
 
 
 class _Progress:

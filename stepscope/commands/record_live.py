@@ -23,6 +23,7 @@ def record_with_vllm_live(
     device: str,
     dtype: str | None,
     engine_args: list[str],
+    *,
     redact: bool,
     console: Console,
 ) -> None:

@@ -49,6 +49,7 @@ def replay(
     ] = None,
     engine: EngineOption = Engine.STEPSCOPE,
     scheduler_cls: SchedulerClsOption = None,
+    *,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Replay a trace with no model. Exact by default: every step is checked against the
@@ -66,7 +67,7 @@ def replay(
             raise InputError("--scheduler takes a stepscope Scheduler; with --engine vllm use "
                              "--scheduler-cls")  # fmt: skip
         check_readable(trace)
-        _replay_with_vllm(trace, output, knobs, scheduler_cls, as_json)
+        _replay_with_vllm(trace, output, knobs, scheduler_cls, as_json=as_json)
         return
     if scheduler_cls:
         raise InputError("--scheduler-cls needs --engine vllm")
@@ -74,7 +75,7 @@ def replay(
     scheduler_class = load_scheduler_class(scheduler) if scheduler else None
     if knobs or scheduler_class is not None:
         changed = dict(parse_knob(k) for k in knobs or [])
-        _what_if(trace, output, changed, scheduler_class, as_json, num_steps)
+        _what_if(trace, output, changed, scheduler_class, as_json=as_json, num_steps=num_steps)
         return
     with StepProgress() as progress:
         progress.start(f"replay {trace.name}", num_steps)
@@ -112,6 +113,7 @@ def _replay_with_vllm(
     output: Path | None,
     knobs: list[str] | None,
     scheduler_cls: str | None,
+    *,
     as_json: bool,
 ) -> None:
     require_vllm()
@@ -142,6 +144,7 @@ def _what_if(
     output: Path | None,
     knobs: dict[str, object],
     scheduler_cls: type | None,
+    *,
     as_json: bool,
     num_steps: int,
 ) -> None:

@@ -35,7 +35,7 @@ AppendOption = Annotated[
 
 
 def report_outputs(
-    junit: Path | None, markdown: Path | None, append: bool
+    junit: Path | None, markdown: Path | None, *, append: bool
 ) -> tuple[Output | None, Output | None]:
     """The JUnit and Markdown outputs asked for; `--append` goes with `--markdown`."""
     if append and markdown is None:

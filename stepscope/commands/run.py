@@ -27,6 +27,7 @@ def run(
             "Default: the bundled example."
         ),
     ] = None,
+    *,
     jsonl: Annotated[
         bool,
         typer.Option("--jsonl", help="One JSON object per step, in the vLLM oracle's format."),

@@ -36,6 +36,7 @@ def sql(
             show_default=False,
         ),
     ],
+    *,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -84,7 +85,7 @@ def sql(
         elif as_json:
             _write_json(opened.rows(relation))
         else:
-            print_table(Console(), opened.rows(relation), limit, vertical)
+            print_table(Console(), opened.rows(relation), limit, vertical=vertical)
 
 
 def _write_csv(columns: list[str], rows: QueryRows) -> None:

@@ -91,6 +91,7 @@ def sweep(
     plot_out: PlotOutOption = None,
     pareto: ParetoOption = None,
     show: ShowOption = None,
+    *,
     force: ForceOption = False,
 ) -> None:
     """Replay a trace's arrivals under every combination of knob values (a what-if per
@@ -104,7 +105,7 @@ def sweep(
         if trace is not None or grid or output is not None:
             raise InputError("--show reads a result written before: no TRACE, --grid or -o")
         check_view(view, None)
-        check_outputs([plot_file], [show], force)
+        check_outputs([plot_file], [show], force=force)
         render(show, view)
         return
     if trace is None or not grid or output is None:
@@ -112,7 +113,7 @@ def sweep(
     check_view(view, None)
     result_file = new_file("-o", output, "a sweep result (a DuckDB file)")
     copy = data_file("--parquet", parquet, "a Parquet file")
-    check_outputs([result_file, copy, plot_file], [trace], force)
+    check_outputs([result_file, copy, plot_file], [trace], force=force)
     _check_runner(jobs, ray)
     check_readable(trace)
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None

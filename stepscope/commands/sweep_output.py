@@ -81,7 +81,7 @@ def print_written(
     console.print(escape(safe_text(written)), highlight=False, soft_wrap=True)
 
 
-def _table(outcome: SweepOutcome, seconds: bool) -> Table:
+def _table(outcome: SweepOutcome, *, seconds: bool) -> Table:
     knobs = [name for name in outcome.points.column_names if name in _knob_names(outcome)]
     metrics = {k: v for k, v in SUMMARY_METRICS.items() if seconds or not k.endswith("_s")}
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)

@@ -45,10 +45,10 @@ def tui(
         read_sweep(path)  # a result this release cannot read fails here, in one line
         trace, other = path, None
     else:
-        trace, other = _chosen_traces(path, name, diff, bool(ignore))
+        trace, other = _chosen_traces(path, name, diff, ignore=bool(ignore))
     from stepscope.tui import run_tui
 
-    run_tui(trace, other, ignore_block_ids)
+    run_tui(trace, other, ignore_block_ids=ignore_block_ids)
 
 
 def _other_trace(path: Path, diff: str) -> Path:
@@ -59,7 +59,7 @@ def _other_trace(path: Path, diff: str) -> Path:
 
 
 def _chosen_traces(
-    path: Path, name: str | None, diff: str | None, ignore: bool
+    path: Path, name: str | None, diff: str | None, *, ignore: bool
 ) -> tuple[Path, Path | None]:
     """The trace to open and the one to diff it with, each checked to be a readable trace."""
     if ignore and diff is None:

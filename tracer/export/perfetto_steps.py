@@ -102,8 +102,14 @@ def _shape(row: tuple[Any, ...]) -> tuple[bool, bool, Missing, tuple[Any, ...]]:
     return row[1], row[7] is None, missing, (row[6], *row[8:13])
 
 
+# Called with `_shape`'s tuple spread: the cache's key stays one positional tuple.
 @lru_cache(maxsize=1 << 12)
-def _template(idle: bool, no_tokens: bool, missing: Missing, fixed_args: tuple[Any, ...]) -> bytes:
+def _template(
+    idle: bool,  # noqa: FBT001
+    no_tokens: bool,  # noqa: FBT001
+    missing: Missing,
+    fixed_args: tuple[Any, ...],
+) -> bytes:
     """A step's packets with every field but times, counter values, the step and its tokens."""
     trace = Trace()
     add = trace.packet.add

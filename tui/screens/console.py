@@ -164,7 +164,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
         self._status(f"error: {first_line}", "bold red")
         error = self.query_one("#console-error", Static)
         error.update(Text(shown_lines(message.error), style="red"))
-        self._show_error(True)
+        self._show_error(shown=True)
 
     def on_query_cancelled(self, message: QueryCancelled) -> None:
         self._done()
@@ -233,13 +233,13 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
     def _status(self, text: str, style: str) -> None:
         self.query_one("#console-status", Static).update(Text(shown_text(text), style=style))
 
-    def _show_error(self, shown: bool) -> None:
+    def _show_error(self, *, shown: bool) -> None:
         """The error in the results' place, or the results."""
         self.query_one("#console-error").display = shown
         self.query_one("#console-results").display = not shown
 
     def _show(self, result: QueryResult) -> None:
-        self._show_error(False)
+        self._show_error(shown=False)
         table = self.query_one("#console-results", DataTable)
         table.clear(columns=True)
         table.add_columns(*(Text(shown_text(column)) for column in result.columns))

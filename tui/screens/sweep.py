@@ -118,7 +118,7 @@ class SweepScreen(Screen[None]):
         key = view.coordinate_to_cell_key(view.cursor_coordinate).row_key.value
         return None if key is None else int(key)
 
-    def _notice(self, text: str, error: bool = False) -> None:
+    def _notice(self, text: str, *, error: bool = False) -> None:
         text = shown_lines(text)
         notice = self.query_one("#sweep-notice", Static)
         notice.update(Text(text))

@@ -80,7 +80,7 @@ class TimelineScreen(Screen[None]):
     ]
 
     def __init__(
-        self, path: Path, other: Path | None = None, ignore_block_ids: bool = False
+        self, path: Path, other: Path | None = None, *, ignore_block_ids: bool = False
     ) -> None:
         super().__init__()
         self.path = path
@@ -175,7 +175,9 @@ class TimelineScreen(Screen[None]):
             if other is not None:
                 from ..diffing import step_differences
 
-                found = step_differences(source, other, step, self.ignore_block_ids)
+                found = step_differences(
+                    source, other, step, ignore_block_ids=self.ignore_block_ids
+                )
         except _ERRORS as error:
             self.post_message(query_failed(error, f"step {step}"))
             return
@@ -195,7 +197,9 @@ class TimelineScreen(Screen[None]):
         from ..diffing import diff_traces
 
         try:
-            self.post_message(DiffComputed(diff_traces(source, other, self.ignore_block_ids)))
+            self.post_message(
+                DiffComputed(diff_traces(source, other, ignore_block_ids=self.ignore_block_ids))
+            )
         except _ERRORS as error:
             self.post_message(query_failed(error, "diff"))
 
@@ -207,9 +211,9 @@ class TimelineScreen(Screen[None]):
             self.console_session.fill(ConsoleSession(self.path, self.other_path))
 
     @work(thread=True, exclusive=True, group="find")
-    def find_interesting(self, source: TraceSource, step: int, forward: bool) -> None:
+    def find_interesting(self, source: TraceSource, step: int, *, forward: bool) -> None:
         try:
-            found = source.interesting_step(step, forward)
+            found = source.interesting_step(step, forward=forward)
         except _ERRORS as error:
             self.post_message(query_failed(error, "search"))
             return
@@ -348,15 +352,16 @@ class TimelineScreen(Screen[None]):
     def go_to(self, step: int) -> None:
         self.query_one(StepTable).go_to(step)
 
-    def action_interesting(self, forward: bool) -> None:
+    # Textual passes an action's arguments (`interesting(True)`) by position.
+    def action_interesting(self, forward: bool) -> None:  # noqa: FBT001
         if self.source is not None:
-            self.find_interesting(self.source, self.step, forward)
+            self.find_interesting(self.source, self.step, forward=forward)
 
-    def action_divergence(self, forward: bool) -> None:
+    def action_divergence(self, forward: bool) -> None:  # noqa: FBT001
         if self.diff is None:
             self.notify("the diff is still being computed", timeout=3)
             return
-        found = self.diff.next_divergence(self.step, forward)
+        found = self.diff.next_divergence(self.step, forward=forward)
         self.post_message(StepFound(found, "divergent step"))
 
     def action_goto(self) -> None:

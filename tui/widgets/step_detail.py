@@ -67,6 +67,9 @@ SKIP_REASONS = {
     "max_loras": "max_loras gate",
     "grammar_not_ready": "grammar not ready",
     "stale_output": "stale output in flight",
+    "waiting_for_remote_kvs": "remote KV still arriving",
+    "waiting_for_streaming_req": "waiting for streamed input",
+    "cannot_schedule": "cannot be scheduled yet",
 }
 """How the step detail names each reason the waiting pass passed a request over."""
 

@@ -65,7 +65,7 @@ def budget_bar(used: int, budget: int, width: int = _BAR_WIDTH) -> str:
     return bar.ljust(width, "·")
 
 
-def flags(row: dict[str, Any], divergent: bool) -> str:
+def flags(row: dict[str, Any], *, divergent: bool) -> str:
     """Marks for a row: ≠ divergent, P preemption, K KV full, B budget used up."""
     if divergent:
         return "≠"
@@ -291,7 +291,7 @@ scrolls, a click picks a step.
 
     def _header(self) -> Strip:
         style = self.get_component_rich_style("step-table--header")
-        text = "".join(_cell(title, width, right) for title, width, right in self.columns())
+        text = "".join(_cell(title, width, right=right) for title, width, right in self.columns())
         return Strip([Segment(text, style)])
 
     def _row_strip(self, step: int) -> Strip:
@@ -300,18 +300,22 @@ scrolls, a click picks a step.
         divergent = step in self.divergent
         if step >= self.num_steps:
             text = (
-                _cell("≠", 2, False) + _cell(f"{step:,}", 10, True) + "  (only in the other trace)"
+                _cell("≠", 2, right=False)
+                + _cell(f"{step:,}", 10, right=True)
+                + "  (only in the other trace)"
             )
             return Strip([Segment(text, base + self.get_component_rich_style("step-table--dim"))])
         row = self.row(step)
         if row is None:
-            text = _cell("", 2, False) + _cell(f"{step:,}", 10, True) + "  …"
+            text = _cell("", 2, right=False) + _cell(f"{step:,}", 10, right=True) + "  …"
             return Strip([Segment(text, base + self.get_component_rich_style("step-table--dim"))])
         flag_style = self.get_component_rich_style(
             "step-table--divergent" if divergent else "step-table--flag"
         )
-        segments = [Segment(_cell(flags(row, divergent), 2, False), base + flag_style)]
-        segments.append(Segment(_cell(f"{step:,}", 10, True), base))
+        segments = [
+            Segment(_cell(flags(row, divergent=divergent), 2, right=False), base + flag_style)
+        ]
+        segments.append(Segment(_cell(f"{step:,}", 10, right=True), base))
         if row["idle"]:
             dim = base + self.get_component_rich_style("step-table--dim")
             segments.append(Segment("  idle", dim))
@@ -330,11 +334,12 @@ scrolls, a click picks a step.
             ("  " + (row["admission_stop"] or ""), 22, False),
             (shown_id(row["blocked_request_id"] or ""), 9, False),
         ]
-        segments.append(Segment("".join(_cell(*cell) for cell in cells), base))
+        text = "".join(_cell(text, width, right=right) for text, width, right in cells)
+        segments.append(Segment(text, base))
         return Strip(segments)
 
 
-def _cell(text: str, width: int, right: bool) -> str:
+def _cell(text: str, width: int, *, right: bool) -> str:
     text = safe_text(text)  # a trace's column may hold any string
     text = text[: width - 1] if len(text) >= width else text
     return text.rjust(width - 1) + " " if right else text.ljust(width)

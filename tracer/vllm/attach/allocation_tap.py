@@ -21,6 +21,7 @@ from stepscope.engine.probe import (
     Preemption,
     RefusedRunningCall,
     WaitingSkip,
+    WaitingSkipReason,
 )
 from stepscope.engine.request import RunningGrant
 
@@ -193,22 +194,28 @@ class AllocationTap:
         )
 
 
-def _skip_reason(request: Any) -> str:
+def _skip_reason(request: Any) -> WaitingSkipReason:
     """Why the waiting pass passed over `request`, in the engine's words.
 
-    A request is ready unless its status blocks it; one ready and holding no stale
-    output was passed over by the LoRA gate (`max_loras` adapters already scheduled).
+    A blocking status names itself; a request ready and holding no stale output was
+    passed over by the LoRA gate if it has an adapter, else for a cause vLLM does not
+    show (a transfer pending, no tokens after the prefill lookahead).
     """
     if request.num_stale_output_tokens and not request.drop_stale_output:
-        return "stale_output"
+        return WaitingSkipReason.STALE_OUTPUT
     status = request.status.name
-    if status == "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR":
-        return "grammar_not_ready"
+    if status in _BLOCKING_STATUSES:
+        return _BLOCKING_STATUSES[status]
     if request.lora_request is not None and status in _READY_STATUSES:
-        return "max_loras"
-    return f"status {status}"
+        return WaitingSkipReason.MAX_LORAS
+    return WaitingSkipReason.CANNOT_SCHEDULE
 
 
+_BLOCKING_STATUSES = {
+    "WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR": WaitingSkipReason.GRAMMAR_NOT_READY,
+    "WAITING_FOR_REMOTE_KVS": WaitingSkipReason.WAITING_FOR_REMOTE_KVS,
+    "WAITING_FOR_STREAMING_REQ": WaitingSkipReason.WAITING_FOR_STREAMING_REQ,
+}
 _READY_STATUSES = frozenset({"WAITING", "PREEMPTED"})
 
 

@@ -150,7 +150,7 @@ class VllmRecording:
             self.active = False
             self.detach()
             try:
-                self.recorder.close(False, self._final_meta())
+                self.recorder.close(complete=False, final_meta=self._final_meta())
             except TraceWriteError:
                 pass  # the file cannot be written: the error above said so once
             except Exception:
@@ -213,7 +213,7 @@ class VllmRecording:
 
         self._guarded(record)
 
-    def close(self, finished: bool = True) -> None:
+    def close(self, *, finished: bool = True) -> None:
         """Record what is complete and close the trace (idempotent).
 
         The trace is marked complete if the run `finished` and no batch was left
@@ -258,7 +258,7 @@ class VllmRecording:
             else:
                 self._aborted.append(request.request_id)
 
-    def _new_iteration(self, scheduling: bool = False) -> Iteration:
+    def _new_iteration(self, *, scheduling: bool = False) -> Iteration:
         self.step += 1
         iteration = Iteration(
             self.step, self._arrived, self._rejected, self._aborted, scheduling=scheduling
@@ -401,11 +401,11 @@ class VllmRecording:
         )
         self.recorder.record_step(record, self.queue_state)
 
-    def _close(self, complete: bool) -> None:
+    def _close(self, *, complete: bool) -> None:
         try:
             self._record_complete()
         finally:
-            self.recorder.close(complete, self._final_meta())
+            self.recorder.close(complete=complete, final_meta=self._final_meta())
 
     def _final_meta(self) -> dict[str, str]:
         return {"outside_subset": "; ".join(sorted(self.reasons))}

@@ -60,7 +60,7 @@ def prepare_environment() -> None:
 
 
 def build_scheduler(
-    workload: Workload, scheduler_cls: type | None = None, log_stats: bool = True
+    workload: Workload, scheduler_cls: type | None = None, *, log_stats: bool = True
 ) -> tuple[Any, Any]:
     """vLLM's scheduler for the workload's config, and the block hasher requests need.
 
@@ -241,5 +241,5 @@ def record_with_vllm(
         run = run_scripted(workload, scheduler, block_hasher, recording, drafter)
         finished = True
     finally:
-        recording.close(finished)
+        recording.close(finished=finished)
     return run

@@ -56,6 +56,7 @@ class LiveDriver:
         workload: Workload,
         engine: Any,
         recording: VllmRecording,
+        *,
         keep_seeds: bool,
         model_dir: Path | None = None,
     ) -> None:
@@ -90,7 +91,7 @@ class LiveDriver:
         return bool(self.scheduler.has_requests() or batch_queue)
 
     def _add(self, spec: RequestSpec) -> None:
-        params = live_engine.vllm_sampling_params(spec.sampling_params, self.keep_seeds)
+        params = live_engine.vllm_sampling_params(spec.sampling_params, keep_seed=self.keep_seeds)
         try:
             self.engine.add_request(
                 spec.request_id,
@@ -151,7 +152,7 @@ def record_live(
     engine = live_engine.build_engine(workload.config, options)
     try:
         keep_seeds = live_engine.seeds_supported()
-        seeds_dropped = _seeds_dropped(workload, keep_seeds)
+        seeds_dropped = _seeds_dropped(workload, keep_seeds=keep_seeds)
         extra = {**(meta or {}), **({"seeds_dropped": str(seeds_dropped)} if seeds_dropped else {})}
         recording = attach_recording(
             live_engine.scheduler_of(engine),
@@ -160,19 +161,21 @@ def record_live(
             meta=_meta(workload, engine, extra),
             redactor=redactor,
         )
-        driver = LiveDriver(workload, engine, recording, keep_seeds, options.model)
+        driver = LiveDriver(
+            workload, engine, recording, keep_seeds=keep_seeds, model_dir=options.model
+        )
         num_steps, finished = 0, False
         try:
             num_steps, finished = driver.run()
         finally:
-            recording.close(finished)
+            recording.close(finished=finished)
         dtype = live_engine.engine_dtype(engine)
     finally:
         live_engine.shutdown(engine)
     return LiveRun(num_steps, finished, driver.num_rejected, seeds_dropped, dtype)
 
 
-def _seeds_dropped(workload: Workload, keep_seeds: bool) -> int:
+def _seeds_dropped(workload: Workload, *, keep_seeds: bool) -> int:
     """Requests whose seed this platform cannot honour (they then sample unseeded)."""
     if keep_seeds:
         return 0

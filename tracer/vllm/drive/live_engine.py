@@ -172,7 +172,7 @@ def seeds_supported() -> bool:
     return not current_platform.is_cpu()
 
 
-def vllm_sampling_params(params: SamplingParams, keep_seed: bool) -> Any:
+def vllm_sampling_params(params: SamplingParams, *, keep_seed: bool) -> Any:
     """vLLM's `SamplingParams` for a recorded request (EOS comes from the model's tokenizer)."""
     from vllm.sampling_params import SamplingParams as VllmSamplingParams
 

@@ -139,7 +139,9 @@ def _tape_runner(workload: Workload, scheduler: Any, drafter: TapeDrafter | None
         return VllmTapeRunner(scheduler, tapes)
     drafter = drafter or TapeModelRunner.for_workload(workload).drafter
     assert drafter is not None
-    return VllmDraftingTapeRunner(scheduler, tapes, drafter, workload.config.async_scheduling)
+    return VllmDraftingTapeRunner(
+        scheduler, tapes, drafter, async_scheduling=workload.config.async_scheduling
+    )
 
 
 def run_scripted(

@@ -27,6 +27,7 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
         scheduler: Any,
         tapes: Mapping[str, Sequence[int]],
         drafter: TapeDrafter,
+        *,
         async_scheduling: bool,
     ) -> None:
         super().__init__(scheduler, tapes)
@@ -46,7 +47,9 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
         resumed = set(scheduler_output.scheduled_cached_reqs.resumed_req_ids or ())
         self._proposals = {}
         self._req_ids = tuple(req_ids)
-        sampled = [self._verify(req_id, scheduler_output, req_id in resumed) for req_id in req_ids]
+        sampled = [
+            self._verify(req_id, scheduler_output, resumed=req_id in resumed) for req_id in req_ids
+        ]
         return ModelRunnerOutput(
             req_ids=req_ids,
             req_id_to_index={req_id: i for i, req_id in enumerate(req_ids)},
@@ -60,9 +63,9 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
         drafts = tuple(self._proposals.get(req_id, ()) for req_id in self._req_ids)
         return DraftTokenIds(self._req_ids, drafts)
 
-    def _verify(self, req_id: str, scheduler_output: Any, resumed: bool) -> list[int]:
+    def _verify(self, req_id: str, scheduler_output: Any, *, resumed: bool) -> list[int]:
         request = self.scheduler.requests[req_id]
-        base = self._base(req_id, request, resumed)
+        base = self._base(req_id, request, resumed=resumed)
         if base is None:
             return []
         tape = self.tapes.get(req_id, ())
@@ -80,7 +83,7 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
             self.worker_drafts[req_id] = (base + len(out), proposal)
         return out
 
-    def _base(self, req_id: str, request: Any, resumed: bool) -> int | None:
+    def _base(self, req_id: str, request: Any, *, resumed: bool) -> int | None:
         """The tape index this step samples at, or None when it samples nothing."""
         if not self.async_scheduling:
             sampling = request.num_computed_tokens >= request.num_tokens
