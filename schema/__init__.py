@@ -2,13 +2,14 @@
 
 from .ddl import logical_tables
 from .query_rows import QueryRows
-from .trace import Trace, TraceError, ViewInfo, open_trace, view_infos
+from .trace import Trace, TraceDamagedError, TraceError, ViewInfo, open_trace, view_infos
 from .version import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
     "QueryRows",
     "Trace",
+    "TraceDamagedError",
     "TraceError",
     "ViewInfo",
     "logical_tables",

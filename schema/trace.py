@@ -41,6 +41,10 @@ class TraceError(ValueError):
     """A file that is not a readable trace, or a query the trace cannot answer."""
 
 
+class TraceDamagedError(TraceError):
+    """A trace's own bytes failed a query: a damaged or cut block, found when it was read."""
+
+
 @dataclass(frozen=True)
 class ViewInfo:
     name: str
@@ -133,6 +137,18 @@ class Trace:
             raise TraceError("the statement returned no rows (only queries are allowed)")
         return relation
 
+    def execute(
+        self, query: str, params: list[Any] | dict[str, Any] | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        """Run one of the reader's own prepared queries (one bind, no statement check): the
+        connection holding its result; TraceDamagedError when the file's bytes fail it."""
+        try:
+            return self._con.execute(query, params)
+        except duckdb.InterruptException:
+            raise
+        except duckdb.Error as error:
+            raise self._error(error) from None
+
     def rows(self, relation: duckdb.DuckDBPyRelation) -> QueryRows:
         """A relation of `sql()` run again, its rows read a batch at a time (`QueryRows`)."""
         try:
@@ -194,6 +210,12 @@ class Trace:
     def _message(self, error: duckdb.Error) -> str:
         """A query's error as is; one from the file's bytes names the file."""
         return damaged(self.path, error) if is_file_error(error) else first_line(error)
+
+    def _error(self, error: duckdb.Error) -> TraceError:
+        """A query's error in one line, a TraceDamagedError when the file's bytes failed it."""
+        if is_file_error(error):
+            return TraceDamagedError(damaged(self.path, error))
+        return TraceError(first_line(error))
 
 
 def open_trace(path: str | Path) -> Trace:

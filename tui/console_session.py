@@ -12,7 +12,7 @@ from stepscope.schema.query_statements import not_a_query
 from stepscope.schema.trace_file import is_file_error
 
 from .both_traces import connect_both
-from .connection import connection_of, damaged_error
+from .connection import damaged_error
 from .models import QueryResult
 
 MAX_ROWS = 1000
@@ -34,7 +34,7 @@ class ConsoleSession:
         """The one file its queries read (None when diffing: either may have failed one)."""
         if other is None:
             self.trace = open_trace(path)
-            self._connection = connection_of(self.trace)
+            self._connection = self.trace._con  # replaced by the one trace reader next
         else:
             self._connection = connect_both(Path(path), Path(other))
         self._lock = threading.Lock()

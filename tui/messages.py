@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
+from stepscope.schema import TraceDamagedError
 from stepscope.schema.trace_file import is_file_error
 from textual.message import Message
 
-from .connection import TraceDamagedError
 from .models import PlotSeries, QueryResult, RequestLife, StepDetail, TraceInfo
 
 if TYPE_CHECKING:

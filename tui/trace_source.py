@@ -17,7 +17,7 @@ from stepscope.schema import Trace, open_trace
 
 from stepscope.safe_text import shown_id
 
-from .connection import execute, reading
+from .connection import reading
 from .models import LifeRow, PlotSeries, RequestLife, Rows, StepDetail, TraceInfo
 from .queries import query
 
@@ -55,7 +55,7 @@ class TraceSource:
     def rows(self, name: str, params: list[Any] | None = None) -> Rows:
         """Run `sql/<name>.sql` with positional parameters."""
         with self._lock, reading(self.path):
-            cursor = execute(self.trace, query(name), params)
+            cursor = self.trace.execute(query(name), params)
             columns = tuple(column[0] for column in cursor.description or ())
             return Rows(columns, tuple(cursor.fetchall()))
 
