@@ -39,8 +39,8 @@ import pyarrow as pa
 from results import heading, write_section
 from stepscope.engine import TapeModelRunner
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
-from stepscope.schema.member_views import views_in_order
 from stepscope.schema.sql_files import strip_comments
+from stepscope.schema.view_infos import views_in_order
 from stepscope.tracer.record_workload import record_workload
 from tracer_overhead import generate_million_step_trace
 from views_before import before_query

@@ -1,18 +1,29 @@
-"""The trace schema: typed, commented tables, the reader's views, and the read API."""
+"""The trace schema: typed, commented tables, the reader's views, and the readers."""
 
 from .ddl import logical_tables
 from .query_rows import QueryRows
-from .trace import Trace, TraceDamagedError, TraceError, ViewInfo, open_trace, view_infos
+from .reader import TraceReader
+from .trace import Trace, open_trace
+from .trace_error import TraceDamagedError, TraceError
+from .trace_pair import B_SCHEMA, TracePair, open_pair
+from .trace_set import TraceSet, open_traces
 from .version import SCHEMA_VERSION
+from .view_infos import ViewInfo, view_infos
 
 __all__ = [
+    "B_SCHEMA",
     "SCHEMA_VERSION",
     "QueryRows",
     "Trace",
     "TraceDamagedError",
     "TraceError",
+    "TracePair",
+    "TraceReader",
+    "TraceSet",
     "ViewInfo",
     "logical_tables",
+    "open_pair",
     "open_trace",
+    "open_traces",
     "view_infos",
 ]

@@ -1,24 +1,23 @@
-"""One trace of a set, as a schema of its own: its logical `_` tables and every view.
+"""One trace as a schema of its own: its logical `_` tables and every view.
 
 The view SQL names tables without a schema; a view created in a schema resolves those
-names in that schema first, so the same `views/*.sql` read one trace's tables there.
+names in that schema first, so the same `views/*.sql` read one trace's tables there,
+whether the schema is `main` (a lone trace), `b` (a diff's other side) or one of a set's.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from functools import cache
 
 import duckdb
 
 from .ddl import enum_types, table_specs
 from .older_traces import off_column
 from .sql_files import strip_comments
-from .trace import ViewInfo, view_infos
+from .view_infos import views_in_order
 
 _CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
-_READ = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.IGNORECASE)
 
 
 def logical_select(table: str, have: Collection[str], source: str | None, *, cast: bool) -> str:
@@ -54,25 +53,8 @@ def create_member_schema(
 ) -> None:
     """Create `schema` with each logical table (name → SELECT) and every view over them."""
     # The schema's name and the tables' and views' names are identifiers: spliced in.
-    con.execute(f"CREATE SCHEMA {schema}")
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for table, select in tables.items():
         con.execute(f"CREATE VIEW {schema}.{table} AS {select}")
     for info in views_in_order():
         con.execute(f"CREATE VIEW {schema}.{info.name} AS {strip_comments(info.sql)}")
-
-
-@cache
-def views_in_order() -> tuple[ViewInfo, ...]:
-    """Every view, each after the views it names after a FROM or a JOIN."""
-    infos = {info.name: info for info in view_infos()}
-    reads = {
-        name: set(_READ.findall(strip_comments(info.sql))) & (infos.keys() - {name})
-        for name, info in infos.items()
-    }
-    ordered: list[ViewInfo] = []
-    while len(ordered) < len(infos):
-        done = {info.name for info in ordered}
-        ready = [n for n in sorted(infos) if n not in done and reads[n] <= done]
-        assert ready, f"views read each other in a cycle: {sorted(set(infos) - done)}"
-        ordered.extend(infos[name] for name in ready)
-    return tuple(ordered)

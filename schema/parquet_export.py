@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from .trace import TraceError
+from .trace_error import TraceError
 
 MANIFEST = "stepscope_export.json"
 EXPORT_SCHEMA_VERSIONS = frozenset({1})

@@ -42,14 +42,14 @@ def statement_problem(query: str, names: frozenset[str]) -> str | None:
     return _kinds_problem(statements)
 
 
-def not_a_query(query: str) -> str | None:
-    """Why `query`, when it parses, is not one a trace answers; None when it is one, or when it
-    does not parse (DuckDB's own error, caret and all, then says why as it runs)."""
+def parser_error(query: str) -> str | None:
+    """DuckDB's whole parser error for `query` (its caret under the bad token), None when it
+    parses."""
     try:
-        statements = duckdb.extract_statements(query)
-    except duckdb.Error:
-        return None
-    return _kinds_problem(statements)
+        duckdb.extract_statements(query)
+    except duckdb.Error as error:
+        return str(error).strip() or type(error).__name__
+    return None
 
 
 def _kinds_problem(statements: list[duckdb.Statement]) -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .parquet_export import MANIFEST, export_trace_names
-from .trace import TraceError
+from .trace_error import TraceError
 
 TRACE_SUFFIX = ".duckdb"
 _NAMES_LISTED = 20

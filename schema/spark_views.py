@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .ddl import logical_tables, table_specs
-from .member_views import views_in_order
 from .parquet_export import export_meta, export_trace_names, read_manifest
 from .spark_dialect import spark_sql
 from .sql_files import strip_comments
+from .view_infos import views_in_order
 
 _CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
 _SPARK_TYPES = {"INTEGER": "INT", "VARCHAR": "STRING", "BIGINT[]": "ARRAY<BIGINT>"}

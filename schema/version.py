@@ -22,3 +22,7 @@ SCHEMA_VERSION = 5
 """
 
 SUPPORTED_VERSIONS = frozenset({2, 3, 4, SCHEMA_VERSION})
+
+TABLES_ADDED = {"_spec_decode": 4}
+"""Each table a later version added, with that version: an older trace has no such table (it
+reads as one with no rows), and lacks no other."""

@@ -15,12 +15,11 @@ import pytest
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact
-from stepscope.schema import logical_tables, open_trace
+from stepscope.schema import logical_tables, open_pair, open_trace
 from stepscope.schema.trace_set import open_traces
 from stepscope.tracer import compact
 from stepscope.tracer.export.parquet import export_parquet
 from stepscope.tracer.writer import _WRITER_CONFIG
-from stepscope.tui.both_traces import connect_both
 from test_trace_compact import _SHARED_PREFIXES, recorded_and_copied
 
 
@@ -60,14 +59,11 @@ def test_replay_and_diff_see_the_same_run(pair: tuple[Path, Path]) -> None:
     assert not difference.request_deltas
 
 
-def test_a_diff_connection_reads_both(pair: tuple[Path, Path]) -> None:
+def test_a_pair_reads_both(pair: tuple[Path, Path]) -> None:
     for a, b in (pair, pair[::-1]):
-        con = connect_both(a, b)
-        try:
-            assert _rows(con.sql("FROM _requests")) == _rows(con.sql("FROM b._requests"))
-            assert _rows(con.sql("FROM requests")) == _rows(con.sql("FROM b.requests"))
-        finally:
-            con.close()
+        with open_pair(a, b) as both:
+            assert _rows(both.sql("FROM _requests")) == _rows(both.sql("FROM b._requests"))
+            assert _rows(both.sql("FROM requests")) == _rows(both.sql("FROM b.requests"))
 
 
 def test_exports_and_trace_sets_read_the_same(pair: tuple[Path, Path], tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The SQL console's own connection to a trace, so a long query can be cancelled alone."""
+"""The SQL console's own reader of a trace (or a diff's two), so a long query can be cancelled
+alone."""
 
 from __future__ import annotations
 
@@ -7,12 +8,8 @@ import time
 from pathlib import Path
 
 import duckdb
-from stepscope.schema import Trace, TraceError, open_trace
-from stepscope.schema.query_statements import not_a_query
-from stepscope.schema.trace_file import is_file_error
+from stepscope.schema import TraceDamagedError, TraceError, TraceReader, open_pair, open_trace
 
-from .both_traces import connect_both
-from .connection import damaged_error
 from .models import QueryResult
 
 MAX_ROWS = 1000
@@ -24,19 +21,12 @@ class QueryCancelledError(Exception):
 
 
 class ConsoleSession:
-    """Runs the console's queries on a connection of its own (read-only, as every trace).
+    """Runs the console's queries on a reader of its own (read-only, as every trace's).
 
     With `other` (diffing), B's tables and views are there too, as `b.<name>`."""
 
     def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
-        self.trace: Trace | None = None
-        self.path = Path(path) if other is None else None
-        """The one file its queries read (None when diffing: either may have failed one)."""
-        if other is None:
-            self.trace = open_trace(path)
-            self._connection = self.trace._con  # replaced by the one trace reader next
-        else:
-            self._connection = connect_both(Path(path), Path(other))
+        self.reader: TraceReader = open_trace(path) if other is None else open_pair(path, other)
         self._lock = threading.Lock()
         self.running = threading.Event()
 
@@ -48,20 +38,15 @@ class ConsoleSession:
         with self._lock:
             self.running.set()
             try:
-                problem = not_a_query(query)
-                if problem is not None:
-                    raise TraceError(problem)
-                relation = self._connection.sql(query)
-                if relation is None:
-                    raise TraceError("the statement returned no rows (only queries are allowed)")
-                rows = relation.limit(max_rows + 1).fetchall()
+                relation = self.reader.sql(query)
+                rows = self.reader.fetch(relation, max_rows + 1)
                 columns, types = tuple(relation.columns), tuple(map(str, relation.types))
             except duckdb.InterruptException:
                 raise QueryCancelledError(query) from None
-            except duckdb.Error as error:
-                if is_file_error(error):
-                    raise damaged_error(error, self.path) from None
-                raise TraceError(str(error).strip() or type(error).__name__) from None
+            except TraceDamagedError:
+                raise
+            except TraceError as error:
+                raise TraceError(error.detail) from None
             finally:
                 self.running.clear()
         return QueryResult(
@@ -74,14 +59,11 @@ class ConsoleSession:
         )
 
     def interrupt(self) -> None:
-        """Ask the running query to stop (DuckDB's interrupt; harmless when none runs)."""
-        self._connection.interrupt()
+        """Ask the running query to stop (harmless when none runs)."""
+        self.reader.interrupt()
 
     def close(self) -> None:
-        if self.trace is not None:
-            self.trace.close()
-        else:
-            self._connection.close()
+        self.reader.close()
 
 
 class SessionSlot:

@@ -15,23 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload, step_counts
 from stepscope.replay import inputs
 from stepscope.replay.step_decision import StepDecision, differences, live_decision
-from stepscope.schema import TraceError
+from stepscope.schema.step_condition import STEP_COLUMNS, StepCondition
 
 from .diffing import step_decisions
-from .queries import query
 from .trace_source import TraceSource
 
 _CHUNK = 512
 """Recorded steps fetched at a time."""
-
-_LOCKED: dict[str, str | bool | int | float | list[str]] = {
-    "enable_external_access": False,
-    "lock_configuration": True,
-}
 
 
 def workload_from_trace(source: TraceSource, knobs: dict[str, Any] | None = None) -> Workload:
@@ -62,53 +55,13 @@ class ReplayedStep:
         return bool(self.differences)
 
 
-class BreakPredicate:
-    """A SQL condition over a replayed step's columns, e.g. `num_free_blocks_after_schedule < 10`.
-
-    Columns: step, idle, num_scheduled_tokens, num_scheduled_reqs, num_preemptions,
-    num_finished, num_free_blocks_after_schedule, running_pass_end, admission_stop,
-    scheduled_ids, preempted_ids, finished_ids, arrived_ids (lists of request ids).
-    """
-
-    def __init__(self, condition: str) -> None:
-        self.condition = condition.strip()
-        self._con = duckdb.connect(":memory:", config=_LOCKED)
-        self._sql = f"SELECT coalesce(({self.condition}), FALSE) FROM step_row"
-        self.holds(_EMPTY_COLUMNS)  # fail now on a bad condition
-
-    def holds(self, columns: dict[str, Any]) -> bool:
-        row = self._con.sql(query("break_step_row"), params=columns)
-        try:
-            self._con.register("step_row", row.to_arrow_table())
-            result = self._con.sql(self._sql).fetchall()
-        except duckdb.Error as error:
-            raise TraceError(str(error).strip().splitlines()[0]) from None
-        return bool(result and result[0][0])
-
-    def close(self) -> None:
-        self._con.close()
-
-
-_EMPTY_COLUMNS: dict[str, Any] = {
-    "step": 0,
-    "idle": True,
-    "num_scheduled_tokens": 0,
-    "num_scheduled_reqs": 0,
-    "num_preemptions": 0,
-    "num_finished": 0,
-    "num_free_blocks_after_schedule": None,
-    "running_pass_end": None,
-    "admission_stop": None,
-    "scheduled_ids": [],
-    "preempted_ids": [],
-    "finished_ids": [],
-    "arrived_ids": [],
-}
+BreakPredicate = StepCondition
+"""A SQL condition a live replay breaks on (`StepCondition`, over `predicate_columns`)."""
 
 
 def predicate_columns(record: StepRecord) -> dict[str, Any]:
     """The columns a break predicate can use, for one replayed step."""
-    columns = dict(_EMPTY_COLUMNS, step=record.step, arrived_ids=list(record.arrived))
+    columns = dict(STEP_COLUMNS, step=record.step, arrived_ids=list(record.arrived))
     engine_step = record.engine_step
     if engine_step is None:
         return columns

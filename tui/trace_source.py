@@ -17,7 +17,6 @@ from stepscope.schema import Trace, open_trace
 
 from stepscope.safe_text import shown_id
 
-from .connection import reading
 from .models import LifeRow, PlotSeries, RequestLife, Rows, StepDetail, TraceInfo
 from .queries import query
 
@@ -54,14 +53,14 @@ class TraceSource:
 
     def rows(self, name: str, params: list[Any] | None = None) -> Rows:
         """Run `sql/<name>.sql` with positional parameters."""
-        with self._lock, reading(self.path):
+        with self._lock:
             cursor = self.trace.execute(query(name), params)
             columns = tuple(column[0] for column in cursor.description or ())
             return Rows(columns, tuple(cursor.fetchall()))
 
     def arrow(self, name: str, params: list[Any] | None = None) -> pa.Table:
-        with self._lock, reading(self.path):
-            return self.trace.sql(query(name), params).to_arrow_table()
+        with self._lock:
+            return self.trace.arrow(query(name), params)
 
     def scalar(self, name: str, params: list[Any] | None = None) -> Any:
         result = self.rows(name, params).rows
@@ -69,7 +68,7 @@ class TraceSource:
 
     @cached_property
     def info(self) -> TraceInfo:
-        with self._lock, reading(self.path):
+        with self._lock:
             num_steps = self.trace.num_steps
             config = self.trace.config
         return TraceInfo(

@@ -14,18 +14,12 @@ from typing import Any
 
 import duckdb
 from stepscope.engine import InputError
+from stepscope.schema.lockdown import connect_locked
 from stepscope.schema.trace_file import damaged, first_line, not_duckdb
 
 from ..sql import query
 
 SWEEP_SCHEMA_VERSION = "1"
-
-_LOCKED_CONFIG: dict[str, str | bool | int | float | list[str]] = {
-    "enable_external_access": False,
-    "autoload_known_extensions": False,
-    "autoinstall_known_extensions": False,
-    "lock_configuration": True,
-}
 
 _NUMERIC_TYPES = frozenset(
     {
@@ -132,7 +126,7 @@ def is_sweep_result(path: Path) -> bool:
     if not path.is_file() or not_duckdb(path) is not None:
         return False
     try:
-        con = duckdb.connect(str(path), read_only=True, config=_LOCKED_CONFIG)
+        con = connect_locked(path)
     except duckdb.Error:
         return False
     try:
@@ -149,7 +143,7 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     if not_duckdb(path) is not None:
         raise SweepError(f"{path}: not a sweep result (not a DuckDB file)")
     try:
-        return duckdb.connect(str(path), read_only=True, config=_LOCKED_CONFIG)
+        return connect_locked(path)
     except duckdb.Error as error:
         raise SweepError(damaged(path, error)) from None
 

@@ -1,0 +1,64 @@
+"""A user's SQL condition over one step's columns, evaluated in the sandbox a trace is read in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from .lockdown import connect_locked
+from .sql_files import query
+from .trace_error import TraceError
+from .trace_file import first_line
+
+STEP_COLUMNS: dict[str, Any] = {
+    "step": 0,
+    "idle": True,
+    "num_scheduled_tokens": 0,
+    "num_scheduled_reqs": 0,
+    "num_preemptions": 0,
+    "num_finished": 0,
+    "num_free_blocks_after_schedule": None,
+    "running_pass_end": None,
+    "admission_stop": None,
+    "scheduled_ids": [],
+    "preempted_ids": [],
+    "finished_ids": [],
+    "arrived_ids": [],
+}
+"""The columns a condition reads (`sql/break_step_row.sql`), each with its value at an idle
+step."""
+
+
+class StepCondition:
+    """A SQL condition over a step's columns, e.g. `num_free_blocks_after_schedule < 10`.
+
+    Columns: step, idle, num_scheduled_tokens, num_scheduled_reqs, num_preemptions,
+    num_finished, num_free_blocks_after_schedule, running_pass_end, admission_stop,
+    scheduled_ids, preempted_ids, finished_ids, arrived_ids (lists of request ids).
+    A condition that does not bind is a TraceError when it is made.
+    """
+
+    def __init__(self, condition: str) -> None:
+        self.condition = condition.strip()
+        self._con = connect_locked()
+        # The user's own condition, run where it can read nothing but this one row.
+        self._sql = f"SELECT coalesce(({self.condition}), FALSE) FROM step_row"
+        try:
+            self.holds(STEP_COLUMNS)
+        except BaseException:
+            self._con.close()
+            raise
+
+    def holds(self, columns: dict[str, Any]) -> bool:
+        """Whether the condition is true of a step with these `STEP_COLUMNS`."""
+        try:
+            row = self._con.sql(query(__package__, "break_step_row"), params=columns)
+            self._con.register("step_row", row.to_arrow_table())
+            result = self._con.sql(self._sql).fetchall()
+        except duckdb.Error as error:
+            raise TraceError(first_line(error)) from None
+        return bool(result and result[0][0])
+
+    def close(self) -> None:
+        self._con.close()
