@@ -15,9 +15,8 @@ from .ddl import logical_tables, table_specs
 from .member_views import logical_select
 from .parquet_export import IDENTITY_COLUMNS, table_dataset
 from .sql_files import query
-from .trace_checks import checked_meta
+from .trace_checks import attach_checked
 from .trace_error import TraceError
-from .trace_file import damaged
 from .version import SCHEMA_VERSION, TABLES_ADDED
 
 
@@ -26,12 +25,7 @@ def attached_tables(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Attach the trace file `path` read-only as `database`, once it passes the checks: its
     `_meta`, and each logical table's SELECT."""
-    meta = checked_meta(path)
-    try:
-        # The alias is an identifier: spliced in.
-        con.execute(f"ATTACH ? AS {database} (READ_ONLY)", [str(path)])
-    except duckdb.Error as error:
-        raise TraceError(damaged(path, error)) from None
+    meta = attach_checked(con, database, path)
     version = int(meta["schema_version"])
     have = _stored_columns(con, database)
     _check_tables(path, version, have.keys())

@@ -51,7 +51,8 @@ def create_enum_types(con: duckdb.DuckDBPyConnection) -> None:
 def create_member_schema(
     con: duckdb.DuckDBPyConnection, schema: str, tables: dict[str, str]
 ) -> None:
-    """Create `schema` with each logical table (name → SELECT) and every view over them."""
+    """Create `schema` with the logical tables given (name → SELECT) and every view over them
+    (a table not given is found on the search path, as it is stored)."""
     # The schema's name and the tables' and views' names are identifiers: spliced in.
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     for table, select in tables.items():

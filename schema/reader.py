@@ -1,8 +1,10 @@
 """Traces read in one sandboxed in-memory database: a file, a set of traces, or a diff's two.
 
-Each trace's logical tables and every view are created in a schema of their own
-(`member_views`); what a query sees at the top level is that schema (one trace), or
-it and `b.<name>` (a diff's two), or a UNION ALL over every trace (a set). The files
+Every view is created the one way `member_views` creates them, in a schema whose
+`_` tables are the trace's: at the top level (`main`) for a lone trace and a diff's
+A, whose tables of today's version are found as stored on the search path; in a
+schema of its own over logical tables (`member_tables`) for a diff's B (`b.<name>`),
+each trace of a set (`trace_<i>`, under a UNION ALL of them all) and an older trace. The files
 are attached read-only, and exports read by pyarrow, before the lockdown
 (`lockdown`) switches file access off and locks the configuration; only queries run,
 so a query reads the traces and nothing else, and changes nothing.
@@ -23,8 +25,11 @@ from .member_views import create_enum_types, create_member_schema
 from .query_rows import QueryRows
 from .query_statements import parser_error, statement_problem
 from .trace_error import TraceDamagedError, TraceError
-from .trace_file import damaged, first_line, is_file_error
+from .trace_file import damaged, first_line, is_file_error, stored_tables
+from .version import SCHEMA_VERSION
 from .view_infos import ViewInfo, queryable_names, view_infos
+
+_SET_SEARCH_PATH = "SET search_path = ?"
 
 
 class TraceReader:
@@ -41,6 +46,8 @@ class TraceReader:
         self.path = path
         """The one file every query reads (its damage is named); None when there are several."""
         self._con = connect_unlocked()
+        self._search_path: str | None = None
+        """Where unqualified names are found besides `main` (a top-level trace's tables)."""
         create_enum_types(self._con)
 
     def views(self) -> list[ViewInfo]:
@@ -119,7 +126,7 @@ class TraceReader:
         """Stream a query's rows in Arrow batches, on a cursor of its own (several streams
         can be open at once)."""
         try:
-            return self._con.cursor().sql(query, params=params).to_arrow_reader(batch_rows)
+            return self._cursor().sql(query, params=params).to_arrow_reader(batch_rows)
         except duckdb.Error as error:
             raise self._error(error) from None
 
@@ -156,6 +163,28 @@ class TraceReader:
                 f"{where}: its tables do not match trace schema version "
                 f"{meta.get('schema_version')} ({first_line(error)}); re-record the trace"
             ) from None
+
+    def _add_top_level(
+        self, database: str, tables: dict[str, str], where: str, meta: dict[str, str]
+    ) -> None:
+        """The trace whose tables and views are at the top level (`main`), attached as
+        `database`: the stored tables of one of today's version read as they are (found on
+        the search path, no view between them and a query), the rest through `tables` (an
+        older trace's, and a compacted trace's `_requests`, a view of its own catalog)."""
+        if int(meta["schema_version"]) == SCHEMA_VERSION:
+            self._search_path = f"memory.main,{database}.main"
+            self._con.execute(_SET_SEARCH_PATH, [self._search_path])
+            stored = set(stored_tables(self._con, database))
+            tables = {table: select for table, select in tables.items() if table not in stored}
+        self._add_schema("main", tables, where, meta)
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection of its own to the reader's database, finding names as the reader does
+        (the search path is each connection's own)."""
+        cursor = self._con.cursor()
+        if self._search_path is not None:
+            cursor.execute(_SET_SEARCH_PATH, [self._search_path])
+        return cursor
 
     def _lock(self) -> None:
         lock(self._con)

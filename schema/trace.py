@@ -18,6 +18,10 @@ from .trace_keys import key_problem
 __all__ = ["Trace", "check_readable", "open_trace"]
 
 
+_DATABASE = "trace_file"
+"""The trace file's alias in the reader's database."""
+
+
 class Trace(TraceReader):
     """An open trace file, read-only and sandboxed (see `TraceReader`).
 
@@ -28,8 +32,8 @@ class Trace(TraceReader):
         super().__init__(Path(path))
         self.path: Path = Path(path)
         try:
-            self.meta, tables = attached_tables(self._con, "trace_file", self.path)
-            self._add_schema("main", tables, str(self.path), self.meta)
+            self.meta, tables = attached_tables(self._con, _DATABASE, self.path)
+            self._add_top_level(_DATABASE, tables, str(self.path), self.meta)
             self._lock()
         except BaseException:
             self._con.close()
@@ -57,7 +61,10 @@ class Trace(TraceReader):
 
     def read_all(self) -> None:
         """Read every stored byte, so a damaged block is an error now, not a missed difference."""
-        check_every_block(self.path)
+        try:
+            check_every_block(self._con, _DATABASE, self.path)
+        except duckdb.Error as error:
+            raise self._error(error) from None
 
     def check_keys(self) -> None:
         """Refuse a trace whose rows cannot be found by their keys (`trace_keys`): replay and

@@ -2,7 +2,8 @@
 
 It exists and is a file; it is a DuckDB database (else: a workload, an empty file, or
 something else); it is as long as its blocks say; its `_meta` names a schema version
-this stepscope reads.
+this stepscope reads. The file is checked where it is attached, on the reader's own
+connection.
 """
 
 from __future__ import annotations
@@ -11,34 +12,14 @@ from pathlib import Path
 
 import duckdb
 
-from .lockdown import connect_locked
 from .trace_error import TraceError
 from .trace_file import check_length, damaged, is_file_error, not_duckdb, read_every_block
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 
 
-def checked_meta(path: Path) -> dict[str, str]:
-    """A trace file's `_meta`, once the file passes every check."""
-    con = checked_connection(path)
-    try:
-        return read_meta(con, path)
-    finally:
-        con.close()
-
-
-def check_every_block(path: Path) -> None:
-    """Read every stored byte, so a damaged block is an error now, not a missed difference."""
-    con = checked_connection(path)
-    try:
-        problem = read_every_block(con, path)
-    finally:
-        con.close()
-    if problem is not None:
-        raise TraceError(problem)
-
-
-def checked_connection(path: Path) -> duckdb.DuckDBPyConnection:
-    """The file opened read-only under the lockdown, once it reads as a whole DuckDB file."""
+def attach_checked(con: duckdb.DuckDBPyConnection, database: str, path: Path) -> dict[str, str]:
+    """Attach the trace file `path` read-only as `database`, once it reads as a whole DuckDB
+    file: its `_meta`, when that names a schema version this stepscope reads."""
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     if path.is_dir():
@@ -47,23 +28,27 @@ def checked_connection(path: Path) -> duckdb.DuckDBPyConnection:
     if problem is not None:
         raise TraceError(problem)
     try:
-        con = connect_locked(path)
-    except duckdb.Error as error:
-        raise TraceError(damaged(path, error)) from None
-    try:
-        problem = check_length(con, path)
+        # The alias is an identifier: spliced in.
+        con.execute(f"ATTACH ? AS {database} (READ_ONLY)", [str(path)])
+        problem = check_length(con, path, database)
     except duckdb.Error as error:
         problem = damaged(path, error)
     if problem is not None:
-        con.close()
         raise TraceError(problem)
-    return con
+    return _read_meta(con, database, path)
 
 
-def read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
+def check_every_block(con: duckdb.DuckDBPyConnection, database: str, path: Path) -> None:
+    """Read every stored byte, so a damaged block is an error now, not a missed difference."""
+    problem = read_every_block(con, path, database)
+    if problem is not None:
+        raise TraceError(problem)
+
+
+def _read_meta(con: duckdb.DuckDBPyConnection, database: str, path: Path) -> dict[str, str]:
     """`_meta` as a dict, when it names a schema version this stepscope reads."""
     try:
-        rows = con.table("_meta").select("key", "value").fetchall()
+        rows = con.table(f"{database}.main._meta").select("key", "value").fetchall()
     except duckdb.Error as error:
         if is_file_error(error):
             raise TraceError(damaged(path, error)) from None

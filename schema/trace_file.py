@@ -97,35 +97,48 @@ def cut_short(path: Path) -> str:
     )
 
 
-def check_length(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
-    """Why the file is too short for the blocks its catalog points at (None when it is not).
+def check_length(con: duckdb.DuckDBPyConnection, path: Path, database: str | None) -> str | None:
+    """Why the file of `database` (the current one when None) is too short for the blocks its
+    catalog points at (None when it is not).
 
     Every used block lies below the header's block count, so a file that long is whole
     without looking at the tables (whose storage info grows with their rows).
     """
-    ((block_size, total_blocks),) = con.execute(query(__package__, "file_blocks")).fetchall()
+    ((block_size, total_blocks),) = con.execute(
+        query(__package__, "file_blocks"), [database]
+    ).fetchall()
     if path.stat().st_size >= _DUCKDB_HEADER_BYTES + int(block_size) * int(total_blocks):
         return None
-    blocks = {row[0] for row in con.execute(query(__package__, "metadata_blocks")).fetchall()}
-    for table in stored_tables(con):
-        rows = con.execute(query(__package__, "used_blocks"), [table]).fetchall()
-        blocks.update(row[0] for row in rows)
+    metadata = con.execute(query(__package__, "metadata_blocks"), [database]).fetchall()
+    blocks = {row[0] for row in metadata}
+    for table in stored_tables(con, database):
+        rows = con.execute(query(__package__, "used_blocks"), [_named(database, table)])
+        blocks.update(row[0] for row in rows.fetchall())
     needed = _DUCKDB_HEADER_BYTES + int(block_size) * (max(blocks, default=-1) + 1)
     return cut_short(path) if path.stat().st_size < needed else None
 
 
-def stored_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [row[0] for row in con.execute(query(__package__, "stored_tables")).fetchall()]
+def stored_tables(con: duckdb.DuckDBPyConnection, database: str | None = None) -> list[str]:
+    """The tables stored in `database` (the current one when None), by name."""
+    rows = con.execute(query(__package__, "stored_tables"), [database]).fetchall()
+    return [row[0] for row in rows]
 
 
-def read_every_block(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
-    """Read every column of every table: why the file is damaged, or None when all of it reads."""
-    for table in stored_tables(con):
+def read_every_block(
+    con: duckdb.DuckDBPyConnection, path: Path, database: str | None
+) -> str | None:
+    """Read every column of every table of `database` (the current one when None): why the file
+    is damaged, or None when all of it reads."""
+    for table in stored_tables(con, database):
         try:
-            con.execute(query(__package__, "read_table"), [table]).fetchall()
+            con.execute(query(__package__, "read_table"), [_named(database, table)]).fetchall()
         except duckdb.Error as error:
             return damaged(path, error, table)
     return None
+
+
+def _named(database: str | None, table: str) -> str:
+    return table if database is None else f"{database}.main.{table}"
 
 
 def first_line(error: BaseException) -> str:

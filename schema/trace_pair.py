@@ -18,10 +18,10 @@ class TracePair(TraceReader):
         super().__init__(None)
         self.a, self.b = Path(a), Path(b)
         try:
-            sides = (("main", "trace_a", self.a), (B_SCHEMA, "trace_b", self.b))
-            for schema, database, path in sides:
-                meta, tables = attached_tables(self._con, database, path)
-                self._add_schema(schema, tables, str(path), meta)
+            meta, tables = attached_tables(self._con, "trace_a", self.a)
+            self._add_top_level("trace_a", tables, str(self.a), meta)
+            meta, tables = attached_tables(self._con, "trace_b", self.b)
+            self._add_schema(B_SCHEMA, tables, str(self.b), meta)
             self._lock()
         except BaseException:
             self._con.close()

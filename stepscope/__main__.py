@@ -1,3 +1,3 @@
-from stepscope.cli import main
+from stepscope.entry import main
 
 main()

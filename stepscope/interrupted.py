@@ -18,8 +18,7 @@ from types import FrameType
 
 import typer
 
-INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
-"""The exit status a shell gives a command ended by Ctrl-C."""
+from .exit_status import INTERRUPTED_EXIT_CODE
 
 
 class CtrlC:

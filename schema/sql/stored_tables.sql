@@ -1,3 +1,6 @@
--- The tables stored in the trace file (not the reader's temporary views): (table_name
--- VARCHAR), one row per table. No parameters.
-SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary
+-- The tables stored in the trace file (not views): (table_name VARCHAR), one row per table.
+-- $1: the database (an attached trace's alias; NULL: the current one).
+SELECT table_name
+FROM duckdb_tables()
+WHERE database_name = coalesce($1, current_database()) AND NOT temporary
+ORDER BY table_name
