@@ -57,7 +57,7 @@ def read_step(trace: Trace, step: int) -> StepDetail:
     ((row, scheduled, allocations, events),) = trace.execute(
         query(__package__, "step_detail"), [step]
     ).fetchall()
-    preempted = row is not None and row["num_preemptions"] > 0
+    preempted = row is not None and bool(row["num_preemptions"])  # NULL on an idle step
     return StepDetail(
         step=step,
         row=row,

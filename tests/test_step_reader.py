@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 from conftest import TESTS
+from export_traces import idle_steps_workload
+from stepscope.engine.workload import parse_workload
 from stepscope.schema import StepDetail, open_trace, read_step
 from test_feature_inputs import _as_schema_3
 from traces import case, record
@@ -105,6 +107,16 @@ def test_a_spec_decode_step_reads_each_requests_drafts_in_scheduled_order(tmp_pa
         [887, 222, 744],
         [638, 740, 544],
     ]
+
+
+def test_an_idle_step_reads_its_row_and_its_arrival(tmp_path: Path) -> None:
+    """Steps 4 to 7 of the idle workload schedule nothing (their counts are NULL)."""
+    path = tmp_path / "idle.duckdb"
+    record(parse_workload(idle_steps_workload(), source="idle"), path)
+    idle, arrival = read(path, 4), read(path, 8)
+    assert idle.row is not None and idle.row["idle"] and idle.row["num_preemptions"] is None
+    assert len(idle.scheduled) == len(idle.allocations) == len(idle.preemptions) == 0
+    assert arrival.request_ids("arrive") == ["late"]
 
 
 @pytest.mark.parametrize("step", [-1, 8, 10_000])
