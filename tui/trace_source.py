@@ -91,8 +91,9 @@ class TraceSource:
             if cached is not None:
                 self._details.move_to_end(step)
                 return cached
-            with reading(self.path):
-                detail = read_step(self.trace, step)
+        with self._lock, reading(self.path):
+            detail = read_step(self.trace, step)
+        with self._lock:
             self._details[step] = detail
             while len(self._details) > DETAILS_KEPT:
                 self._details.popitem(last=False)
