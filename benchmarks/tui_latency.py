@@ -2,6 +2,7 @@
 and open to first paint on a 10,000,000-step one.
 
     python benchmarks/tui_latency.py --trace PATH [--trace-10m PATH10] [--results RESULTS.md]
+    python benchmarks/tui_latency.py --trace PATH --baseline SRC [--rounds N] [--results RESULTS.md]
 
 PATH is a trace from `tracer_overhead.py --generate-1m PATH` (made there when it does
 not exist; that takes a while); PATH10 (default: beside PATH, its name with 10m for 1m)
@@ -24,6 +25,13 @@ the compositor rendering a frame, as it does for a terminal.
 - 10M steps: first paint in process (median of 5) and whole process (median of 3),
   opens of the two traces alternating; the child imports only the TUI (the
   benchmark's trace generators are imported in `main`).
+
+With `--baseline SRC` (the `stepscope` package found under SRC: an older commit laid
+out as installed, `make installed INSTALLED=SRC`) it measures the step detail only,
+this code and the baseline's in turns, each in a fresh process, `--rounds` of each:
+the key to the repainted detail as above, and `TraceSource.step_detail` read directly
+for every non-idle step whose number is a multiple of 1,657 (each read once: no cache
+hits). Figures: the median over the rounds of each process's median and p90.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
+import os
 import statistics
 import subprocess
 import sys
@@ -187,6 +197,83 @@ def measure(path: Path, path_10m: Path, presses: int, opens: int) -> dict[str, A
     }
 
 
+def detail_reads_ms(path: Path) -> list[float]:
+    """`step_detail` of every non-idle step that is a multiple of 1,657, each read once."""
+    from stepscope.tui.trace_source import TraceSource
+
+    source = TraceSource(path)
+    query = "SELECT step FROM _steps WHERE NOT idle AND step % 1657 = 0 ORDER BY step"
+    steps = [row[0] for row in source.trace.sql(query).fetchall()]
+    times = []
+    for step in steps:
+        started = time.perf_counter()
+        source.step_detail(step)
+        times.append((time.perf_counter() - started) * 1e3)
+    source.close()
+    return times
+
+
+def detail_figures(path: Path, presses: int) -> dict[str, float]:
+    """One process's step-detail figures (the `--baseline` child)."""
+    reads = detail_reads_ms(path)
+    _, detail_ms = asyncio.run(next_step_presses(path, presses))
+    return {
+        "read_median_ms": statistics.median(reads),
+        "read_p90_ms": percentile(reads, 0.9),
+        "detail_median_ms": statistics.median(detail_ms),
+        "detail_p90_ms": percentile(detail_ms, 0.9),
+    }
+
+
+def detail_child(path: Path, presses: int, baseline: Path | None) -> dict[str, float]:
+    env = dict(os.environ)
+    if baseline is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(baseline), env.get("PYTHONPATH", "")])
+    command = [sys.executable, __file__, "--trace", str(path), "--child", "--presses", str(presses)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def against_baseline(path: Path, baseline: Path, rounds: int, presses: int) -> str:
+    """This code's step detail and the baseline's, in turns, as a table."""
+    runs: dict[str, list[dict[str, float]]] = {"this code": [], "baseline": []}
+    for index in range(rounds):
+        order = ("this code", "baseline") if index % 2 else ("baseline", "this code")
+        for name in order:
+            runs[name].append(detail_child(path, presses, baseline if name == "baseline" else None))
+    medians = {
+        name: {key: statistics.median(run[key] for run in done) for key in done[0]}
+        for name, done in runs.items()
+    }
+    ours, theirs = medians["this code"], medians["baseline"]
+    rows = ["| figure | this code | baseline | this / baseline |", "|---|---:|---:|---:|"]
+    for key, what in (
+        ("read", "`step_detail` read, cache miss"),
+        ("detail", "next-step key → step detail repainted"),
+    ):
+        for stat in ("median", "p90"):
+            name = f"{key}_{stat}_ms"
+            rows.append(
+                f"| {what}, {stat} | {ours[name]:.1f} ms | {theirs[name]:.1f} ms | "
+                f"{ours[name] / theirs[name]:.2f} |"
+            )
+    spread = "; ".join(
+        f"{name}: detail medians {_span(done, 'detail_median_ms')}, "
+        f"reads {_span(done, 'read_median_ms')}"
+        for name, done in runs.items()
+    )
+    note = (
+        f"Trace: {path.name}; {rounds} processes of each, in turns; {presses} presses of `j` "
+        f"each; the medians of the processes' figures. Spread over the processes: {spread}."
+    )
+    return "\n".join(rows) + "\n\n" + note
+
+
+def _span(runs: list[dict[str, float]], key: str) -> str:
+    values = [run[key] for run in runs]
+    return f"{min(values):.1f}–{max(values):.1f} ms"
+
+
 def mark(*, ok: bool) -> str:
     return "ok" if ok else "over goal"
 
@@ -239,7 +326,20 @@ def main() -> None:
     parser.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
     parser.add_argument("--presses", type=int, default=PRESSES)
     parser.add_argument("--opens", type=int, default=OPENS)
+    parser.add_argument("--baseline", type=Path, help="compare the step detail with SRC's")
+    parser.add_argument("--rounds", type=int, default=5, help="processes of each, --baseline")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(detail_figures(args.trace, args.presses)))
+        return
+    if args.baseline is not None:
+        text = against_baseline(args.trace, args.baseline, args.rounds, args.presses)
+        print(text)
+        if args.results:
+            name = "tui_latency_baseline"
+            write_section(args.results, name, f"{heading('tui_latency.py --baseline')}\n\n{text}")
+        return
     path_10m = args.trace_10m or args.trace.with_name(args.trace.name.replace("1m", "10m"))
     if not args.trace.exists():
         generate_million_step_trace(args.trace)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from stepscope.schema import Trace, open_trace
+from stepscope.schema import StepDetail, Trace, open_trace, read_step
 
 from .on_both import on_both
 from .sql import query
@@ -34,20 +34,6 @@ class Classification(enum.StrEnum):
     DECISION = "decision"
     INPUTS_ONLY = "inputs_only"
     """Inputs differ but every decision is the same."""
-
-
-@dataclass(frozen=True)
-class StepSide:
-    """One trace's view of a step, for the report."""
-
-    scheduled: list[tuple[Any, ...]]
-    """(request_id, kind, num_tokens, computed_before, new_block_ids, sampled_token_id)."""
-    preemptions: list[tuple[Any, ...]]
-    """(request_id, needed_by, num_computed_tokens_discarded)."""
-    allocations: list[tuple[Any, ...]]
-    """(request_id, pass, num_new_tokens, num_blocks_needed, free before, granted, refusal)."""
-    step: dict[str, Any]
-    """The `steps` row: budgets, counts, free blocks, why each pass stopped."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +127,8 @@ class TraceDiff(StepComparison):
 
     a: Path
     b: Path
-    first_step_detail: tuple[StepSide, StepSide] | None
+    first_step_detail: tuple[StepDetail, StepDetail] | None
+    """The first divergent step as each trace holds it (`read_step`)."""
     request_deltas: list[RequestDelta]
     metrics: dict[str, tuple[Any, Any]]
 
@@ -177,7 +164,7 @@ def diff_traces(a_path: Path, b_path: Path, *, ignore_block_ids: bool = False) -
         detail = None
         if steps.first_decision_step is not None:
             step = steps.first_decision_step
-            detail = (_step_side(a, step), _step_side(b, step))
+            detail = (read_step(a, step), read_step(b, step))
         outcomes, metrics = zip(*on_both(_run_facts, a, b), strict=True)
         return TraceDiff(
             **vars(steps),
@@ -290,16 +277,6 @@ def _request_input_hashes(table: pa.Table) -> dict[str, tuple[int, int]]:
 
 def _config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
-
-
-def _step_side(trace: Trace, step: int) -> StepSide:
-    scheduled = trace.sql(query("step_side_scheduled"), [step]).fetchall()
-    preemptions = trace.sql(query("step_side_preemptions"), [step]).fetchall()
-    allocations = trace.sql(query("step_side_allocations"), [step]).fetchall()
-    relation = trace.sql(query("step_side_step"), [step])
-    rows = relation.fetchall()
-    step_row = dict(zip(relation.columns, rows[0], strict=True)) if rows else {}
-    return StepSide(scheduled, preemptions, allocations, step_row)
 
 
 _OUTCOME_FIELDS = ("finish_step", "finish_reason", "num_output_tokens", "ttft_steps",

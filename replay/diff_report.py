@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from typing import Any
 from xml.etree import ElementTree
 
@@ -14,8 +13,10 @@ from rich.text import Text
 
 from stepscope.safe_text import safe_text
 
-from .diff import RequestDelta, StepSide, TraceDiff
+from .diff import RequestDelta, TraceDiff
 from .headline import headline_text
+from .step_sides import cell_lines as cell_lines
+from .step_sides import markdown_cell, step_markdown, step_table
 from .verdict import Verdict
 
 MAX_REQUEST_ROWS = 15
@@ -45,68 +46,14 @@ def print_diff(
         more = " ..." if len(diff.divergent_steps) > MAX_LISTED_STEPS else ""
         console.print(f"{len(diff.divergent_steps)} steps differ: {shown}{more}", highlight=False)
     if diff.first_step_detail is not None:
-        console.print(_step_table(diff))
+        title = f"step {diff.first_decision_step}"
+        console.print(step_table(title, diff.first_step_detail, ("A", "B")))
     if diff.request_deltas:
         console.print(_request_table(diff))
     console.print(_metrics_table(diff, verdict))
     if verdict.failed:
         reasons = escape(safe_text("; ".join(verdict.reasons)))
         console.print(f"[bold red]FAIL[/] {reasons}", highlight=False)
-
-
-def _step_table(diff: TraceDiff) -> Table:
-    assert diff.first_step_detail is not None
-    a, b = diff.first_step_detail
-    table = Table(title=f"step {diff.first_decision_step}", title_justify="left", show_lines=True)
-    table.add_column("", style="bold")
-    table.add_column("A")
-    table.add_column("B")
-    for label, render in _STEP_ROWS:
-        table.add_row(label, Text(render(a)), Text(render(b)))
-    return table
-
-
-def cell_lines(lines: Iterable[str]) -> str:
-    """A table cell's lines, each made safe to print ("-" for none)."""
-    return "\n".join(map(safe_text, lines)) or "-"
-
-
-def _scheduled(side: StepSide) -> str:
-    return cell_lines(
-        f"{rid} {kind} {n} tok{(' +' + str(list(blocks))) if blocks else ''}"
-        for rid, kind, n, _, blocks, _ in side.scheduled
-    )
-
-
-def _preempted(side: StepSide) -> str:
-    return cell_lines(f"{rid} for {by} ({lost} tokens lost)" for rid, by, lost in side.preemptions)
-
-
-def _allocations(side: StepSide) -> str:
-    lines = []
-    for rid, pass_, n, needed, free, granted, refusal in side.allocations:
-        outcome = "granted" if granted else f"refused ({refusal})"
-        lines.append(f"{rid} {pass_} {n} tok: {needed} block(s), {free} free, {outcome}")
-    return cell_lines(lines)
-
-
-def _passes(side: StepSide) -> str:
-    step = side.step
-    if not step:
-        return "-"
-    return safe_text(
-        f"budget {step.get('num_scheduled_tokens')}/{step.get('token_budget')}, "
-        f"running pass: {step.get('running_pass_end')}, admission: {step.get('admission_stop')}"
-    )
-
-
-_STEP_ROWS = (
-    ("scheduled", _scheduled),
-    ("preempted", _preempted),
-    ("allocations", _allocations),
-    ("passes", _passes),
-)
-"""The rows comparing the first divergent step, each with how a side's cell is written."""
 
 
 def _request_table(diff: TraceDiff) -> Table:
@@ -167,6 +114,8 @@ def diff_to_json(diff: TraceDiff, verdict: Verdict) -> dict[str, Any]:
     data = dataclasses.asdict(diff)
     data["a"], data["b"] = str(diff.a), str(diff.b)
     data["classification"] = str(diff.classification)
+    if diff.first_step_detail is not None:
+        data["first_step_detail"] = [side.as_json() for side in diff.first_step_detail]
     data["verdict"] = dataclasses.asdict(verdict)
     for check in data["verdict"]["metric_checks"]:
         check["tolerance"] = str(check["tolerance"]["amount"]) + (
@@ -187,10 +136,8 @@ def diff_to_markdown(
         lines += ["", "Configs differ: " + ", ".join(
             f"`{k}` {a} → {b}" for k, (a, b) in diff.config_differences.items())]  # fmt: skip
     if diff.first_step_detail is not None:
-        a, b = diff.first_step_detail
-        lines += ["", f"| step {diff.first_decision_step} | A | B |", "|---|---|---|"]
-        for label, render in _STEP_ROWS:
-            lines.append(f"| {label} | {_cell(render(a))} | {_cell(render(b))} |")
+        title = f"step {diff.first_decision_step}"
+        lines += ["", *step_markdown(title, diff.first_step_detail, ("A", "B"))]
     lines += ["", "| metric | A | B | change |", "|---|---:|---:|---:|"]
     lines += [
         f"| {n} | {format_value(a)} | {format_value(b)} | {_change(a, b)} |"
@@ -200,17 +147,12 @@ def diff_to_markdown(
         lines += ["", f"{len(diff.request_deltas)} requests changed; first ones:", ""]
         lines += ["| request | A → B |", "|---|---|"]
         for delta in diff.request_deltas[:MAX_REQUEST_ROWS]:
-            request = _cell(safe_text(delta.request_id))
-            lines.append(f"| {request} | {_cell(_changes(delta, '→'))} |")
+            request = markdown_cell(safe_text(delta.request_id))
+            lines.append(f"| {request} | {markdown_cell(_changes(delta, '→'))} |")
         if len(diff.request_deltas) > MAX_REQUEST_ROWS:
             lines += ["", _more_requests(diff)]
     # Each line escaped whole: a trace's line break cannot start a line of the report.
     return "\n".join(map(safe_text, lines)) + "\n"
-
-
-def _cell(text: str) -> str:
-    """Safe `text` as one Markdown table cell: its `|` escaped, its lines joined by `<br>`."""
-    return text.replace("|", "\\|").replace("\n", "<br>")
 
 
 def diffs_to_junit(results: list[tuple[str, TraceDiff, Verdict]]) -> str:

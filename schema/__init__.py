@@ -3,6 +3,8 @@
 from .ddl import logical_tables
 from .query_rows import QueryRows
 from .reader import TraceReader
+from .rows import Rows
+from .step_detail import StepDetail, read_step
 from .trace import Trace, open_trace
 from .trace_error import TraceDamagedError, TraceError
 from .trace_pair import B_SCHEMA, TracePair, open_pair
@@ -14,6 +16,8 @@ __all__ = [
     "B_SCHEMA",
     "SCHEMA_VERSION",
     "QueryRows",
+    "Rows",
+    "StepDetail",
     "Trace",
     "TraceDamagedError",
     "TraceError",
@@ -25,5 +29,6 @@ __all__ = [
     "open_pair",
     "open_trace",
     "open_traces",
+    "read_step",
     "view_infos",
 ]

@@ -9,6 +9,7 @@ from xml.etree import ElementTree
 
 import pytest
 from conftest import REPO
+from stepscope.schema import open_trace, read_step
 from test_cli import stepscope
 from traces import case, record
 
@@ -55,6 +56,21 @@ def test_json_junit_and_markdown_reports(traces: dict[str, Path], tmp_path: Path
     text = markdown.read_text()
     assert text.startswith("### stepscope diff") and "FAIL" in text
     assert "| metric | A | B | change |" in text
+
+
+def test_json_gives_the_first_divergent_step_of_each_trace_by_column_name(
+    traces: dict[str, Path],
+) -> None:
+    result = stepscope("diff", str(traces["base"]), str(traces["more"]), "--json")
+    data = json.loads(result.stdout)
+    step = data["first_decision_step"]
+    a, b = data["first_step_detail"]
+    for side, path in ((a, traces["base"]), (b, traces["more"])):
+        with open_trace(path) as trace:
+            assert side == json.loads(json.dumps(read_step(trace, step).as_json(), default=str))
+    assert a["step"] == step and a["row"]["step"] == step
+    tables = {"scheduled", "allocations", "preemptions", "drafts", "events"}
+    assert set(a) == {"step", "row", *tables} and a["scheduled"][0]["request_id"] == "H"
 
 
 def test_fail_on_metrics_uses_tolerances(traces: dict[str, Path]) -> None:

@@ -103,8 +103,8 @@ def test_a_changed_rule_diverges_where_it_first_matters(tmp_path: Path) -> None:
     assert whatif.diff.decision_fields == exact.divergence.fields[:-1]
     a, b = whatif.diff.first_step_detail or (None, None)
     assert a is not None and b is not None
-    assert [row[0] for row in a.scheduled] == ["H"]
-    assert [row[0] for row in b.scheduled] == ["H", "M"]
+    assert [row["request_id"] for row in a.scheduled.dicts()] == ["H"]
+    assert [row["request_id"] for row in b.scheduled.dicts()] == ["H", "M"]
 
 
 def test_a_changed_sampled_token_diverges_as_input(tmp_path: Path) -> None:

@@ -30,13 +30,15 @@ PACKAGES = {
 """Each part's folder and the package it installs as."""
 
 PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
+    "schema/sql/step_detail.sql": [3],
+    "schema/sql/step_drafts.sql": [3],
+    "schema/sql/step_preemptions.sql": [3],
     "tui/sql/next_interesting.sql": [0],
     "tui/sql/previous_interesting.sql": [5],
     "tui/sql/plot_buckets.sql": [4, 20],
     "tui/sql/request_facts.sql": ["r0"],
     "tui/sql/request_life.sql": ["r0"],
     "tui/sql/request_waiting.sql": ["r0"],
-    "tui/sql/step_detail.sql": [3],
     "schema/sql/attached_columns.sql": ["memory"],
     "schema/sql/break_step_row.sql": {
         "step": 3,
@@ -54,8 +56,6 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
         "arrived_ids": [],
     },
     "tui/sql/step_page.sql": [0, 9],
-    "tui/sql/step_preemptions.sql": [3],
-    "tui/sql/step_drafts.sql": [3],
     "replay/sql/decision_block_ids.sql": [0, 9],
     "schema/sql/read_table.sql": ["_steps"],
     "schema/sql/file_blocks.sql": [None],
@@ -67,10 +67,6 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/fingerprint_sets.sql": [0],
     "replay/sql/decision_scheduled.sql": [0, 9],
     "replay/sql/decision_steps.sql": [0, 9],
-    "replay/sql/step_side_allocations.sql": [3],
-    "replay/sql/step_side_preemptions.sql": [3],
-    "replay/sql/step_side_scheduled.sql": [3],
-    "replay/sql/step_side_step.sql": [3],
     "replay/sql/latency_seconds.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "replay/sql/sweep_request_latency.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "tracer/sql/set_meta.sql": ["note", "written by a test"],

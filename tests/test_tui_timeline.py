@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from export_traces import idle_steps_workload
+from stepscope.engine.workload import parse_workload
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.screens.console import ConsoleScreen
 from stepscope.tui.screens.pick_request import PickRequestScreen
@@ -16,7 +19,8 @@ from stepscope.tui.widgets.step_plot import StepPlot
 from stepscope.tui.widgets.step_table import StepTable
 from textual.pilot import Pilot
 from textual.widgets import DataTable, HelpPanel, OptionList
-from tui_support import cells, drive, press, screen_text, trace
+from traces import record
+from tui_support import cells, drive, press, screen_text, trace, until
 
 
 def storm_app() -> StepscopeApp:
@@ -236,3 +240,19 @@ def test_finding_a_request_that_many_match_offers_a_choice() -> None:
         assert pilot.app.screen.request_id == "chat-12"
 
     drive(storm_app(), scenario)
+
+
+def test_a_step_where_the_engine_idled_shows_it_idled(tmp_path: Path) -> None:
+    """The cursor on an idle step (nothing to schedule: its counts are NULL) shows it so."""
+    path = tmp_path / "idle.duckdb"
+    record(parse_workload(idle_steps_workload(), source="idle"), path)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "j", "j", "j", "j")
+        await until(pilot, lambda: "step 4" in detail(pilot))
+        assert "idle: nothing to schedule" in detail(pilot)
+        await press(pilot, "j", "j", "j", "j")
+        await until(pilot, lambda: "step 8" in detail(pilot))
+        assert "arrived late" in detail(pilot)
+
+    drive(StepscopeApp(path), scenario)

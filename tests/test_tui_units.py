@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stepscope.tui.models import Rows
+from stepscope.schema import Rows
 from stepscope.tui.replay_session import ReplaySession
 from stepscope.tui.trace_source import TraceSource, fold_decodes
 from stepscope.tui.widgets.step_plot import resample, sparkline

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
-from stepscope.schema import TraceDamagedError
+from stepscope.schema import StepDetail, TraceDamagedError
 from stepscope.schema.trace_file import is_file_error
 from textual.message import Message
 
-from .models import PlotSeries, QueryResult, RequestLife, StepDetail, TraceInfo
+from .models import PlotSeries, QueryResult, RequestLife, TraceInfo
 
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison

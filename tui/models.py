@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Rows:
-    """A query result: column names and rows of plain Python values."""
-
-    columns: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
-
-    def dicts(self) -> Iterator[dict[str, Any]]:
-        for row in self.rows:
-            yield dict(zip(self.columns, row, strict=True))
-
-    def __len__(self) -> int:
-        return len(self.rows)
+from stepscope.schema import Rows
 
 
 @dataclass(frozen=True)
@@ -43,24 +29,6 @@ class TraceInfo:
         return int(
             config.get("max_num_scheduled_tokens") or config.get("max_num_batched_tokens") or 0
         )
-
-
-@dataclass(frozen=True)
-class StepDetail:
-    """One step: its `steps` row, SchedulerOutput, allocations, preemptions and events."""
-
-    step: int
-    row: dict[str, Any] | None
-    scheduled: Rows
-    allocations: Rows
-    preemptions: Rows
-    events: Rows
-    drafts: Rows = field(default_factory=lambda: Rows((), ()))
-    """Speculative decoding's drafts per request (`step_drafts.sql`; none when it is off)."""
-
-    def request_ids(self, kind: str) -> list[str]:
-        """Ids of the requests with an event of `kind` (finish, arrive, ...) at this step."""
-        return [event["request_id"] for event in self.events.dicts() if event["kind"] == kind]
 
 
 @dataclass(frozen=True)

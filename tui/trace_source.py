@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from stepscope.schema import Trace, open_trace
+from stepscope.schema import Rows, StepDetail, Trace, open_trace, read_step
 
 from stepscope.safe_text import shown_id
 
-from .models import LifeRow, PlotSeries, RequestLife, Rows, StepDetail, TraceInfo
+from .models import LifeRow, PlotSeries, RequestLife, TraceInfo
 from .queries import query
 
 PAGE_SIZE = 128
@@ -54,9 +54,7 @@ class TraceSource:
     def rows(self, name: str, params: list[Any] | None = None) -> Rows:
         """Run `sql/<name>.sql` with positional parameters."""
         with self._lock:
-            cursor = self.trace.execute(query(name), params)
-            columns = tuple(column[0] for column in cursor.description or ())
-            return Rows(columns, tuple(cursor.fetchall()))
+            return Rows.fetched(self.trace.execute(query(name), params))
 
     def arrow(self, name: str, params: list[Any] | None = None) -> pa.Table:
         with self._lock:
@@ -85,29 +83,15 @@ class TraceSource:
         first = page * PAGE_SIZE
         return self.arrow("step_page", [first, first + PAGE_SIZE - 1])
 
-    @property
-    def _drafts_on(self) -> bool:
-        """Whether the trace was recorded with speculative decoding on."""
-        return bool(self.info.config.get("num_speculative_tokens"))
-
     def step_detail(self, step: int) -> StepDetail:
-        """Everything step `step` decided (kept for the last few steps asked for)."""
+        """Step `step` in full (`read_step`), kept for the last few steps asked for."""
         with self._lock:
             cached = self._details.get(step)
             if cached is not None:
                 self._details.move_to_end(step)
                 return cached
-        ((row, scheduled, allocations, events),) = self.rows("step_detail", [step]).rows
-        preempted = row is not None and row["num_preemptions"] > 0
-        detail = StepDetail(
-            step=step,
-            row=row,
-            scheduled=_struct_rows(scheduled),
-            allocations=_struct_rows(allocations),
-            preemptions=self.rows("step_preemptions", [step]) if preempted else Rows((), ()),
-            events=_struct_rows(events),
-            drafts=self.rows("step_drafts", [step]) if self._drafts_on else Rows((), ()),
-        )
+        with self._lock:
+            detail = read_step(self.trace, step)
         with self._lock:
             self._details[step] = detail
             while len(self._details) > DETAILS_KEPT:
@@ -170,14 +154,6 @@ class TraceSource:
         life = fold_decodes(self.rows("request_life", [request_id]))
         waiting = self.rows("request_waiting", [request_id])
         return RequestLife(request_id, facts, life, waiting)
-
-
-def _struct_rows(items: list[dict[str, Any]] | None) -> Rows:
-    """Rows from a list of DuckDB structs (dicts with the same keys)."""
-    if not items:
-        return Rows((), ())
-    columns = tuple(items[0])
-    return Rows(columns, tuple(tuple(item[column] for column in columns) for item in items))
 
 
 def fold_decodes(rows: Rows) -> tuple[LifeRow, ...]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from stepscope.schema import StepDetail
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from stepscope.safe_text import safe_rich_text, shown_id, shown_text
 
-from ..models import StepDetail
 from .rows_view import Cell, RowsView
 
 

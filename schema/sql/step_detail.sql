@@ -1,12 +1,12 @@
--- One step ($1) in one row: its `steps` row, the SchedulerOutput in vLLM's order (kind, tokens,
--- computed before and after, new blocks, sampled token), every allocate_slots call, and the
--- lifecycle events (preemptions: step_preemptions.sql). Scheduled rows come from the tables, not
--- the `scheduled` view, whose per-request window spans the whole trace.
+-- One step ($1) in one row: its `steps` row (NULL when the trace lacks the step), the
+-- SchedulerOutput in vLLM's order (kind, tokens, computed before and after, new blocks, sampled
+-- token), every allocate_slots call in call order, and the lifecycle events (preemptions:
+-- step_preemptions.sql; drafts: step_drafts.sql). Scheduled rows come from the tables, not the
+-- `scheduled` view, whose per-request window spans the whole trace. Enums read as VARCHAR.
 SELECT
     (SELECT t FROM (
-         SELECT * EXCLUDE (running_pass_end, admission_stop),
-                CAST(running_pass_end AS VARCHAR) AS running_pass_end,
-                CAST(admission_stop AS VARCHAR) AS admission_stop
+         SELECT * REPLACE (CAST(running_pass_end AS VARCHAR) AS running_pass_end,
+                           CAST(admission_stop AS VARCHAR) AS admission_stop)
          FROM steps WHERE step = $1) t) AS row,
     (SELECT list(struct_pack(
                 request_id := r.request_id,
