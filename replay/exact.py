@@ -130,10 +130,14 @@ def _compare(trace: Trace, replay: Trace) -> tuple[int, Divergence | None]:
     num_alike = int(np.searchsorted(recorded["step"].to_numpy(), step))
     if fields == (MISSING_STEP,) and num_alike == recorded.num_rows:
         fields = (EXTRA_STEP,)
-    pairs = ((trace, recorded), (replay, replayed))
-    sides = [_step_side(side, step) if _has_step(table, step) else None for side, table in pairs]
-    skips = [_skips(side, step) for side, _ in pairs]
-    return num_alike, Divergence(step, fields, *sides, *skips)
+    return num_alike, Divergence(
+        step,
+        fields,
+        recorded=_step_side(trace, step) if _has_step(recorded, step) else None,
+        replayed=_step_side(replay, step) if _has_step(replayed, step) else None,
+        recorded_skips=_skips(trace, step),
+        replayed_skips=_skips(replay, step),
+    )
 
 
 def _skips(trace: Trace, step: int) -> tuple[tuple[str, str], ...]:

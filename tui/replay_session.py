@@ -10,7 +10,6 @@ compares them.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,15 +18,11 @@ from typing import Any
 import duckdb
 from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload, step_counts
 from stepscope.replay import inputs
-from stepscope.replay.step_decision import (
-    RecordedDecisions,
-    StepDecision,
-    differences,
-    live_decision,
-)
+from stepscope.replay.step_decision import StepDecision, differences, live_decision
 from stepscope.schema import TraceError
 
 from .queries import query
+from .recorded_decisions import step_decisions
 from .trace_source import TraceSource
 
 _CHUNK = 512
@@ -37,19 +32,6 @@ _LOCKED: dict[str, str | bool | int | float | list[str]] = {
     "enable_external_access": False,
     "lock_configuration": True,
 }
-
-
-_READERS: weakref.WeakKeyDictionary[TraceSource, RecordedDecisions] = weakref.WeakKeyDictionary()
-"""Each open trace's decision reader (it keeps the trace's request ids once read)."""
-
-
-def step_decisions(source: TraceSource, first: int, last: int) -> dict[int, StepDecision]:
-    """The recorded decisions of steps first..last, by step."""
-    with source.lock:
-        reader = _READERS.get(source)
-        if reader is None:
-            reader = _READERS[source] = RecordedDecisions(source.trace)
-        return {decision.step: decision for decision in reader.between(first, last)}
 
 
 def workload_from_trace(source: TraceSource, knobs: dict[str, Any] | None = None) -> Workload:
