@@ -40,6 +40,11 @@ EXTRA_STEP = "extra_step"
 EXACT_FIELDS = (*DECISION_FIELDS, SAMPLED)
 """What exact replay compares at each step: every decision, and what the model sampled."""
 
+FLUSH_EVERY_STEPS = 1 << 16
+"""The replay's batches are cut by rows (`FLUSH_ROWS`, about a DuckDB row group) or time,
+hardly ever by steps: a replay outruns a live engine, and the writer spends less per row
+on full row groups (`benchmarks/RESULTS.md`, replay_speed)."""
+
 
 @dataclass(frozen=True)
 class Divergence:
@@ -99,7 +104,10 @@ def _record_replay(
     kept); a trace that is incomplete is replayed as far as it goes."""
     workload = workload_from_trace(trace)
     last = None if trace.complete else trace.num_steps
-    recorder = TraceRecorder(target, workload, _replay_meta(workload, trace), compact=keep)
+    meta = _replay_meta(workload, trace)
+    recorder = TraceRecorder(
+        target, workload, meta, flush_every_steps=FLUSH_EVERY_STEPS, compact=keep
+    )
     loop = EngineLoop(
         workload,
         replay_model_runner(workload, trace),
