@@ -41,9 +41,10 @@ EXACT_FIELDS = (*DECISION_FIELDS, SAMPLED)
 """What exact replay compares at each step: every decision, and what the model sampled."""
 
 FLUSH_EVERY_STEPS = 1 << 16
-"""The replay's batches are cut by rows (`FLUSH_ROWS`, about a DuckDB row group) or time,
-hardly ever by steps: a replay outruns a live engine, and the writer spends less per row
-on full row groups (`benchmarks/RESULTS.md`, replay_speed)."""
+"""A replay that is not kept cuts its batches by rows (`FLUSH_ROWS`, about a DuckDB row
+group) or time, hardly ever by steps: the writer spends less per row on full row groups
+(`benchmarks/RESULTS.md`, replay_speed); a kept one flushes as any recording does, so a
+stopped replay keeps its steps."""
 
 
 @dataclass(frozen=True)
@@ -100,13 +101,18 @@ def _record_replay(
     *,
     keep: bool,
 ) -> None:
-    """Run the trace's inputs through the engine, recorded into `target` (compacted when
-    kept); a trace that is incomplete is replayed as far as it goes."""
+    """Run the trace's inputs through the engine, recorded into `target`: kept, as any
+    recording is; else in larger batches, not compacted. A trace that is incomplete is
+    replayed as far as it goes."""
     workload = workload_from_trace(trace)
     last = None if trace.complete else trace.num_steps
     meta = _replay_meta(workload, trace)
-    recorder = TraceRecorder(
-        target, workload, meta, flush_every_steps=FLUSH_EVERY_STEPS, compact=keep
+    recorder = (
+        TraceRecorder(target, workload, meta)
+        if keep
+        else TraceRecorder(
+            target, workload, meta, flush_every_steps=FLUSH_EVERY_STEPS, compact=False
+        )
     )
     loop = EngineLoop(
         workload,

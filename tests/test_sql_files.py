@@ -68,6 +68,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/step_side_preemptions.sql": [3],
     "replay/sql/step_side_scheduled.sql": [3],
     "replay/sql/step_side_step.sql": [3],
+    "replay/sql/step_skips.sql": [3],
     "replay/sql/latency_seconds.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "replay/sql/sweep_request_latency.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "tracer/sql/set_meta.sql": ["note", "written by a test"],
