@@ -1,12 +1,12 @@
 """The diff of two traces: where their decisions part, why, and what it changed.
 
 Steps are aligned by number. Each step's decision (tokens per request and their
-order, admissions, preemptions, block ids, free blocks) is first compared by a
-fingerprint computed in SQL, and only the first differing step is drilled into.
+order, admissions, preemptions, block ids, free blocks) is compared by a fingerprint
+computed in SQL (`step_differences`), and only the first differing step is drilled into.
 A step one trace lacks is divergent (`missing_step`). The first divergence is
 classified: *input* when arrivals, aborts or the tokens the model sampled differed
 first (GPU numerics, a changed workload), *decision* when the same inputs met a
-different choice. `stepscope diff` and the TUI both read this comparison.
+different choice. `stepscope diff`, exact replay and the TUI all read this comparison.
 """
 
 from __future__ import annotations
@@ -23,9 +23,13 @@ from stepscope.schema import StepDetail, Trace, open_trace, read_step
 
 from .on_both import on_both
 from .sql import query
-from .step_decision import DECISION_FIELDS, MISSING_STEP
-from .step_fingerprints import step_fingerprints
-from .stored_alike import StoredRows, stored_alike, stored_rows
+from .step_differences import (
+    DECISION_FIELDS,
+    MISSING_STEP,
+    StepDifferences,
+    fingerprints,
+    step_differences,
+)
 
 
 class Classification(enum.StrEnum):
@@ -44,17 +48,6 @@ class RequestDelta:
     changed: tuple[str, ...]
 
 
-_FINGERPRINTS = {
-    "idle": "idle",
-    "update_step": "update_step",
-    "num_free_blocks": "num_free_blocks",
-    "scheduled": "decision",
-    "preempted": "preempted",
-    "block_ids": "blocks",
-}
-"""The `step_fingerprints` column of each decision field."""
-
-
 @dataclass(frozen=True)
 class StepComparison:
     """Two traces compared step by step: where decisions differ, and why the first does."""
@@ -69,6 +62,8 @@ class StepComparison:
     input_cause: str | None
     divergent_steps: list[int]
     """Every step whose decision differs or that one trace lacks, ascending."""
+    divergent_fields: list[tuple[str, ...]]
+    """The fields that differ at each of `divergent_steps` (`missing_step`: one lacks it)."""
     workload_differences: list[str]
     ignore_block_ids: bool
 
@@ -90,8 +85,11 @@ class StepComparison:
         return steps[index] if index >= 0 else None
 
     def is_divergent(self, step: int) -> bool:
-        index = bisect.bisect_left(self.divergent_steps, step)
-        return index < len(self.divergent_steps) and self.divergent_steps[index] == step
+        return bool(self.fields_at(step))
+
+    def fields_at(self, step: int) -> tuple[str, ...]:
+        """The decision fields that differ at `step` (`missing_step`: one trace lacks it)."""
+        return StepDifferences(self.divergent_steps, self.divergent_fields).at(step)
 
     @property
     def config_changes(self) -> str:
@@ -135,24 +133,23 @@ class TraceDiff(StepComparison):
 
 def compare_steps(a: Trace, b: Trace, *, ignore_block_ids: bool = False) -> StepComparison:
     """The per-step part of a diff, for views that show their own step details (the TUI)."""
-    rows, inputs = zip(*on_both(_stored, a, b), strict=True)
-    start = stored_alike(*rows)
-    by_trace = {id(a): rows[0], id(b): rows[1]}
-    fingerprints = on_both(lambda t: step_fingerprints(t, by_trace[id(t)], start), a, b)
-    decision_step, fields, divergent = _first_decision(
-        *fingerprints, ignore_block_ids=ignore_block_ids
-    )
+    fingerprints_a, fingerprints_b = fingerprints(a, b)
+    names = [name for name in DECISION_FIELDS if not (ignore_block_ids and name == "block_ids")]
+    divergent = step_differences(fingerprints_a, fingerprints_b, names)
+    decision_step, fields = divergent.first()
+    inputs = on_both(_request_inputs, a, b)
     workload_differences, workload_step = _workload_differences(*inputs)
-    input_step, cause = _first_input(*fingerprints, workload_step)
+    input_step, cause = _first_input(fingerprints_a, fingerprints_b, workload_step)
     return StepComparison(
         config_differences=_config_differences(a.config, b.config),
-        num_steps=(fingerprints[0].num_rows, fingerprints[1].num_rows),
+        num_steps=(fingerprints_a.num_rows, fingerprints_b.num_rows),
         classification=_classify(decision_step, input_step),
         first_decision_step=decision_step,
         decision_fields=fields,
         first_input_step=input_step,
         input_cause=cause,
-        divergent_steps=divergent,
+        divergent_steps=divergent.steps,
+        divergent_fields=divergent.fields,
         workload_differences=workload_differences,
         ignore_block_ids=ignore_block_ids,
     )
@@ -176,41 +173,14 @@ def diff_traces(a_path: Path, b_path: Path, *, ignore_block_ids: bool = False) -
         )
 
 
-def _stored(trace: Trace) -> tuple[StoredRows, pa.Table]:
-    """What `compare_steps` reads of one trace: its decision rows and request inputs (its
-    keys checked first: the rows are read by them)."""
-    trace.check_keys()
-    return stored_rows(trace), trace.sql(query("request_input_hashes")).to_arrow_table()
+def _request_inputs(trace: Trace) -> pa.Table:
+    """Each request's arrival step and a hash of its inputs."""
+    return trace.sql(query("request_input_hashes")).to_arrow_table()
 
 
 def _run_facts(trace: Trace) -> tuple[pa.Table, dict[str, Any]]:
     """What a diff reads of one trace's run: each request's outcome, and the run's figures."""
     return trace.sql(query("request_outcomes")).to_arrow_table(), run_metrics(trace)
-
-
-def _first_decision(
-    a: pa.Table, b: pa.Table, *, ignore_block_ids: bool
-) -> tuple[int | None, tuple[str, ...], list[int]]:
-    """The first step whose decision differs, the fields that differ there, and every such step."""
-    common = min(a.num_rows, b.num_rows)
-    names = [name for name in DECISION_FIELDS if not (ignore_block_ids and name == "block_ids")]
-    differs = pa.array([False] * common)
-    per_field = {}
-    for name in names:
-        column = _FINGERPRINTS[name]
-        unequal = pc.not_equal(a[column].slice(0, common), b[column].slice(0, common))
-        per_field[name] = unequal
-        differs = pc.or_(differs, unequal)
-    divergent = pc.filter(a["step"].slice(0, common), differs).to_pylist()
-    longer = a if a.num_rows > b.num_rows else b
-    divergent.extend(longer["step"].slice(common).to_pylist())
-    if not divergent:
-        return None, (), []
-    if not pc.any(differs).as_py():
-        return divergent[0], (MISSING_STEP,), divergent
-    index = pc.index(differs, True).as_py()
-    fields = tuple(name for name in names if per_field[name][index].as_py())
-    return divergent[0], fields, divergent
 
 
 def _first_input(

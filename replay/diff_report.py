@@ -15,7 +15,6 @@ from stepscope.safe_text import safe_text
 
 from .diff import RequestDelta, TraceDiff
 from .headline import headline_text
-from .step_sides import cell_lines as cell_lines
 from .step_sides import markdown_cell, step_markdown, step_table
 from .verdict import Verdict
 

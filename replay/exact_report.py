@@ -1,25 +1,19 @@
-"""An exact replay's report: for people (rich) and as JSON, with the replay's decisions."""
+"""An exact replay's report: for people (rich) and as JSON, both sides read from their rows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from stepscope.engine.probe import (
-    AdmissionCall,
-    Decision,
-    RefusedRunningCall,
-    WaitingSkip,
-)
-from stepscope.engine.request import RunningGrant
+from stepscope.schema import StepDetail
 
 from stepscope.safe_text import safe_text
 
-from .diff_report import cell_lines
 from .exact import ExactReplay
-from .step_decision import StepDecision
+from .step_sides import STEP_ROWS, cell_lines
 
 
 def print_exact(console: Console, result: ExactReplay) -> None:
@@ -41,63 +35,46 @@ def print_exact(console: Console, result: ExactReplay) -> None:
     table.add_column("", style="bold")
     table.add_column("recorded")
     table.add_column("replayed")
-    recorded, replayed = divergence.recorded, divergence.replayed
-    for label in _EXACT_ROWS:
-        table.add_row(
-            label, Text(_decision_field(recorded, label)), Text(_decision_field(replayed, label))
-        )
+    for label, render in (*STEP_ROWS, *_EXACT_ROWS):
+        table.add_row(label, _cell(divergence.recorded, render), _cell(divergence.replayed, render))
     console.print(table)
-    if divergence.replayed_decisions:
-        lines = [
-            Text("  " + safe_text(describe_decision(d))) for d in divergence.replayed_decisions
-        ]
-        console.print(Group(Text("replayed decisions that step:", style="bold"), *lines))
+
+
+def _cell(side: StepDetail, render: Callable[[StepDetail], str]) -> Text:
+    return Text(render(side) if side.in_trace else "(no such step)")
+
+
+def _row_value(name: str) -> Callable[[StepDetail], str]:
+    def render(side: StepDetail) -> str:
+        return safe_text(str((side.row or {}).get(name, "-")))
+
+    return render
+
+
+def _sampled(side: StepDetail) -> str:
+    return cell_lines(
+        f"{row['request_id']} {row['sampled_token_id']}"
+        for row in side.scheduled.dicts()
+        if row["sampled_token_id"] is not None
+    )
+
+
+def _skipped(side: StepDetail) -> str:
+    return cell_lines(f"{rid}: waiting, skipped ({reason})" for rid, reason in _skips(side))
+
+
+def _skips(side: StepDetail) -> list[tuple[str, str]]:
+    """(request id, reason) of each waiting request the step passed over, in order."""
+    return [(e["request_id"], e["detail"]) for e in side.events.dicts() if e["kind"] == "skip"]
 
 
 _EXACT_ROWS = (
-    "scheduled",
-    "preempted",
-    "num_free_blocks",
-    "block_ids",
-    "update_step",
-    "sampled",
+    ("free blocks", _row_value("num_free_blocks_after_schedule")),
+    ("update step", _row_value("update_step")),
+    ("sampled", _sampled),
+    ("skipped", _skipped),
 )
-
-
-def _decision_field(decision: StepDecision | None, name: str) -> str:
-    if decision is None:
-        return "(no such step)"
-    if name == "scheduled":
-        return cell_lines(f"{rid} {kind} {n} tok" for rid, n, kind in decision.scheduled)
-    if name == "block_ids":
-        return cell_lines(f"{rid} {list(ids)}" for rid, ids in decision.block_ids.items())
-    value = _json_field(decision, name)
-    return safe_text(str(value))
-
-
-def describe_decision(decision: Decision) -> str:
-    """One line for an allocation call or preemption the scheduler made."""
-    if isinstance(decision, RunningGrant):
-        return f"{decision.request_id}: running, granted"
-    if isinstance(decision, RefusedRunningCall):
-        refusal = decision.refusal
-        return (
-            f"{decision.request_id}: running, {decision.num_new_tokens} tok, needs "
-            f"{refusal.num_blocks_needed} block(s) with {refusal.num_free_blocks} free: refused"
-        )
-    if isinstance(decision, AdmissionCall):
-        outcome = "granted" if decision.refusal is None else f"refused ({decision.refusal.check})"
-        return (
-            f"{decision.request_id}: admission, {decision.num_new_tokens} tok "
-            f"({decision.num_new_computed_tokens} hit), "
-            f"{decision.num_free_blocks_before} free: {outcome}"
-        )
-    if isinstance(decision, WaitingSkip):
-        return f"{decision.request_id}: waiting, skipped ({decision.reason})"
-    return (
-        f"{decision.request_id}: preempted for {decision.needed_by} "
-        f"({decision.num_computed_tokens_discarded} tokens discarded)"
-    )
+"""What exact replay compares beyond the diff's step rows, and the waiting requests skipped."""
 
 
 def exact_to_json(result: ExactReplay) -> dict[str, Any]:
@@ -114,34 +91,32 @@ def exact_to_json(result: ExactReplay) -> dict[str, Any]:
         data["divergence"] = {
             "step": divergence.step,
             "fields": list(divergence.fields),
-            "recorded": _decision_json(divergence.recorded),
-            "replayed": _decision_json(divergence.replayed),
-            "replayed_decisions": [describe_decision(d) for d in divergence.replayed_decisions],
+            "recorded": _side_json(divergence.recorded),
+            "replayed": _side_json(divergence.replayed),
         }
     return data
 
 
-def _decision_json(decision: StepDecision | None) -> dict[str, Any] | None:
-    if decision is None:
+def _side_json(side: StepDetail) -> dict[str, Any] | None:
+    """One side of the divergent step: its decision and allocation calls, as plain values."""
+    if not side.in_trace:
         return None
-    return {name: _json_field(decision, name) for name in _DECISION_JSON}
-
-
-_DECISION_JSON = ("step", "idle", "scheduled", "preempted", "num_free_blocks", "block_ids",
-                  "update_step", "sampled")  # fmt: skip
-
-
-def _json_field(decision: StepDecision, name: str) -> Any:
-    """A decision's part by its name in `differences`, as plain JSON values."""
-    if name == "scheduled":
-        return [
-            {"request_id": rid, "num_tokens": n, "kind": str(kind)}
-            for rid, n, kind in decision.scheduled
-        ]
-    if name == "preempted":
-        return sorted(decision.preempted_req_ids)
-    if name == "block_ids":
-        return {rid: list(ids) for rid, ids in decision.block_ids.items()}
-    if name == "sampled":
-        return list(decision.sampled_token_ids)
-    return getattr(decision, name)
+    row = side.row or {}
+    scheduled = list(side.scheduled.dicts())
+    return {
+        "step": side.step,
+        "idle": row.get("idle", True),
+        "scheduled": [
+            {"request_id": s["request_id"], "num_tokens": s["num_tokens"], "kind": s["kind"]}
+            for s in scheduled
+        ],
+        "preempted": sorted(p["request_id"] for p in side.preemptions.dicts()),
+        "num_free_blocks": row.get("num_free_blocks_after_schedule"),
+        "block_ids": {
+            s["request_id"]: list(s["new_block_ids"]) for s in scheduled if s["new_block_ids"]
+        },
+        "update_step": row.get("update_step"),
+        "sampled": [s["sampled_token_id"] for s in scheduled],
+        "allocations": list(side.allocations.dicts()),
+        "skipped": [{"request_id": rid, "reason": reason} for rid, reason in _skips(side)],
+    }

@@ -1,9 +1,8 @@
 """A trace's step decisions with their scheduled rows and block ids kept as column bytes.
 
-Exact replay compares every scheduled row with the engine's; making each row's values
-Python objects would cost more than the engine's step, so a step's scheduled rows stay
-the bytes of their Arrow columns (native integers, as `array` packs them) and only a
-step that differs is decoded (`step_decision.RecordedDecisions`). Steps are read in
+The TUI's live replay reads the recorded decisions through these, decoded a step at a
+time (`step_decision.RecordedDecisions`); a step's scheduled rows stay the bytes of
+their Arrow columns (native integers, as `array` packs them) until then. Steps are read in
 ranges of about `batch_rows` scheduled rows, each range's rows whole, so no step is
 split between two reads; a range's rows are read in the order recorded (`row_order`).
 """

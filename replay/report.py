@@ -18,13 +18,12 @@ from .diff_report import (
     format_value,
     print_diff,
 )
-from .exact_report import describe_decision, exact_to_json, print_exact
+from .exact_report import exact_to_json, print_exact
 from .verdict import Verdict
 from .vllm_replay import VllmReplay
 from .whatif import WhatIfReplay
 
 __all__ = [
-    "describe_decision",
     "diff_to_json",
     "diff_to_markdown",
     "diffs_to_junit",

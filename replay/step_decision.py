@@ -1,11 +1,12 @@
-"""One step's decision, from a trace or a live engine step, and how two of them differ.
+"""One step's decision, from a trace or a live engine step, for the TUI's live replay.
 
 A step's decision is what the scheduler chose: which requests ran and in what order,
 how many tokens each and how each came to run (new, resumed, running), which were
 preempted, the block ids handed out, the free blocks left, and the step whose update
-processed the output; plus what the model sampled for each row, an input. Exact
-replay, the TUI's diff and replay views, and `stepscope diff`'s field names all use
-this one model.
+processed the output; plus what the model sampled for each row, an input. Only the
+TUI's live replay still compares decisions this way, a step at a time beside the
+engine; exact replay, `stepscope diff` and the TUI's diff read `step_differences`,
+whose field names these are.
 """
 
 from __future__ import annotations
@@ -25,12 +26,7 @@ from stepscope.schema.ddl import enum_types
 
 from .recorded_steps import LAST_STEP, SAMPLED_NONE, RecordedStep, RecordedSteps
 from .sql import query
-
-DECISION_FIELDS = ("idle", "update_step", "num_free_blocks", "scheduled", "preempted", "block_ids")
-"""The parts of a decision that can differ, in the order they are named."""
-
-MISSING_STEP = "missing_step"
-"""What differs when one side has no such step."""
+from .step_differences import MISSING_STEP
 
 _KINDS = tuple(RequestKind(name) for name in enum_types()["request_kind"])
 """The `request_kind` enum's values by code."""
@@ -67,7 +63,8 @@ class StepDecision:
 def differences(
     a: StepDecision | None, b: StepDecision | None, *, ignore_block_ids: bool = False
 ) -> tuple[str, ...]:
-    """The names (`DECISION_FIELDS`) of the parts of a step's decision that differ."""
+    """The names (`step_differences.DECISION_FIELDS`) of the parts of a step's decision
+    that differ."""
     if a is None or b is None:
         return () if a is b else (MISSING_STEP,)
     found = []
@@ -88,13 +85,6 @@ def differences(
     if not ignore_block_ids and a.block_ids != b.block_ids:
         found.append("block_ids")
     return tuple(found)
-
-
-def input_differences(a: StepDecision | None, b: StepDecision | None) -> tuple[str, ...]:
-    """`sampled` when both sides have the step and the model sampled other tokens."""
-    if a is None or b is None or a.sampled_token_ids == b.sampled_token_ids:
-        return ()
-    return ("sampled",)
 
 
 def live_decision(record: StepRecord) -> StepDecision:

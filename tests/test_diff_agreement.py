@@ -1,8 +1,8 @@
 """`stepscope diff` and the TUI agree on every pair of a corpus of traces.
 
 For each pair: the same divergent steps (every step one trace lacks included), the
-same fields at the first divergence, the same classification; and the per-step
-decisions the TUI shows side by side differ exactly at those steps.
+same fields at the first divergence, the same classification; and the fields the TUI
+marks different in its side-by-side view are those of exactly those steps.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from stepscope.engine import Scheduler, StepRecord, Workload, load_workload
 from stepscope.engine.step_plan import StepPlan
 from stepscope.replay.diff import Classification, StepComparison, diff_traces
 from stepscope.replay.exact import replay_exact
-from stepscope.replay.step_decision import StepDecision, differences
 from stepscope.tui import diffing
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.trace_source import TraceSource
@@ -137,19 +136,9 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
 def _per_step_differences(
     a: Path, b: Path, *, ignore_block_ids: bool
 ) -> dict[int, tuple[str, ...]]:
-    """What the TUI's side-by-side view finds different at each step, read as it reads it."""
-    sides: list[dict[int, StepDecision]] = []
-    for path in (a, b):
-        source = TraceSource(path)
-        try:
-            sides.append(diffing.step_decisions(source, 0, source.info.num_steps))
-        finally:
-            source.close()
-    steps = sorted(sides[0].keys() | sides[1].keys())
-    found = {
-        s: differences(sides[0].get(s), sides[1].get(s), ignore_block_ids=ignore_block_ids)
-        for s in steps
-    }
+    """What the TUI's side-by-side view marks different at each step, read as it reads it."""
+    tui = _tui_comparison(a, b, ignore_block_ids=ignore_block_ids)
+    found = {step: tui.fields_at(step) for step in range(max(tui.num_steps))}
     return {step: names for step, names in found.items() if names}
 
 

@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
+import io
+import json
+import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
-from conftest import REPO
+from conftest import REPO, TESTS
+from rich.console import Console
 from stepscope.engine import EngineLoop, TapeModelRunner, load_workload
 from stepscope.engine.probe import (
     AdmissionCall,
+    Decision,
     Preemption,
     RefusedRunningCall,
+    ScheduleEnd,
+    ScheduleStart,
     WaitingSkip,
-    WaitingSkipReason,
 )
 from stepscope.engine.request import RunningGrant
-from stepscope.replay.exact import DecisionTap
-from stepscope.replay.report import describe_decision
+from stepscope.replay.exact import replay_exact
+from stepscope.replay.report import exact_to_json, print_exact
+from traces import record as record_trace
 
 CASES = [
     REPO / "tests" / "conformance" / f"{name}.json"
     for name in ("05_s05_multi_victims_resumed", "07_s07_priority_victim_refund")
 ]
 RECORDS = (RunningGrant, RefusedRunningCall, AdmissionCall, Preemption, WaitingSkip)
+
+
+class DecisionTap:
+    """A probe that keeps the scheduler's decisions of the current step only."""
+
+    def __init__(self) -> None:
+        self.decisions: list[Decision] = []
+
+    def on_schedule_start(self, record: ScheduleStart) -> None:
+        self.decisions = []
+
+    def on_schedule_end(self, record: ScheduleEnd) -> None:
+        pass
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
@@ -46,12 +67,27 @@ def test_running_grants_are_the_output_running_rows(case: Path) -> None:
     assert num_preempted_steps > 0
 
 
-def test_a_grant_reads_as_granted() -> None:
-    assert describe_decision(RunningGrant("r7")) == "r7: running, granted"
-
-
-def test_a_waiting_skip_reads_with_its_reason() -> None:
+def test_a_divergent_step_with_a_waiting_skip_is_reported(tmp_path: Path) -> None:
     """A divergent step whose decisions held a skip (a grammar still compiling) was an
-    AssertionError in the report."""
-    skip = WaitingSkip("g1", WaitingSkipReason.GRAMMAR_NOT_READY)
-    assert describe_decision(skip) == "g1: waiting, skipped (grammar_not_ready)"
+    AssertionError in the report; both sides now print, allocation calls and all."""
+    (workload,) = (TESTS / "grammar_workloads").glob("01*.json")
+    trace, changed = tmp_path / "t.duckdb", tmp_path / "changed.duckdb"
+    record_trace(workload, trace)
+    shutil.copy(trace, changed)
+    with duckdb.connect(str(changed)) as connection:
+        (skip_step,) = connection.sql(
+            "SELECT min(step) FROM _events WHERE kind = 'skip'"
+        ).fetchall()[0]
+        connection.execute(
+            "UPDATE _steps SET num_free_blocks_after_schedule = 0 WHERE step = ?", [skip_step]
+        )
+    result = replay_exact(changed)
+    assert result.divergence is not None
+    assert (result.divergence.step, result.divergence.fields) == (skip_step, ("num_free_blocks",))
+    out = io.StringIO()
+    print_exact(Console(file=out, width=200), result)
+    assert f"diverged at step {skip_step}" in out.getvalue()
+    assert "admission" in out.getvalue()
+    document = json.loads(json.dumps(exact_to_json(result)))
+    assert document["divergence"]["recorded"]["num_free_blocks"] == 0
+    assert document["divergence"]["replayed"]["num_free_blocks"] > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import shutil
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -87,6 +88,38 @@ def test_a_replay_written_to_a_file_diffs_identical(tmp_path: Path) -> None:
     record(case("40"), trace)
     assert replay_exact(trace, output=replayed).divergence is None
     assert diff_traces(trace, replayed).classification is Classification.IDENTICAL
+
+
+def test_a_divergent_replay_written_to_a_file_holds_the_whole_replay(tmp_path: Path) -> None:
+    """The replay is recorded like any run: past its divergence, to its end, complete."""
+    trace, changed, replayed = (tmp_path / name for name in ("t.duckdb", "c.duckdb", "r.duckdb"))
+    record(case("30"), trace)
+    shutil.copy(trace, changed)
+    with duckdb.connect(str(changed)) as con:
+        con.execute("UPDATE _scheduled SET num_tokens = num_tokens + 1 WHERE step = 5")
+    result = replay_exact(changed, output=replayed)
+    assert result.divergence is not None and result.divergence.step == 5
+    with stepscope.open(replayed) as opened, stepscope.open(trace) as original:
+        assert opened.complete and opened.num_steps == original.num_steps > 6
+    assert diff_traces(trace, replayed).classification is Classification.IDENTICAL
+
+
+def test_exact_replay_leaves_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its temporary replay trace lives in a temporary directory, removed after the check,
+    even when the replay diverges."""
+    trace, changed, scratch = tmp_path / "t.duckdb", tmp_path / "c.duckdb", tmp_path / "tmp"
+    record(case("30"), trace)
+    shutil.copy(trace, changed)
+    with duckdb.connect(str(changed)) as con:
+        con.execute("UPDATE _steps SET num_free_blocks_after_schedule = 0 WHERE step = 3")
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert replay_exact(trace).divergence is None
+    assert replay_exact(changed).divergence is not None
+    assert list(scratch.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.duckdb", "t.duckdb", "tmp"]
 
 
 def test_a_changed_rule_diverges_where_it_first_matters(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
-"""Exact replay's packed per-step check catches a change in every field it compares.
+"""Exact replay's per-step comparison catches a change in every field it compares.
 
 Each case changes one recorded fact at one step of a trace with preemptions, resumed
 requests, prefill chunks and idle steps; the replay must diverge at that step and name
-the field, and the packed check must accept every step of the unchanged trace.
+the field, and the comparison must accept every step of the unchanged trace, each step
+fingerprinted (none skipped as stored alike).
 """
 
 from __future__ import annotations
@@ -12,13 +13,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from stepscope.engine import EngineLoop
-from stepscope.replay.exact import replay_exact
-from stepscope.replay.inputs import workload_from_trace
-from stepscope.replay.recorded_steps import LAST_STEP
-from stepscope.replay.step_decision import RecordedDecisions
-from stepscope.replay.step_match import StepMatcher
-from stepscope.replay.trace_runner import replay_model_runner
+from stepscope.replay.exact import EXACT_FIELDS, replay_exact
+from stepscope.replay.step_differences import step_differences
+from stepscope.replay.step_fingerprints import step_fingerprints
 from traces import case, prefill_heavy_workload, record
 
 import stepscope
@@ -35,7 +32,7 @@ DECODE_BLOCK_STEP = """
         AND bool_and(previous_owner IS NULL OR previous_owner < request_index)
 """
 """A step past 20 that ran only running requests and gave several of them one new block
-each, their rows in request order: the check's fast path (`StepMatcher._same_blocks`)."""
+each, their rows in request order (as a decode step stores them)."""
 
 CHANGES = {
     "order": (
@@ -122,23 +119,18 @@ def test_a_step_recorded_idle_diverges_there(stress_trace: Path, tmp_path: Path)
 
 
 @pytest.mark.parametrize("source", ["stress", "prefill_heavy"])
-def test_the_packed_check_accepts_every_step_of_an_unchanged_trace(
+def test_the_comparison_accepts_every_step_of_an_unchanged_trace(
     source: str, stress_trace: Path, tmp_path: Path
 ) -> None:
     trace = stress_trace
     if source == "prefill_heavy":
         trace = tmp_path / "t.duckdb"
         record(prefill_heavy_workload(), trace)
-    with stepscope.open(trace) as opened:
-        workload = workload_from_trace(opened)
-        recorded = RecordedDecisions(opened)
-        ids = recorded.request_ids
-        matcher = StepMatcher(ids, {req_id: index for index, req_id in ids.items()})
-        steps = list(recorded.steps.between(0, LAST_STEP))
-        loop = EngineLoop(workload, replay_model_runner(workload, opened))
-        checked = [
-            (record.step, matcher.same_decision(step, record))
-            for record, step in zip(loop.run(), steps, strict=True)
-        ]
-    assert [step for step, _ in checked] == [step.step for step in steps]
-    assert [step for step, same in checked if not same] == []
+    replayed = tmp_path / "replayed.duckdb"
+    result = replay_exact(trace, output=replayed)
+    assert result.divergence is None
+    assert result.num_compared_steps == result.num_recorded_steps > 0
+    with stepscope.open(trace) as recorded, stepscope.open(replayed) as replay:
+        sides = [step_fingerprints(opened) for opened in (recorded, replay)]
+    assert sides[0]["decision"].to_pylist() != [0] * sides[0].num_rows  # every step hashed
+    assert step_differences(*sides, EXACT_FIELDS).steps == []

@@ -123,8 +123,19 @@ def test_a_changed_step_diverges_there_with_the_replays_decisions(
     step = 12
     with duckdb.connect(str(changed)) as connection:
         connection.execute(change.format(step=step))
-    divergence = replay_exact(changed).divergence
+    replayed = tmp_path / "replayed.duckdb"
+    divergence = replay_exact(changed, output=replayed).divergence
     assert divergence is not None
     assert (divergence.step, divergence.fields) == (step, fields)
     assert divergence.recorded is not None and divergence.replayed is not None
-    assert divergence.replayed_decisions  # from the second run, which has a probe
+    # The replay's side is its own trace's rows at that step, allocation calls included.
+    with stepscope.open(replayed) as opened:
+        scheduled = opened.sql(_SCHEDULED_AT, params=[step]).fetchall()
+        (num_calls,) = opened.sql(_CALLS_AT, params=[step]).fetchall()[0]
+    assert [(rid, n) for rid, _, n, *_ in divergence.replayed.scheduled] == scheduled
+    assert divergence.recorded != divergence.replayed
+    assert divergence.replayed.allocations and len(divergence.replayed.allocations) <= num_calls
+
+
+_SCHEDULED_AT = "SELECT request_id, num_tokens FROM scheduled WHERE step = ? ORDER BY position"
+_CALLS_AT = "SELECT count(*) FROM allocations WHERE step = ?"

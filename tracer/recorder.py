@@ -62,8 +62,11 @@ class TraceRecorder:
         flush_every_steps: int = 256,
         flush_interval_s: float = 5.0,
         flush_rows: int = FLUSH_ROWS,
+        *,
+        compact: bool = True,
     ) -> None:
-        self.writer = TraceWriter(path, {**meta, "redacted": str(redactor is not None).lower()})
+        meta = {**meta, "redacted": str(redactor is not None).lower()}
+        self.writer = TraceWriter(path, meta, compact=compact)
         self.workload = workload
         self.redactor = redactor
         self.specs: list[RequestSpec | None] = list(workload.requests)

@@ -78,8 +78,10 @@ _UPDATES = (REQUEST_ABORTS,)
 class TraceWriter:
     """Owns the DuckDB connection of a trace being recorded."""
 
-    def __init__(self, path: Path, meta: Mapping[str, str]) -> None:
+    def __init__(self, path: Path, meta: Mapping[str, str], *, compact: bool = True) -> None:
         self.path = path
+        self.compact_when_complete = compact
+        """Whether a trace closed complete is compacted (a temporary one need not be)."""
         try:
             self._con = duckdb.connect(str(path), config=_WRITER_CONFIG)
             self._create(meta)
@@ -160,7 +162,7 @@ class TraceWriter:
             self._write(item)
         self._queue.task_done()
         if isinstance(item, _MetaUpdate) and item.last:
-            self._compact = item.meta.get("complete") == "true"
+            self._compact = self.compact_when_complete and item.meta.get("complete") == "true"
             return False
         return True
 

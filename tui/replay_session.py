@@ -20,7 +20,7 @@ from stepscope.replay import inputs
 from stepscope.replay.step_decision import StepDecision, differences, live_decision
 from stepscope.schema.step_condition import STEP_COLUMNS, StepCondition
 
-from .diffing import step_decisions
+from .recorded_decisions import step_decisions
 from .trace_source import TraceSource
 
 _CHUNK = 512

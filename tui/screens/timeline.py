@@ -167,20 +167,22 @@ class TimelineScreen(Screen[None]):
             self.post_message(query_failed(error, "plot"))
 
     @work(thread=True, group="detail")
-    def load_detail(self, source: TraceSource, other: TraceSource | None, step: int) -> None:
+    def load_detail(
+        self,
+        source: TraceSource,
+        other: TraceSource | None,
+        step: int,
+        diff: StepComparison | None,
+    ) -> None:
+        """The step's detail on both sides, marked with what the diff found differs there
+        (nothing until the diff is computed: then the step is shown again)."""
         try:
             detail = source.step_detail(step)
             other_detail = other.step_detail(step) if other is not None else None
-            found: tuple[str, ...] = ()
-            if other is not None:
-                from ..diffing import step_differences
-
-                found = step_differences(
-                    source, other, step, ignore_block_ids=self.ignore_block_ids
-                )
         except _ERRORS as error:
             self.post_message(query_failed(error, f"step {step}"))
             return
+        found = diff.fields_at(step) if diff is not None else ()
         self.post_message(StepDetailLoaded(detail, other_detail, found))
 
     @work(thread=True, exclusive=True, group="prefetch")
@@ -302,7 +304,7 @@ class TimelineScreen(Screen[None]):
             return
         self._detail_running = True
         self._detail_wanted = None
-        self.load_detail(self.source, self.other, step)
+        self.load_detail(self.source, self.other, step, self.diff)
 
     def on_step_detail_loaded(self, message: StepDetailLoaded) -> None:
         self._detail_running = False
@@ -326,6 +328,8 @@ class TimelineScreen(Screen[None]):
             self.diff, self.source.info.path.name, self.other.info.path.name
         )
         self.query_one(StepTable).mark_divergent(frozenset(self.diff.divergent_steps))
+        if self.source is not None:
+            self._want_detail(self.step)  # marked now with what differs at it
 
     def on_query_failed(self, message: QueryFailed) -> None:
         self._detail_running = False
