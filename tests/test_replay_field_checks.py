@@ -105,7 +105,7 @@ def test_a_changed_field_diverges_at_its_step_and_is_named(
     divergence = replay_exact(changed).divergence
     assert divergence is not None
     assert (divergence.step, divergence.fields) == (step, fields)
-    assert divergence.recorded is not None and divergence.replayed is not None
+    assert divergence.recorded.in_trace and divergence.replayed.in_trace
 
 
 def test_a_step_recorded_idle_diverges_there(stress_trace: Path, tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import TESTS
+from rich.console import Console
 from stepscope.engine import Workload
 from stepscope.engine.workload import parse_workload
 from stepscope.replay.exact import replay_exact
+from stepscope.replay.exact_report import exact_to_json, print_exact
 from stepscope.replay.inputs import recorded_outputs, workload_from_trace
 from stepscope.replay.sql import query
 from stepscope.replay.step_decision import RecordedDecisions
@@ -127,14 +129,38 @@ def test_a_changed_step_diverges_there_with_the_replays_decisions(
     divergence = replay_exact(changed, output=replayed).divergence
     assert divergence is not None
     assert (divergence.step, divergence.fields) == (step, fields)
-    assert divergence.recorded is not None and divergence.replayed is not None
+    assert divergence.recorded.in_trace and divergence.replayed.in_trace
     # The replay's side is its own trace's rows at that step, allocation calls included.
     with stepscope.open(replayed) as opened:
         scheduled = opened.sql(_SCHEDULED_AT, params=[step]).fetchall()
         (num_calls,) = opened.sql(_CALLS_AT, params=[step]).fetchall()[0]
-    assert [(rid, n) for rid, _, n, *_ in divergence.replayed.scheduled] == scheduled
+    replayed_rows = divergence.replayed.scheduled.dicts()
+    assert [(row["request_id"], row["num_tokens"]) for row in replayed_rows] == scheduled
     assert divergence.recorded != divergence.replayed
-    assert divergence.replayed.allocations and len(divergence.replayed.allocations) <= num_calls
+    assert num_calls and len(divergence.replayed.allocations) == num_calls
+
+
+def test_a_step_the_recording_lacks_is_the_replays_alone(tmp_path: Path) -> None:
+    """The recording's last step cut away: the replay's step there is an `extra_step`, shown
+    beside "(no such step)", and null in the JSON."""
+    trace, changed = tmp_path / "t.duckdb", tmp_path / "changed.duckdb"
+    record(prefill_heavy_workload(), trace)
+    shutil.copy(trace, changed)
+    with duckdb.connect(str(changed)) as connection:
+        ((last,),) = connection.sql("SELECT max(step) FROM _steps").fetchall()
+        for table in ("_steps", "_scheduled", "_block_ids", "_allocations", "_preemptions",
+                      "_events", "_spec_decode"):  # fmt: skip
+            connection.execute(f"DELETE FROM {table} WHERE step = ?", [last])
+    result = replay_exact(changed)
+    divergence = result.divergence
+    assert divergence is not None
+    assert (divergence.step, divergence.fields) == (last, ("extra_step",))
+    assert not divergence.recorded.in_trace and divergence.replayed.in_trace
+    sides = exact_to_json(result)["divergence"]
+    assert sides["recorded"] is None and sides["replayed"]["step"] == last
+    console = Console(record=True, width=160)
+    print_exact(console, result)
+    assert "(no such step)" in console.export_text()
 
 
 _SCHEDULED_AT = "SELECT request_id, num_tokens FROM scheduled WHERE step = ? ORDER BY position"
