@@ -9,6 +9,10 @@ import pytest
 
 _INTERRUPT_ON_IMPORT = """
 import builtins, os, signal, sys
+# As a terminal starts a command: Ctrl-C neither ignored nor blocked (a pytest run in the
+# background, or an earlier test, may leave it either way for the processes it starts).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
 real_import = builtins.__import__
 
 def interrupting_import(name, *args, **kwargs):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from stepscope.replay import diff
+from stepscope.replay import step_differences
 from stepscope.replay.diff import compare_steps
 from stepscope.replay.step_fingerprints import step_fingerprints
 from stepscope.replay.stored_alike import ALL_STEPS, stored_alike, stored_rows
@@ -183,7 +183,7 @@ def test_steps_stored_alike_are_skipped_without_changing_the_comparison(
     with open_trace(recorded) as a, open_trace(edited) as b:
         start = stored_alike(stored_rows(a), stored_rows(b))
         skipping = compare_steps(a, b)
-        monkeypatch.setattr(diff, "stored_alike", lambda *_: 0)
+        monkeypatch.setattr(step_differences, "stored_alike", lambda *_: 0)
         whole = compare_steps(a, b)
     assert skipping == whole
     assert skipping.divergent_steps or skipping.first_input_step is not None
