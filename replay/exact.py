@@ -11,11 +11,14 @@ both sides read from the two traces' rows.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from stepscope.engine import EngineLoop, Scheduler, Workload
 from stepscope.schema import StepDetail, Trace, open_trace, read_step
 from stepscope.tracer.record_workload import StepSink, trace_meta
@@ -26,10 +29,11 @@ from .step_differences import (
     DECISION_FIELDS,
     MISSING_STEP,
     SAMPLED,
+    StepDifferences,
     fingerprints,
     step_differences,
 )
-from .trace_runner import replay_model_runner
+from .trace_runner import replay_model_runner, whatif_model_runner
 
 EXTRA_STEP = "extra_step"
 """What differs at a step the replay took and the (complete) recording lacks."""
@@ -82,25 +86,32 @@ def replay_exact(
         open_trace(trace_path) as trace,
     ):
         target = output or Path(scratch) / "replay.duckdb"
-        _record_replay(trace, target, scheduler_cls, sinks, keep=output is not None)
+        record_replay(
+            trace, target, scheduler_cls=scheduler_cls, sinks=sinks, keep=output is not None
+        )
         with open_trace(target) as replay:
             compared, divergence = _compare(trace, replay)
         num_recorded, complete = trace.num_steps, trace.complete
     return ExactReplay(trace_path, num_recorded, compared, complete, divergence, output)
 
 
-def _record_replay(
+def record_replay(
     trace: Trace,
     target: Path,
-    scheduler_cls: type[Scheduler] | None,
-    sinks: Sequence[StepSink],
     *,
+    knobs: Mapping[str, Any] | None = None,
+    scheduler_cls: type[Scheduler] | None = None,
+    sinks: Sequence[StepSink] = (),
     keep: bool,
-) -> None:
-    """Run the trace's inputs through the engine, recorded into `target`: kept, as any
-    recording is; else in larger batches, not compacted. A trace that is incomplete is
-    replayed as far as it goes."""
-    workload = workload_from_trace(trace)
+    stop: threading.Event | None = None,
+) -> bool:
+    """Run the trace's inputs (under `knobs`, for a what-if) through the engine, recorded
+    into `target`: kept, as any recording is; else in larger batches, not compacted.
+
+    A trace that is incomplete is replayed as far as it goes; a set `stop` ends the
+    replay after the step it is seen at. Returns whether the replay ran to its end.
+    """
+    workload = workload_from_trace(trace, knobs)
     last = None if trace.complete else trace.num_steps
     meta = _replay_meta(workload, trace)
     recorder = (
@@ -112,29 +123,52 @@ def _record_replay(
     )
     loop = EngineLoop(
         workload,
-        replay_model_runner(workload, trace),
+        whatif_model_runner(workload, trace, knobs)
+        if knobs
+        else replay_model_runner(workload, trace),
         probe=recorder,
         scheduler_cls=scheduler_cls,
         keep_finishes=False,  # the trace has every ending; a long replay would hold them all
     )
     complete = False
+    steps = loop.run()
     try:
-        for record in loop.run():
+        for record in steps:
             if last is not None and record.step >= last:
                 break
             recorder.record_step(record, loop.core.scheduler)
             for sink in sinks:
                 sink.on_step(record, loop.core.scheduler)
+            if stop is not None and stop.is_set():
+                break
         else:
             complete = True
     finally:
+        steps.close()  # the loop ends now: its frozen heap goes back to the collector
         recorder.close(complete=complete)
+    return complete
+
+
+def replay_differences(trace: Trace, replay: Trace) -> StepDifferences:
+    """Every step where the replay did not decide (or sample) as the trace did: `stepscope
+    diff`'s comparison over `EXACT_FIELDS`. A replay stopped short is compared as far as
+    it went."""
+    return _differences(*fingerprints(trace, replay), replay_complete=replay.complete)
+
+
+def _differences(
+    recorded: pa.Table, replayed: pa.Table, *, replay_complete: bool
+) -> StepDifferences:
+    if not replay_complete:
+        recorded = recorded.slice(0, replayed.num_rows)
+    return step_differences(recorded, replayed, EXACT_FIELDS)
 
 
 def _compare(trace: Trace, replay: Trace) -> tuple[int, Divergence | None]:
     """How many steps the replay took alike before the first that differs, and that one."""
     recorded, replayed = fingerprints(trace, replay)
-    step, fields = step_differences(recorded, replayed, EXACT_FIELDS).first()
+    differences = _differences(recorded, replayed, replay_complete=replay.complete)
+    step, fields = differences.first()
     if step is None:
         return min(recorded.num_rows, replayed.num_rows), None
     num_alike = int(np.searchsorted(recorded["step"].to_numpy(), step))

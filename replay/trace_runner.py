@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from stepscope.engine import TapeModelRunner, Workload
 from stepscope.engine.tape_drafter import TapeDrafter
@@ -77,3 +78,26 @@ def replay_model_runner(workload: Workload, trace: Trace) -> TapeModelRunner:
         return TapeModelRunner.for_workload(workload)
     tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
     return TapeModelRunner(tapes, drafter)
+
+
+SPEC_KNOBS = frozenset({"num_speculative_tokens", "speculative_method"})
+"""Knobs that change what a drafter proposes, so a recording's verdicts no longer apply."""
+
+
+def whatif_model_runner(
+    workload: Workload, trace: Trace, knobs: Mapping[str, Any]
+) -> TapeModelRunner:
+    """The tapes, and where speculative decoding was on, its drafts and verdicts.
+
+    A workload that scripts its drafts (the tape model's) keeps its script. Otherwise
+    (a real model's recording) the recording's verdicts are the model's answers, matched
+    by each request's n-th sampling step, as long as the what-if leaves the drafter alone;
+    with other speculative knobs the tape drafts every token right.
+    """
+    scripted = any(
+        spec.draft_accept is not None or spec.draft_mismatch_every is not None
+        for spec in workload.requests
+    )
+    if scripted or SPEC_KNOBS & knobs.keys():
+        return TapeModelRunner.for_workload(workload)
+    return replay_model_runner(workload, trace)

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import Scheduler, TapeModelRunner, Workload, default_scheduler_cls
-from stepscope.schema import Trace, open_trace
+from stepscope.engine import Scheduler, default_scheduler_cls
+from stepscope.schema import open_trace
 from stepscope.tracer.record_workload import StepSink, record_workload
 
 from .cost_model import CostModel, fit_cost_model, latency_seconds
 from .diff import TraceDiff, diff_traces
 from .inputs import workload_from_trace
-from .trace_runner import replay_model_runner
+from .trace_runner import whatif_model_runner
 
 
 @dataclass(frozen=True)
@@ -36,27 +36,6 @@ class WhatIfReplay:
     seconds: dict[str, tuple[float | None, float | None]]
     """Modelled seconds, original vs what-if (empty without step timings or a usable fit)."""
     num_placeholder_tokens: int
-
-
-SPEC_KNOBS = frozenset({"num_speculative_tokens", "speculative_method"})
-"""Knobs that change what a drafter proposes, so a recording's verdicts no longer apply."""
-
-
-def _model_runner(workload: Workload, trace: Trace, knobs: Mapping[str, Any]) -> TapeModelRunner:
-    """The tapes, and where speculative decoding was on, its drafts and verdicts.
-
-    A workload that scripts its drafts (the tape model's) keeps its script. Otherwise
-    (a real model's recording) the recording's verdicts are the model's answers, matched
-    by each request's n-th sampling step, as long as the what-if leaves the drafter alone;
-    with other speculative knobs the tape drafts every token right.
-    """
-    scripted = any(
-        spec.draft_accept is not None or spec.draft_mismatch_every is not None
-        for spec in workload.requests
-    )
-    if scripted or SPEC_KNOBS & knobs.keys():
-        return TapeModelRunner.for_workload(workload)
-    return replay_model_runner(workload, trace)
 
 
 def replay_whatif(
@@ -75,7 +54,7 @@ def replay_whatif(
         model = fit_cost_model(trace)
         usable = model is not None and model.problem is None
         original_seconds = latency_seconds(trace, model) if model and usable else {}
-        runner = _model_runner(workload, trace, knobs or {})
+        runner = whatif_model_runner(workload, trace, knobs or {})
     cls = scheduler_cls or default_scheduler_cls(workload.config)
     scheduler = f"{cls.__module__}.{cls.__qualname__}"
     meta = {"replay_of": str(trace_path), "what_if": json.dumps(dict(knobs or {})),

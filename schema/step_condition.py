@@ -1,13 +1,20 @@
-"""A user's SQL condition over one step's columns, evaluated in the sandbox a trace is read in."""
+"""A user's SQL condition over a step's columns, evaluated in the sandbox a trace is read in.
+
+The columns are one step's counts and request ids (`STEP_COLUMNS`): a trace's steps read
+them through `condition_rows`, and the condition runs on those rows alone, in a locked
+connection of its own.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from .lockdown import connect_locked
 from .sql_files import query
+from .trace import Trace
 from .trace_error import TraceError
 from .trace_file import first_line
 
@@ -30,6 +37,11 @@ STEP_COLUMNS: dict[str, Any] = {
 step."""
 
 
+def condition_rows(trace: Trace, first: int, last: int) -> pa.Table:
+    """Steps `first`..`last` of `trace` as a condition reads them (`STEP_COLUMNS`), by step."""
+    return trace.arrow(query(__package__, "condition_steps"), [first, last])
+
+
 class StepCondition:
     """A SQL condition over a step's columns, e.g. `num_free_blocks_after_schedule < 10`.
 
@@ -42,8 +54,8 @@ class StepCondition:
     def __init__(self, condition: str) -> None:
         self.condition = condition.strip()
         self._con = connect_locked()
-        # The user's own condition, run where it can read nothing but this one row.
-        self._sql = f"SELECT coalesce(({self.condition}), FALSE) FROM step_row"
+        # The user's own condition, run where it can read nothing but the rows it is given.
+        self._sql = f"SELECT min(step) FROM step_rows WHERE coalesce(({self.condition}), FALSE)"
         try:
             self.holds(STEP_COLUMNS)
         except BaseException:
@@ -54,11 +66,21 @@ class StepCondition:
         """Whether the condition is true of a step with these `STEP_COLUMNS`."""
         try:
             row = self._con.sql(query(__package__, "break_step_row"), params=columns)
-            self._con.register("step_row", row.to_arrow_table())
-            result = self._con.sql(self._sql).fetchall()
+            table = row.to_arrow_table()
         except duckdb.Error as error:
             raise TraceError(first_line(error)) from None
-        return bool(result and result[0][0])
+        return self.first_step(table) is not None
+
+    def first_step(self, rows: pa.Table) -> int | None:
+        """The first step of `rows` (`condition_rows`) the condition is true of, if any."""
+        try:
+            self._con.register("step_rows", rows)
+            ((step,),) = self._con.sql(self._sql).fetchall()
+        except duckdb.Error as error:
+            raise TraceError(first_line(error)) from None
+        finally:
+            self._con.unregister("step_rows")
+        return None if step is None else int(step)
 
     def close(self) -> None:
         self._con.close()

@@ -1,4 +1,4 @@
-"""Exact replay's fast paths agree with the plain ones: tapes, packed step checks, decisions."""
+"""Exact replay's fast paths agree with the plain ones: tapes and packed step checks."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from stepscope.replay.exact import replay_exact
 from stepscope.replay.exact_report import exact_to_json, print_exact
 from stepscope.replay.inputs import recorded_outputs, workload_from_trace
 from stepscope.replay.sql import query
-from stepscope.replay.step_decision import RecordedDecisions
 from stepscope.tracer.redact import Redactor
 from traces import prefill_heavy_workload, record
 
@@ -33,16 +32,6 @@ def test_tapes_read_as_flat_rows_equal_the_list_aggregate(workload: Path, tmp_pa
     with stepscope.open(trace) as opened:
         aggregated = {r: list(t) for r, t in opened.sql(query("recorded_outputs")).fetchall()}
         assert _as_lists(recorded_outputs(opened)) == aggregated
-
-
-def test_small_read_ranges_give_the_same_decisions(tmp_path: Path) -> None:
-    trace = tmp_path / "t.duckdb"
-    record(prefill_heavy_workload(), trace)  # prefill chunks sample nothing: NULL tokens
-    with stepscope.open(trace) as opened:
-        whole = list(RecordedDecisions(opened))
-        ranged = list(RecordedDecisions(opened, batch_rows=7))
-    assert whole == ranged
-    assert any(None in decision.sampled_token_ids for decision in whole)
 
 
 def test_tapes_read_in_any_stored_order(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from conftest import REPO
 from stepscope.schema import (
@@ -24,8 +25,8 @@ from stepscope.schema import (
     view_infos,
 )
 from stepscope.schema.lockdown import LOCKED_CONFIG
-from stepscope.schema.step_condition import StepCondition
-from traces import case, record
+from stepscope.schema.step_condition import STEP_COLUMNS, StepCondition, condition_rows
+from traces import case, prefill_heavy_workload, record
 
 PACKAGES = ("engine", "replay", "schema", "stepscope", "tracer", "tui")
 
@@ -117,13 +118,29 @@ def test_every_reader_has_every_view(traces: tuple[Path, Path]) -> None:
 def test_a_break_condition_is_locked_down() -> None:
     with pytest.raises(TraceError, match="disabled by configuration"):
         StepCondition("(SELECT count(*) FROM read_csv('/etc/passwd')) > 0")
-    assert StepCondition("step = 0 AND idle").holds({**_idle_step(), "step": 0})
+    assert StepCondition("step = 0 AND idle").holds({**STEP_COLUMNS, "step": 0})
 
 
-def _idle_step() -> dict[str, object]:
-    from stepscope.schema.step_condition import STEP_COLUMNS
-
-    return dict(STEP_COLUMNS)
+def test_a_conditions_rows_read_alike_in_any_range(tmp_path: Path) -> None:
+    """A trace's steps read as a condition reads them, in small ranges or in one, with an
+    idle step's columns as `STEP_COLUMNS` has them."""
+    path = tmp_path / "t.duckdb"
+    record(prefill_heavy_workload(), path)
+    with open_trace(path) as trace:
+        last = trace.num_steps - 1
+        whole = condition_rows(trace, 0, last).to_pylist()
+        pieces = [
+            condition_rows(trace, first, first + 6).to_pylist() for first in range(0, last + 1, 7)
+        ]
+    assert [row for piece in pieces for row in piece] == whole
+    assert [row["step"] for row in whole] == list(range(last + 1))
+    assert list(whole[0]) == list(STEP_COLUMNS)
+    later = StepCondition("num_scheduled_reqs > 1 AND step > 3")
+    expected = min(
+        row["step"] for row in whole if row["num_scheduled_reqs"] > 1 and row["step"] > 3
+    )
+    assert later.first_step(pa.Table.from_pylist(whole)) == expected
+    assert StepCondition("num_scheduled_reqs > 99").first_step(pa.Table.from_pylist(whole)) is None
 
 
 def _calls(tree: ast.AST, name: str) -> Iterator[ast.Call]:

@@ -10,14 +10,10 @@ import pytest
 from stepscope.engine import RequestFinish, load_workload
 from stepscope.replay.diff import Classification
 from stepscope.schema import TraceError
+from stepscope.tui import replay_session
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.diffing import diff_traces
-from stepscope.tui.replay_session import (
-    BreakPredicate,
-    ReplayedStep,
-    ReplaySession,
-    workload_from_trace,
-)
+from stepscope.tui.replay_session import BreakPredicate, ReplaySession, workload_from_trace
 from stepscope.tui.screens.replay import ReplayScreen
 from stepscope.tui.screens.timeline import TimelineScreen
 from stepscope.tui.trace_source import TraceSource
@@ -81,40 +77,95 @@ def test_the_workload_comes_back_out_of_the_trace() -> None:
         assert ours.output_token_ids == theirs.output_token_ids[: len(ours.output_token_ids)]
 
 
-def test_an_exact_replay_never_diverges_and_a_what_if_does() -> None:
-    exact = ReplaySession(trace("storm"))
-    steps, stopped = exact.run(lambda replayed: replayed.diverged)
-    assert stopped == "end" and exact.num_divergent == 0
-    assert steps[-1].step == 379 and exact.step() is None
+def recorded_session(name: str, knobs: dict[str, Any] | None = None) -> ReplaySession:
+    session = ReplaySession(trace(name), knobs)
+    session.record()
+    return session
 
-    what_if = ReplaySession(trace("storm"), {"max_num_seqs": 18})
-    steps, stopped = what_if.run(lambda replayed: replayed.diverged)
+
+def test_an_exact_replay_never_diverges_and_a_what_if_does() -> None:
+    exact = recorded_session("storm")
+    steps, stopped = exact.run(None)
+    assert stopped == "end" and exact.num_divergent == 0 and exact.complete
+    assert steps[-1].step == 379 and exact.step() is None
+    exact.close()
+
+    what_if = recorded_session("storm", {"max_num_seqs": 18})
+    steps, stopped = what_if.run(None)
     assert stopped == "condition" and steps[-1].step == 2
-    assert steps[-1].differences == ("num_free_blocks", "scheduled", "block_ids")
+    assert steps[-1].differences == ("num_free_blocks", "scheduled", "block_ids", "sampled")
+    recorded, replayed = what_if.sides(2)
+    assert len(recorded.scheduled) == 20 and len(replayed.scheduled) == 18
+    what_if.close()
+
+
+def test_the_tui_replay_agrees_with_stepscope_replay_and_diff(tmp_path: Any) -> None:
+    """The session's comparison is exact replay's: a what-if replay kept by the CLI and
+    diffed with the trace marks the same steps with the same fields."""
+    from stepscope.replay.diff import compare_steps
+    from stepscope.replay.whatif import replay_whatif
+
+    session = recorded_session("storm", {"max_num_seqs": 18})
+    kept = replay_whatif(trace("storm"), tmp_path / "what_if.duckdb", {"max_num_seqs": 18})
+    with stepscope.open(trace("storm")) as a, stepscope.open(kept.output) as b:
+        diff = compare_steps(a, b)
+    decisions = [
+        (step, tuple(f for f in fields if f != "sampled"))
+        for step, fields in zip(session.differences.steps, session.differences.fields, strict=True)
+    ]
+    assert [(s, f) for s, f in decisions if f] == list(
+        zip(diff.divergent_steps, diff.divergent_fields, strict=True)
+    )
+    session.close()
 
 
 def test_a_replay_session_keeps_no_request_endings() -> None:
-    """The trace has every ending: the session's loop keeps none (a long replay would hold
-    one per request, its output tokens included: 21 by the end here with the default)."""
-    session = ReplaySession(trace("storm"))
+    """The trace has every ending: the recording's loop keeps none (a long replay would
+    hold one per request, its output tokens included: 21 by the end here with the default)."""
     alive = []
-    while (replayed := session.step()) is not None:
-        if replayed.step % 50 == 0:
-            alive.append(sum(isinstance(o, RequestFinish) for o in gc.get_objects()))
+
+    def count(step: int) -> None:
+        alive.append(sum(isinstance(o, RequestFinish) for o in gc.get_objects()))
+
+    session = ReplaySession(trace("long"))
+    session.record(on_progress=count)
     session.close()
-    assert len(alive) >= 7 and max(alive) == 0
+    assert len(alive) >= 2 and max(alive) == 0
 
 
 def test_break_predicates_over_the_replayed_step() -> None:
-    session = ReplaySession(trace("storm"))
+    session = recorded_session("storm")
     preempted = BreakPredicate("list_contains(preempted_ids, 'chat-18')")
-    steps, stopped = session.run(lambda r: preempted.holds(r.predicate_columns))
+    steps, stopped = session.run(preempted)
     assert stopped == "condition" and steps[-1].step == 3
+    assert steps[-1].columns is not None and "chat-18" in steps[-1].columns["preempted_ids"]
     tight = BreakPredicate("num_free_blocks_after_schedule = 0 AND admission_stop = 'kv_full'")
-    steps, stopped = session.run(lambda r: tight.holds(r.predicate_columns))
-    assert stopped == "end"
+    steps, stopped = session.run(tight)
+    assert stopped == "end" and steps[-1].step == 379
     with pytest.raises(TraceError, match="nope"):
         BreakPredicate("nope > 1")
+    session.close()
+
+
+def test_a_condition_reads_what_the_step_holds() -> None:
+    """Each column a condition reads agrees with the step's own rows."""
+    session = recorded_session("storm")
+    first = session.step()
+    assert first is not None and first.columns is not None
+    _, replayed = session.sides(0)
+    assert first.columns["scheduled_ids"] == [
+        row["request_id"] for row in replayed.scheduled.dicts()
+    ]
+    assert first.columns["arrived_ids"] == replayed.request_ids("arrive")
+    assert replayed.row is not None
+    assert first.columns["num_scheduled_tokens"] == replayed.row["num_scheduled_tokens"]
+    steps, stopped = session.run(BreakPredicate("num_finished > 0"))
+    finishing = steps[-1].columns
+    assert stopped == "condition" and finishing is not None
+    assert len(finishing["finished_ids"]) == finishing["num_finished"] > 0
+    _, replayed = session.sides(steps[-1].step)
+    assert finishing["finished_ids"] == replayed.request_ids("finish")
+    session.close()
 
 
 def banner(pilot: Pilot[Any]) -> str:
@@ -179,7 +230,9 @@ def test_replay_mode_steps_continues_breaks_and_returns_to_the_step() -> None:
         await press(pilot, "p")
         assert isinstance(pilot.app.screen, ReplayScreen)
         await until(pilot, lambda: replay_status(pilot).startswith("ready"))
-        assert "24 requests and 380 recorded steps" in replay_status(pilot)
+        assert "24 requests and 380 recorded steps, 380 replayed, 0 divergent" in replay_status(
+            pilot
+        )
         await press(pilot, "space")
         await until(pilot, lambda: "through step 0" in replay_status(pilot))
         await press(pilot, "s")
@@ -214,17 +267,33 @@ def test_replay_mode_steps_continues_breaks_and_returns_to_the_step() -> None:
     drive(StepscopeApp(trace("storm")), scenario)
 
 
-def test_leaving_a_replay_midway_ends_its_engine_loop() -> None:
+def test_a_replay_stopped_midway_ends_its_engine_loop_and_compares_what_ran() -> None:
     """The loop keeps the heap it started with frozen (`engine/gc_heap.py`) until it ends."""
+    frozen: list[int] = []
 
+    def stop(step: int) -> None:
+        frozen.append(gc.get_freeze_count())
+        session.stop()
+
+    session = ReplaySession(trace("long"))
+    session.record(on_progress=stop)
+    assert frozen[0] > 0 and gc.get_freeze_count() == 0
+    assert session.stopped and not session.complete
+    assert session.num_replayed_steps == 1024 == session.num_steps
+    steps, stopped = session.run(None)
+    assert stopped == "end" and steps[-1].step == 1023 and session.num_divergent == 0
+    session.close()
+
+
+def test_leaving_the_replay_screen_removes_the_replay() -> None:
     async def scenario(pilot: Pilot[Any]) -> None:
         await press(pilot, "p")
         await until(pilot, lambda: replay_status(pilot).startswith("ready"))
-        await press(pilot, "s")
-        await until(pilot, lambda: "through step 0" in replay_status(pilot))
-        assert gc.get_freeze_count() > 0
+        session = pilot.app.screen.session  # type: ignore[attr-defined]
+        replay = session.replay.path
+        assert replay.exists()
         await press(pilot, "escape")
-        await until(pilot, lambda: gc.get_freeze_count() == 0)
+        await until(pilot, lambda: not replay.exists())
 
     drive(StepscopeApp(trace("storm")), scenario)
 
@@ -243,18 +312,21 @@ def test_replay_of_a_trace_without_prompts_says_why(tmp_path: Any) -> None:
     drive(StepscopeApp(trace("storm")), scenario)
 
 
-def test_a_long_replay_reports_progress_and_can_be_stopped() -> None:
-    session = ReplaySession(trace("long"))
+def test_a_long_search_reports_progress_and_can_be_stopped(monkeypatch: Any) -> None:
+    monkeypatch.setattr(replay_session, "CONDITION_CHUNK", 1024)
+    session = recorded_session("long")
     seen: list[int] = []
 
-    def progress(replayed: ReplayedStep) -> None:
-        seen.append(replayed.step)
+    def progress(step: int) -> None:
+        seen.append(step)
         session.stop()
 
-    steps, stopped = session.run(lambda replayed: replayed.diverged, on_progress=progress)
+    never = BreakPredicate("num_scheduled_reqs > 99")
+    steps, stopped = session.run(never, on_progress=progress)
     assert stopped == "stopped" and seen == [1023] and steps[-1].step == 1023
-    steps, stopped = session.run(lambda replayed: replayed.diverged)
-    assert stopped == "end" and session.num_divergent == 0
+    steps, stopped = session.run(never)
+    assert stopped == "end" and steps[-1].step == session.num_steps - 1
+    session.close()
 
 
 def test_steps_only_the_longer_trace_has_are_flagged_and_visited() -> None:

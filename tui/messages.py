@@ -168,20 +168,32 @@ class QueryCancelled(Message):
 
 
 class ReplayReady(Message):
-    """The replay session is built: the workload is back out of the trace."""
+    """The replay session is built: the workload is back out of the trace; its replay is
+    being recorded."""
 
     def __init__(self, session: ReplaySession) -> None:
         super().__init__()
         self.session = session
 
 
-class ReplayAdvanced(Message):
-    """The replay moved forward; `steps` are the new replayed steps (the last few, when many)."""
+class ReplayRecorded(Message):
+    """The session's replay is recorded and compared with the trace."""
 
-    def __init__(self, steps: tuple[ReplayedStep, ...], stopped: str) -> None:
+
+class ReplayAdvanced(Message):
+    """The replay's cursor moved forward; `steps` are the steps it passed (the last few,
+    when many), `sides` the last one as the recording and the replay hold it."""
+
+    def __init__(
+        self,
+        steps: tuple[ReplayedStep, ...],
+        stopped: str,
+        sides: tuple[StepDetail, StepDetail] | None,
+    ) -> None:
         super().__init__()
         self.steps = steps
         self.stopped = stopped
+        self.sides = sides
 
 
 class ConsoleReady(Message):
@@ -193,7 +205,8 @@ class ConsoleReady(Message):
 
 
 class ReplayProgress(Message):
-    """A long replay run has reached `step` (posted every few hundred steps)."""
+    """A replay's recording, or a condition's search, has reached `step` (posted every
+    thousand steps or so)."""
 
     def __init__(self, step: int) -> None:
         super().__init__()

@@ -1,8 +1,8 @@
--- One replayed step as the one-row table `step_row` a break predicate is evaluated on. Its
--- parameters are its columns, from `predicate_columns`: $step, $idle, $num_scheduled_tokens,
--- $num_scheduled_reqs, $num_preemptions, $num_finished, $num_free_blocks_after_schedule,
--- $running_pass_end, $admission_stop, and the lists of request ids $scheduled_ids,
--- $preempted_ids, $finished_ids and $arrived_ids.
+-- One step given by its columns, as a row of the table a break condition is evaluated on
+-- (`StepCondition.holds`; a trace's steps read as condition_steps.sql gives them): $step,
+-- $idle, $num_scheduled_tokens, $num_scheduled_reqs, $num_preemptions, $num_finished,
+-- $num_free_blocks_after_schedule, $running_pass_end, $admission_stop, and the lists of
+-- request ids $scheduled_ids, $preempted_ids, $finished_ids and $arrived_ids.
 SELECT
     $step::INTEGER AS step,
     $idle::BOOLEAN AS idle,

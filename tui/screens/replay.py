@@ -10,8 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from stepscope.engine import InputError
-from stepscope.replay.step_decision import StepDecision
-from stepscope.schema import TraceError
+from stepscope.schema import StepDetail, TraceError
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -21,7 +20,14 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from stepscope.safe_text import safe_rich_text, safe_text, shown_id, shown_text
 
-from ..messages import QueryFailed, ReplayAdvanced, ReplayProgress, ReplayReady, query_failed
+from ..messages import (
+    QueryFailed,
+    ReplayAdvanced,
+    ReplayProgress,
+    ReplayReady,
+    ReplayRecorded,
+    query_failed,
+)
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
 from ..widgets.auto_width_table import AutoWidthTable
 
@@ -30,30 +36,33 @@ _ERRORS = (TraceError, InputError, duckdb.Error)
 MAX_LOG_ROWS = 500
 
 
-def decision_panel(title: str, decision: StepDecision | None, differs: tuple[str, ...]) -> Group:
-    """One side's decision at a step, as a Rich renderable."""
+def decision_panel(title: str, detail: StepDetail, differs: tuple[str, ...]) -> Group:
+    """One side's decision at a step (`read_step`), as a Rich renderable."""
     head = Text(title, style="bold")
-    if decision is None:
+    row = detail.row
+    if row is None:
         return Group(head, Text("no such step", style="dim"))
-    if decision.idle:
-        return Group(head, Text(f"step {decision.step:,}: idle", style="dim"))
+    if row["idle"]:
+        return Group(head, Text(f"step {detail.step:,}: idle", style="dim"))
     red = "bold red"
-    head.append(f"  step {decision.step:,}")
+    head.append(f"  step {detail.step:,}")
     table = Table(box=None, pad_edge=False, show_edge=False)
     table.add_column("request")
     table.add_column("tokens", justify="right")
     table.add_column("kind")
-    for request_id, num_tokens, kind in decision.scheduled:
+    for scheduled in detail.scheduled.dicts():
         table.add_row(
-            Text(shown_id(request_id)), safe_rich_text(str(num_tokens)), safe_rich_text(str(kind))
+            Text(shown_id(scheduled["request_id"])),
+            safe_rich_text(str(scheduled["num_tokens"])),
+            safe_rich_text(str(scheduled["kind"])),
         )
     facts = Text()
     facts.append(
-        f"free blocks after schedule: {decision.num_free_blocks}",
+        f"free blocks after schedule: {row['num_free_blocks_after_schedule']}",
         style=red if "num_free_blocks" in differs else "",
     )
     facts.append(" · preempted: ")
-    preempted = ", ".join(map(shown_id, sorted(decision.preempted_req_ids))) or "—"
+    preempted = ", ".join(map(shown_id, sorted(detail.request_ids("preempt")))) or "—"
     facts.append(preempted, style=red if "preempted" in differs else "")
     style = red if "scheduled" in differs else ""
     return Group(head, facts, Text("scheduled", style=style or "bold"), table)
@@ -72,16 +81,18 @@ class ReplayScreen(Screen[int | None]):
     HELP = """
 ## Replay
 
-The workload is rebuilt from the trace (config, requests, each request's recorded
-outputs as its tape) and the scheduler runs it again, one step at a time, beside
-the recording. Left: the recording; right: the replay; differences in red.
+The workload is rebuilt from the trace (config, requests, aborts, what the model
+sampled) and the scheduler runs it again, recorded like any run, then compared with
+the recording step by step as `stepscope replay` compares them. Left: the recording;
+right: the replay; differences in red.
 
 `space` steps, `c` runs to the next divergent step, `b` runs until a SQL
 condition over the replayed step holds, e.g. `num_free_blocks_after_schedule < 10`
-or `list_contains(preempted_ids, 'r42')` (columns: step, num_scheduled_tokens,
+or `list_contains(preempted_ids, 'r42')` (columns: step, idle, num_scheduled_tokens,
 num_scheduled_reqs, num_preemptions, num_finished, num_free_blocks_after_schedule,
 running_pass_end, admission_stop, scheduled_ids, preempted_ids, finished_ids,
-arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
+arrived_ids). `escape` stops the replay or a run (what was replayed is compared), or
+goes back to the timeline at this step.
 """
 
     def __init__(self, path: Path) -> None:
@@ -124,9 +135,13 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
     @work(thread=True, exclusive=True, group="replay-open")
     def start_session(self) -> None:
         try:
-            self.post_message(ReplayReady(ReplaySession(self.path)))
+            session = ReplaySession(self.path)
+            self.post_message(ReplayReady(session))
+            session.record(on_progress=self._post_progress)
         except _ERRORS as error:
             self.post_message(query_failed(error, "replay"))
+            return
+        self.post_message(ReplayRecorded())
 
     @work(thread=True, group="replay-run")
     def advance(self, session: ReplaySession, mode: str, predicate: BreakPredicate | None) -> None:
@@ -136,29 +151,36 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
                 replayed = session.step()
                 steps, stopped = ((replayed,), "step") if replayed else ((), "end")
             else:
-                until = (
-                    (lambda r: predicate.holds(r.predicate_columns))
-                    if predicate is not None
-                    else (lambda r: r.diverged)
-                )
-                found, stopped = session.run(until, on_progress=self._post_progress)
+                found, stopped = session.run(predicate, on_progress=self._post_progress)
                 steps = tuple(found)
+            sides = session.sides(steps[-1].step) if steps else None
         except _ERRORS as error:
             self.post_message(query_failed(error, "replay"))
             return
-        self.post_message(ReplayAdvanced(steps, stopped))
+        self.post_message(ReplayAdvanced(steps, stopped, sides))
 
-    def _post_progress(self, replayed: ReplayedStep) -> None:
-        self.post_message(ReplayProgress(replayed.step))
+    def _post_progress(self, step: int) -> None:
+        self.post_message(ReplayProgress(step))
 
     # -- handlers ------------------------------------------------------------------
 
     def on_replay_ready(self, message: ReplayReady) -> None:
         self.session = message.session
-        requests = len(message.session.workload.requests)
+        self._replay_running = True
+        self._status("replaying the trace… (escape stops)", "yellow")
+
+    def on_replay_recorded(self, message: ReplayRecorded) -> None:
+        self._replay_running = False
+        session = self.session
+        assert session is not None
+        requests = len(session.workload.requests)
+        replayed = f"{session.num_replayed_steps:,} replayed"
+        if session.stopped:
+            replayed += " (stopped)"
         self._status(
-            f"ready: {requests} requests and {message.session.num_recorded_steps:,} recorded "
-            "steps. space steps, c runs to the next divergence, b breaks on a condition",
+            f"ready: {requests} requests and {session.num_recorded_steps:,} recorded steps, "
+            f"{replayed}, {session.num_divergent:,} divergent. space steps, c runs to the "
+            "next divergence, b breaks on a condition",
             "",
         )
 
@@ -171,7 +193,8 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
             self._add_log_row(log, replayed)
         if message.steps:
             self.last = message.steps[-1]
-            self._show_sides(self.last)
+        if message.sides is not None and self.last is not None:
+            self._show_sides(message.sides, self.last.differences)
         last = self.last
         where = f"replayed through step {last.step:,}" if last else "nothing replayed"
         verdict = {
@@ -180,7 +203,8 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
             "condition": "the condition holds" if self._predicate else "diverged here",
             "step": "",
         }[message.stopped]
-        divergent = f"{session.num_divergent:,} divergent steps so far"
+        through = session.num_divergent_through(last.step) if last else 0
+        divergent = f"{through:,} divergent steps so far"
         if last is not None and last.diverged:
             self._status(
                 f"{where} · DIVERGES: {', '.join(last.differences)} · {divergent}", "bold red"
@@ -241,7 +265,7 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
             self._status("the replay has ended", "green")
             return
         self._replay_running = True
-        self._status("replaying… (escape stops)", "yellow")
+        self._status("stepping… (escape stops)", "yellow")
         self.advance(self.session, mode, predicate)
 
     # -- helpers -------------------------------------------------------------------
@@ -249,29 +273,33 @@ arrived_ids). `escape` stops a run, or goes back to the timeline at this step.
     def _status(self, text: str, style: str) -> None:
         self.query_one("#replay-status", Static).update(Text(shown_text(text), style=style))
 
-    def _show_sides(self, replayed: ReplayedStep) -> None:
+    def _show_sides(self, sides: tuple[StepDetail, StepDetail], differs: tuple[str, ...]) -> None:
+        recorded, replayed = sides
         self.query_one("#replay-recorded", Static).update(
-            decision_panel("recorded", replayed.recorded, replayed.differences)
+            decision_panel("recorded", recorded, differs)
         )
         self.query_one("#replay-replayed", Static).update(
-            decision_panel("replayed", replayed.replayed, replayed.differences)
+            decision_panel("replayed", replayed, differs)
         )
 
     def _add_log_row(self, log: DataTable[object], replayed: ReplayedStep) -> None:
-        decision = replayed.replayed
+        columns = replayed.columns
         verdict = (
             Text("≠ " + ", ".join(replayed.differences), style="bold red")
             if replayed.diverged
             else Text("=", style="green")
         )
-        log.add_row(
-            f"{decision.step:,}",
-            str(sum(decision.num_scheduled_tokens)),
-            str(len(decision.req_ids)),
-            Text(", ".join(map(shown_id, sorted(decision.preempted_req_ids)))),
-            "" if decision.num_free_blocks is None else str(decision.num_free_blocks),
-            verdict,
-        )
+        if columns is None:
+            cells: list[object] = ["—", "—", Text("—"), "—"]
+        else:
+            free = columns["num_free_blocks_after_schedule"]
+            cells = [
+                str(columns["num_scheduled_tokens"]),
+                str(columns["num_scheduled_reqs"]),
+                Text(", ".join(map(shown_id, columns["preempted_ids"]))),
+                "" if free is None else str(free),
+            ]
+        log.add_row(f"{replayed.step:,}", *cells, verdict)
         while log.row_count > MAX_LOG_ROWS:
             log.remove_row(next(iter(log.rows)))
         log.move_cursor(row=log.row_count - 1)
