@@ -100,6 +100,7 @@ def record_replay(
     target: Path,
     *,
     knobs: Mapping[str, Any] | None = None,
+    workload: Workload | None = None,
     scheduler_cls: type[Scheduler] | None = None,
     sinks: Sequence[StepSink] = (),
     keep: bool,
@@ -108,10 +109,12 @@ def record_replay(
     """Run the trace's inputs (under `knobs`, for a what-if) through the engine, recorded
     into `target`: kept, as any recording is; else in larger batches, not compacted.
 
-    A trace that is incomplete is replayed as far as it goes; a set `stop` ends the
-    replay after the step it is seen at. Returns whether the replay ran to its end.
+    `workload` is `workload_from_trace(trace, knobs)` when the caller has read it. A
+    trace that is incomplete is replayed as far as it goes; a set `stop` ends the replay
+    after the step it is seen at. Returns whether the replay ran to its end.
     """
-    workload = workload_from_trace(trace, knobs)
+    if workload is None:
+        workload = workload_from_trace(trace, knobs)
     last = None if trace.complete else trace.num_steps
     meta = _replay_meta(workload, trace)
     recorder = (

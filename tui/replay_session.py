@@ -89,8 +89,12 @@ class ReplaySession:
     def __init__(self, path: str | Path, knobs: dict[str, Any] | None = None) -> None:
         self.source = TraceSource(path)
         self.knobs = dict(knobs or {})
-        self.workload = workload_from_trace(self.source, self.knobs)
-        self.num_recorded_steps = self.source.info.num_steps
+        try:
+            self.workload = workload_from_trace(self.source, self.knobs)
+            self.num_recorded_steps = self.source.info.num_steps
+        except BaseException:
+            self.source.close()
+            raise
         self._scratch = tempfile.TemporaryDirectory(prefix="stepscope-tui-replay-")
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -104,6 +108,7 @@ class ReplaySession:
         self.num_steps = 0
         """Steps either side has: the cursor's range."""
         self.cursor = -1
+        self._closed = False
 
     @property
     def num_divergent(self) -> int:
@@ -121,6 +126,9 @@ class ReplaySession:
 
     def close(self) -> None:
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             if self.replay is not None:
                 self.replay.close()
             self.source.close()
@@ -130,16 +138,22 @@ class ReplaySession:
         self._stop.set()
 
     def record(self, on_progress: Callable[[int], None] | None = None) -> None:
-        """Replay the trace into a trace of its own and compare the two (once)."""
+        """Replay the trace into a trace of its own and compare the two (once; not once
+        closed)."""
         with self._lock, self.source.lock:
-            if self.replay is not None:
+            if self.replay is not None or self._closed:
                 return
-            self._stop.clear()
             target = Path(self._scratch.name) / "replay.duckdb"
             sinks = [] if on_progress is None else [_Progress(on_progress)]
             trace = self.source.trace
             self.complete = record_replay(
-                trace, target, knobs=self.knobs, sinks=sinks, keep=False, stop=self._stop
+                trace,
+                target,
+                knobs=self.knobs,
+                workload=self.workload,
+                sinks=sinks,
+                keep=False,
+                stop=self._stop,
             )
             self.stopped = self._stop.is_set() and not self.complete
             self.replay = open_trace(target)

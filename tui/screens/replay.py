@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from stepscope.engine import InputError
 from stepscope.schema import StepDetail, TraceError
+from stepscope.tracer.writer import TraceWriteError
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -31,7 +32,8 @@ from ..messages import (
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
 from ..widgets.auto_width_table import AutoWidthTable
 
-_ERRORS = (TraceError, InputError, duckdb.Error)
+_ERRORS = (TraceError, InputError, TraceWriteError, duckdb.Error)
+"""What a replay can fail with: a trace, its inputs, or writing the replay (a full disk)."""
 
 MAX_LOG_ROWS = 500
 
@@ -99,6 +101,9 @@ goes back to the timeline at this step.
         super().__init__()
         self.path = path
         self.session: ReplaySession | None = None
+        self._opened: ReplaySession | None = None
+        """The session as soon as its worker has made it (before `ReplayReady` lands)."""
+        self._left = False
         self.last: ReplayedStep | None = None
         self._replay_running = False
         self._predicate: BreakPredicate | None = None
@@ -126,16 +131,21 @@ goes back to the timeline at this step.
         self.start_session()
 
     def on_unmount(self) -> None:
-        if self.session is not None:
-            self.session.stop()
-            self.session.close()  # once a running worker has seen the stop
+        self._left = True
+        session = self.session or self._opened
+        if session is not None:
+            session.stop()
+            session.close()  # once a running worker has seen the stop
 
     # -- workers -------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="replay-open")
     def start_session(self) -> None:
         try:
-            session = ReplaySession(self.path)
+            session = self._opened = ReplaySession(self.path)
+            if self._left:  # the screen went while the session was made
+                session.close()
+                return
             self.post_message(ReplayReady(session))
             session.record(on_progress=self._post_progress)
         except _ERRORS as error:
