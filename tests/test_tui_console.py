@@ -133,6 +133,25 @@ def test_an_error_replaces_the_result_whole_and_the_editor_keeps_typed_text() ->
     drive(StepscopeApp(trace("storm")), scenario)
 
 
+def test_the_run_keys_run_the_editors_query_wherever_the_focus_is() -> None:
+    """In the editor it submits its own text; on the views, the screen's binding runs it."""
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await press(pilot, "s")
+        await until(pilot, lambda: "ready" in status(pilot))
+        editor(pilot).text = "SELECT request_id FROM requests"
+        pilot.app.screen.query_one("#console-views", OptionList).focus()
+        await press(pilot, "ctrl+enter")
+        await until(pilot, lambda: status(pilot) == "24 rows")
+        editor(pilot).focus()
+        await press(pilot, "end", "space", "L", "I", "M", "I", "T", "space", "2", "ctrl+j")
+        await until(pilot, lambda: status(pilot) == "2 rows")
+        history = pilot.app.screen.query_one("#console-history", OptionList)
+        assert history.option_count == 2  # each run remembered once
+
+    drive(StepscopeApp(trace("storm")), scenario)
+
+
 def test_when_diffing_the_console_queries_b_as_schema_b() -> None:
     with stepscope.open(trace("storm_fewer_seqs")) as b:
         (b_preemptions,) = b.sql("SELECT count(*) FROM why_preempted").fetchall()[0]

@@ -48,8 +48,9 @@ class ConsoleScreen(Screen[None]):
     """A query editor over the trace's views and tables, with results below."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+enter", "run", "run", priority=True),
-        Binding("ctrl+j", "run", "run (alias)", priority=True, show=False),
+        # Not priority: in the editor its own `Submitted` runs the query, in turn with the typing.
+        Binding("ctrl+enter", "run", "run"),
+        Binding("ctrl+j", "run", "run (alias)", show=False),
         Binding("escape", "escape", "cancel / back", priority=True),
     ]
 
@@ -182,10 +183,16 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
             editor.text = self._placed = view if is_view else self.history[event.option_index]
         editor.focus()
 
+    def on_query_editor_submitted(self, message: QueryEditor.Submitted) -> None:
+        self._submit(message.query)
+
     # -- actions -------------------------------------------------------------------
 
     def action_run(self) -> None:
-        query = self.query_one("#console-query", QueryEditor).text.strip()
+        self._submit(self.query_one("#console-query", QueryEditor).text)
+
+    def _submit(self, text: str) -> None:
+        query = text.strip()
         if not query or self._query_running:
             return
         self._remember(query)

@@ -1,19 +1,46 @@
-"""The console's query editor: a TextArea where `ctrl+a` selects all, as editors do."""
+"""The console's query editor: a TextArea where `ctrl+a` selects all, as editors do, and
+`ctrl+enter` (or `ctrl+j`) submits the query."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from textual.binding import Binding, BindingType
+from textual import events
+from textual.message import Message
 from textual.widgets import TextArea
+
+RUN_KEYS = frozenset({"ctrl+enter", "ctrl+j"})
+"""The keys that submit the query (`ctrl+j` for terminals that send no `ctrl+enter`)."""
 
 
 class QueryEditor(TextArea):
-    """`ctrl+a` selects the whole query (`home` still goes to the line's start)."""
+    """`ctrl+a` selects the whole query (`home` still goes to the line's start).
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+a", "select_all", "select all", show=False),
-    ]
+    The editor acts on its own keys as they come, in turn with the text typed around them.
+    A binding would act later, after the key has gone up to the app, by which time the
+    keys typed after it are in. Then text pasted after `ctrl+a` would lose its start, and a
+    query typed just before `ctrl+j` would run without its end.
+    """
+
+    class Submitted(Message):
+        """`ctrl+enter` in the editor: `query` is its text as it was then."""
+
+        def __init__(self, query: str) -> None:
+            super().__init__()
+            self.query = query
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "ctrl+a":
+            self._handled(event)
+            self.select_all()
+        elif event.key in RUN_KEYS:
+            self._handled(event)
+            self.post_message(self.Submitted(self.text))
+        else:
+            await super()._on_key(event)
+
+    @staticmethod
+    def _handled(event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
 
     def insert_name(self, name: str) -> None:
         """Put `name` at the cursor, replacing any selection, with a space where words meet."""
