@@ -14,14 +14,15 @@ RUN_KEYS = frozenset({"ctrl+enter", "ctrl+j"})
 class QueryEditor(TextArea):
     """`ctrl+a` selects the whole query (`home` still goes to the line's start).
 
-    The editor acts on its own keys as they come, in turn with the text typed around them.
-    A binding would act later, after the key has gone up to the app, by which time the
-    keys typed after it are in. Then text pasted after `ctrl+a` would lose its start, and a
-    query typed just before `ctrl+j` would run without its end.
+    The editor acts on these keys as they come, in turn with the text typed around them.
+    A binding acts out of turn. A priority one acts when the key arrives, before the editor
+    has taken the keys typed just before it, so a query typed right before `ctrl+j` ran
+    without its end. Any other binding acts after the key has gone up to the app, by which
+    time the keys typed after it are in, so text pasted after `ctrl+a` lost its start.
     """
 
     class Submitted(Message):
-        """`ctrl+enter` in the editor: `query` is its text as it was then."""
+        """`ctrl+enter` (or `ctrl+j`) in the editor: `query` is its text as it was then."""
 
         def __init__(self, query: str) -> None:
             super().__init__()
