@@ -3,6 +3,7 @@ and open to first paint on a 10,000,000-step one.
 
     python benchmarks/tui_latency.py --trace PATH [--trace-10m PATH10] [--results RESULTS.md]
     python benchmarks/tui_latency.py --trace PATH --baseline SRC [--rounds N] [--results RESULTS.md]
+    python benchmarks/tui_latency.py --trace PATH --replay-only [--results RESULTS.md]
 
 PATH is a trace from `tracer_overhead.py --generate-1m PATH` (made there when it does
 not exist; that takes a while); PATH10 (default: beside PATH, its name with 10m for 1m)
@@ -25,6 +26,12 @@ the compositor rendering a frame, as it does for a terminal.
 - 10M steps: first paint in process (median of 5) and whole process (median of 3),
   opens of the two traces alternating; the child imports only the TUI (the
   benchmark's trace generators are imported in `main`).
+
+- first replayed step after `p` (also alone, `--replay-only`): the timeline's cursor
+  put on the step at 10 %, 50 % and 99 % of the trace (its detail shown), then `p`
+  sent as a key; the time until the replay screen shows that step, replayed and
+  compared (its log row and both sides rendered). The rest of the replay is then
+  stopped. Each in a fresh app, once; with where the time went (`replay_phases`).
 
 With `--baseline SRC` (the `stepscope` package found under SRC: an older commit laid
 out as installed, `make installed INSTALLED=SRC`) it measures the step detail only,
@@ -56,6 +63,8 @@ from textual import events
 from textual.pilot import Pilot
 
 GOAL_FIRST_PAINT_S = 1.0
+GOAL_FIRST_REPLAYED_S = 1.0
+REPLAY_AT = (0.10, 0.50, 0.99)
 GOAL_NEXT_STEP_MS = 50.0
 SIZE = (160, 48)
 PRESSES = 200
@@ -124,6 +133,128 @@ async def next_step_presses(
             await pilot.pause(0)
             detail_ms.append((time.perf_counter() - started) * 1e3)
     return cursor_ms, detail_ms
+
+
+async def first_replayed_step(path: Path, fraction: float) -> dict[str, Any]:
+    """`p` on the step at `fraction` of the trace, to that step replayed on screen."""
+    from stepscope.tui.screens.replay import ReplayScreen
+    from stepscope.tui.screens.timeline import TimelineScreen
+
+    app = StepscopeApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await first_rows_painted(app, pilot)
+        await app.workers.wait_for_complete()
+        table = app.screen.query_one(StepTable)
+        step = int(fraction * (table.num_steps - 1))
+        timeline = app.screen
+        assert isinstance(timeline, TimelineScreen)
+        timeline.go_to(step)
+        detail = app.screen.query_one("#detail-a", StepDetailView)
+        while detail.detail is None or detail.detail.step != step:
+            await asyncio.sleep(0.001)
+        await app.workers.wait_for_complete()
+        await pilot.pause(0)
+        driver = app._driver
+        assert driver is not None
+        started = time.perf_counter()
+        key = events.Key("p", "p")
+        key.set_sender(app)
+        driver.send_message(key)
+        while not (isinstance(app.screen, ReplayScreen) and app.screen.last is not None):
+            await asyncio.sleep(0.001)
+        await pilot.pause(0)
+        elapsed = time.perf_counter() - started
+        screen = app.screen
+        assert screen.last is not None and screen.last.step == step, screen.last
+        session = screen.session
+        assert session is not None and session.start is not None
+        start = session.start
+        session.stop()
+        await app.workers.wait_for_complete()
+    return {"fraction": fraction, "step": step, "seconds": elapsed, "start": start.describe()}
+
+
+def replay_phases(path: Path, step: int) -> dict[str, float]:
+    """Where a replay from `step` spends its time before the step shows, phase by phase."""
+    from stepscope.replay import exact, from_step
+    from stepscope.tui import replay_session
+
+    spent: dict[str, float] = {}
+
+    def timed(module: Any, name: str, key: str) -> None:
+        inner = getattr(module, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            begun = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[key] = spent.get(key, 0.0) + time.perf_counter() - begun
+
+        setattr(module, name, wrapper)
+
+    patched = [
+        (from_step, "workload_from_trace", "reading the window's workload"),
+        (from_step, "read_checkpoint", "reading the checkpoint"),
+        (from_step, "run_silently", "the silent run to the step"),
+        (exact, "fingerprints", "fingerprinting the window of both traces"),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in patched]
+    for module, name, key in patched:
+        timed(module, name, key)
+
+    class Shown(Exception):
+        pass
+
+    def shown(*_: Any) -> None:
+        raise Shown
+
+    begun = time.perf_counter()
+    try:
+        session = replay_session.ReplaySession(path, at_step=step)
+        try:
+            session.record(on_head=shown)
+        except Shown:
+            pass
+        finally:
+            session.close()
+    finally:
+        for module, name, inner in saved:
+            setattr(module, name, inner)
+    total = time.perf_counter() - begun
+    spent["everything else (recording the first steps, reading rows)"] = total - sum(spent.values())
+    spent["total"] = total
+    return spent
+
+
+def replay_figures(path: Path) -> dict[str, Any]:
+    shown = []
+    for fraction in REPLAY_AT:
+        shown.append(asyncio.run(first_replayed_step(path, fraction)))
+        gc.collect()
+    phases = replay_phases(path, shown[1]["step"])
+    return {"replay_shown": shown, "replay_phases": phases, "replay_phases_step": shown[1]["step"]}
+
+
+def replay_rows(figures: dict[str, Any]) -> list[str]:
+    rows = []
+    for done in figures["replay_shown"]:
+        seconds = done["seconds"]
+        rows.append(
+            f"| `p` at {done['fraction']:.0%} (step {done['step']:,}) → that step replayed "
+            f"on screen; {done['start']} | {seconds:.2f} s | ≤ {GOAL_FIRST_REPLAYED_S:.0f} s "
+            f"({mark(ok=seconds <= GOAL_FIRST_REPLAYED_S)}) |"
+        )
+    return rows
+
+
+def replay_report(figures: dict[str, Any]) -> str:
+    rows = ["| figure | value | goal |", "|---|---:|---|", *replay_rows(figures)]
+    phases = figures["replay_phases"]
+    step = figures["replay_phases_step"]
+    parts = [f"| phase (a replay from step {step:,}, outside the app) | seconds |", "|---|---:|"]
+    parts += [f"| {name} | {seconds:.2f} |" for name, seconds in phases.items()]
+    return "\n".join(rows) + "\n\n" + "\n".join(parts)
 
 
 _CHILD = """
@@ -304,6 +435,8 @@ def report(figures: dict[str, Any]) -> str:
             f"| next-step key → {what}, median / p90 | {median:.1f} / {p90:.1f} ms | "
             f"≤ {goal_ms:.0f} ms ({mark(ok=p90 <= goal_ms)}) |"
         )
+    if "replay_shown" in figures:
+        rows += replay_rows(figures)
     ten_m = figures["ten_m"]
     rows += first_paint_rows(ten_m, figures["opens"], f"{ten_m['num_steps'] / 1e6:.0f}M steps: ")
     note = (
@@ -329,9 +462,22 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="compare the step detail with SRC's")
     parser.add_argument("--rounds", type=int, default=5, help="processes of each, --baseline")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--replay-only", action="store_true", help="only the first replayed step after `p`"
+    )
     args = parser.parse_args()
     if args.child:
         print(json.dumps(detail_figures(args.trace, args.presses)))
+        return
+    if args.replay_only:
+        if not args.trace.exists():
+            generate_million_step_trace(args.trace)
+        text = replay_report(replay_figures(args.trace))
+        print(text)
+        if args.results:
+            name = "tui_latency_replay"
+            section = f"{heading('tui_latency.py --replay-only')}\n\n{text}"
+            write_section(args.results, name, section)
         return
     if args.baseline is not None:
         text = against_baseline(args.trace, args.baseline, args.rounds, args.presses)
@@ -348,6 +494,7 @@ def main() -> None:
     if not path_10m.exists():
         tile_trace(args.trace, path_10m, copies=10)
     figures = measure(args.trace, path_10m, args.presses, args.opens)
+    figures.update(replay_figures(args.trace))
     text = report(figures)
     print(text)
     if args.results:

@@ -24,6 +24,13 @@ class WorkloadArrivals:
     def all_arrived(self) -> bool:
         return self._next >= len(self._pending)
 
+    def skip_before(self, step: int) -> None:
+        """Hand out nothing that arrives before `step` (a run resumed there has them)."""
+        pending, end = self._pending, self._next
+        while end < len(pending) and pending[end].arrival_step < step:
+            end += 1
+        self._next = end
+
     def due(self, step: int) -> list[RequestSpec]:
         """The requests that arrive at `step` (or before it and were not handed out yet)."""
         pending, first = self._pending, self._next

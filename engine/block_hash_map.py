@@ -10,9 +10,12 @@ garbage collector to walk.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 
 from .block_hash import BlockHash
 from .kv_cache_block import KVCacheBlock
+
+_block_id = attrgetter("block_id")
 
 
 class BlockHashToBlockMap:
@@ -56,6 +59,21 @@ class BlockHashToBlockMap:
         if blocks is None:
             return ()
         return tuple(blocks.values()) if isinstance(blocks, dict) else (blocks,)
+
+    def block_ids(self) -> tuple[int, ...]:
+        """Every cached block's id, hashes in insertion order and, of blocks sharing a hash,
+        the earliest inserted first (the order a checkpoint keeps)."""
+        try:  # most hashes have one block: one pass at C speed
+            return tuple(map(_block_id, self._cache.values()))
+        except AttributeError:  # a hash held by several blocks maps to a dict of them
+            pass
+        ids: list[int] = []
+        for blocks in self._cache.values():
+            if isinstance(blocks, dict):
+                ids.extend(blocks)
+            else:
+                ids.append(blocks.block_id)
+        return tuple(ids)
 
     def __iter__(self) -> Iterator[BlockHash]:
         return iter(self._cache)

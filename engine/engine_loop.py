@@ -22,16 +22,18 @@ scheduler, and `stepscope.tracer.vllm.drive.scripted_core` around vLLM's.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Generic
 
 from .arrivals import WorkloadArrivals
+from .checkpoint import SchedulerCheckpoint
 from .core import EngineCore, EngineStep, SchedulerT, make_engine_core
 from .gc_heap import frozen_heap
 from .model_runner import ModelRunner
 from .request import FinishReason, Request
+from .restore import restore_core
 from .scheduler import Scheduler
 from .workload import RequestSpec, Workload
 
@@ -109,6 +111,24 @@ class StepLoop(Generic[SchedulerT]):
         self.num_steps = 0
         """Steps taken so far, idle ones included."""
         self.arrivals = WorkloadArrivals(workload)
+        self.start_step = 0
+        """The first step to take: 0, or the step of the checkpoint it was resumed from."""
+        self.batch_steps: deque[int] = deque()
+        """Async scheduling: the step of each batch in the engine's queue, oldest first."""
+        self.on_step_start: Callable[[int], object] | None = None
+        """Called at the start of each step, before its arrivals (where checkpoints are taken)."""
+
+    def resume(self, checkpoint: SchedulerCheckpoint) -> None:
+        """Start at the checkpoint's step, in its state, instead of at step 0 (a fresh loop)."""
+        assert self.num_steps == 0 and not self.unfinished, "resume a loop before it runs"
+        self.unfinished = restore_core(self.core, checkpoint, self.specs_by_id())
+        self.start_step = self.num_steps = checkpoint.step
+        self.arrivals.skip_before(checkpoint.step)
+        if checkpoint.pending_batch is not None:
+            self.batch_steps.append(checkpoint.pending_batch.step)
+
+    def specs_by_id(self) -> dict[str, RequestSpec]:
+        return {spec.request_id: spec for spec in self.workload.requests}
 
     @property
     def complete(self) -> bool:
@@ -126,7 +146,10 @@ class StepLoop(Generic[SchedulerT]):
         return _with_frozen_heap(self._run())
 
     def _run(self) -> Iterator[StepRecord]:
-        for step in range(self.workload.max_steps):
+        on_step_start = self.on_step_start
+        for step in range(self.start_step, self.workload.max_steps):
+            if on_step_start is not None:
+                on_step_start(step)
             arrived, rejected = self._add_arrivals(step)
             self._finish_grammars(step)
             aborted = self._apply_aborts(step, self.arrivals.aborts)
@@ -152,15 +175,21 @@ class StepLoop(Generic[SchedulerT]):
         for call in self.batch_queue_calls():
             waiting_records.append(_PendingRecord(call))
             if call.processed is not None:
-                pending = next(r for r in waiting_records if r.call.scheduled is call.processed)
-                pending.update_step = call.step
+                pending = next(
+                    (r for r in waiting_records if r.call.scheduled is call.processed), None
+                )
+                if pending is not None:  # else a batch restored with the loop: no record
+                    pending.update_step = call.step
             yield from _complete_records(waiting_records)
 
     def batch_queue_calls(self) -> Iterator[BatchQueueCall]:
         """The steps under async scheduling as vLLM takes them: one `step_with_batch_queue`
         call each (or an idle step), yielded right after the call."""
-        batch_steps: deque[int] = deque()
-        for step in range(self.workload.max_steps):
+        batch_steps = self.batch_steps
+        on_step_start = self.on_step_start
+        for step in range(self.start_step, self.workload.max_steps):
+            if on_step_start is not None:
+                on_step_start(step)
             arrived, rejected = self._add_arrivals(step)
             self._finish_grammars(step)
             aborted = self._apply_aborts(step, self.arrivals.aborts)

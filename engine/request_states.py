@@ -6,11 +6,12 @@ learns prompts and block tables from the output and appends what it samples.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from .sampling_params import SamplingParams
 from .scheduler_output import SchedulerOutput
+from .workload import RequestSpec
 
 
 @dataclass(slots=True)
@@ -83,6 +84,22 @@ class RequestStates:
             if req_id in cached.all_token_ids:
                 state.token_ids = list(cached.all_token_ids[req_id])
             yield req_id, cached.num_computed_tokens[index]
+
+    def resume(
+        self,
+        spec: RequestSpec,
+        token_ids: Sequence[int],
+        block_ids: Sequence[int],
+    ) -> None:
+        """The state a runner holds for a request it has run, at a checkpoint: its prompt
+        and `token_ids` after it, its block table."""
+        self.states[spec.request_id] = CachedRequestState(
+            req_id=spec.request_id,
+            token_ids=[*spec.prompt_token_ids, *token_ids],
+            num_prompt_tokens=len(spec.prompt_token_ids),
+            block_ids=list(block_ids),
+            sampling_params=spec.sampling_params,
+        )
 
     def append_sampled(self, req_id: str, token_id: int) -> None:
         self.states[req_id].token_ids.append(token_id)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .checkpoint import SchedulerCheckpoint
 from .outputs import DraftTokenIds, ModelRunnerOutput
+from .request import RequestStatus
 from .request_states import RequestStates
 from .scheduler_output import SchedulerOutput
 from .tape_drafter import DraftScript, TapeDrafter, tape_token
-from .workload import Workload
+from .workload import RequestSpec, Workload
 
 PAD_TOKEN_ID = 0
 """Sampled once a request's tape runs out, as the oracle's fake model does."""
@@ -47,6 +49,23 @@ class TapeModelRunner:
             if spec.draft_mismatch_every is not None or spec.draft_accept is not None
         }
         return cls(tapes, TapeDrafter(k, scripts, PAD_TOKEN_ID))
+
+    def resume(
+        self,
+        checkpoint: SchedulerCheckpoint,
+        specs: Mapping[str, RequestSpec],
+        latest_drafts: Mapping[str, tuple[int, tuple[int, ...]]] | None = None,
+    ) -> None:
+        """Take up a run at `checkpoint`: the runner's view of each request it has run is
+        the scheduler's, plus what the queued batch sampled (async scheduling);
+        `latest_drafts` are requests' last proposals (output index, drafts)."""
+        batch = checkpoint.pending_batch
+        in_flight = dict(batch.sampled_token_ids) if batch is not None else {}
+        for rc in checkpoint.requests:
+            if rc.status in (RequestStatus.RUNNING, RequestStatus.PREEMPTED):
+                tokens = (*rc.output_token_ids, *in_flight.get(rc.request_id, ()))
+                self.request_states.resume(specs[rc.request_id], tokens, rc.block_ids)
+        self._latest_drafts.update(latest_drafts or {})
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         if self.drafter is not None:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.schema import StepDetail, Trace, open_trace, read_step
 
+from .from_step import WHOLE, StepWindow, window_bounds
 from .on_both import on_both
 from .sql import query
 from .step_differences import (
@@ -131,13 +132,16 @@ class TraceDiff(StepComparison):
     metrics: dict[str, tuple[Any, Any]]
 
 
-def compare_steps(a: Trace, b: Trace, *, ignore_block_ids: bool = False) -> StepComparison:
-    """The per-step part of a diff, for views that show their own step details (the TUI)."""
-    fingerprints_a, fingerprints_b = fingerprints(a, b)
+def compare_steps(
+    a: Trace, b: Trace, *, ignore_block_ids: bool = False, window: StepWindow = WHOLE
+) -> StepComparison:
+    """The per-step part of a diff over `window`, for views that show their own step
+    details (the TUI). Over a window, the requests compared are those arriving in it."""
+    fingerprints_a, fingerprints_b = fingerprints(a, b, window_bounds(window))
     names = [name for name in DECISION_FIELDS if not (ignore_block_ids and name == "block_ids")]
     divergent = step_differences(fingerprints_a, fingerprints_b, names)
     decision_step, fields = divergent.first()
-    inputs = on_both(_request_inputs, a, b)
+    inputs = (_arriving_in(table, window) for table in on_both(_request_inputs, a, b))
     workload_differences, workload_step = _workload_differences(*inputs)
     input_step, cause = _first_input(fingerprints_a, fingerprints_b, workload_step)
     return StepComparison(
@@ -155,14 +159,20 @@ def compare_steps(a: Trace, b: Trace, *, ignore_block_ids: bool = False) -> Step
     )
 
 
-def diff_traces(a_path: Path, b_path: Path, *, ignore_block_ids: bool = False) -> TraceDiff:
+def diff_traces(
+    a_path: Path, b_path: Path, *, ignore_block_ids: bool = False, window: StepWindow = WHOLE
+) -> TraceDiff:
+    """The diff of two traces over `window` (its figures too: of its steps, and of the
+    requests arriving in it)."""
     with open_trace(a_path) as a, open_trace(b_path) as b:
-        steps = compare_steps(a, b, ignore_block_ids=ignore_block_ids)
+        steps = compare_steps(a, b, ignore_block_ids=ignore_block_ids, window=window)
         detail = None
         if steps.first_decision_step is not None:
             step = steps.first_decision_step
             detail = (read_step(a, step), read_step(b, step))
-        outcomes, metrics = zip(*on_both(_run_facts, a, b), strict=True)
+        outcomes, metrics = zip(
+            *on_both(lambda trace: _run_facts(trace, window), a, b), strict=True
+        )
         return TraceDiff(
             **vars(steps),
             a=a_path,
@@ -178,9 +188,19 @@ def _request_inputs(trace: Trace) -> pa.Table:
     return trace.sql(query("request_input_hashes")).to_arrow_table()
 
 
-def _run_facts(trace: Trace) -> tuple[pa.Table, dict[str, Any]]:
+def _arriving_in(requests: pa.Table, window: StepWindow) -> pa.Table:
+    """The rows of the requests arriving in `window`."""
+    if window.whole:
+        return requests
+    low, high = window_bounds(window)
+    arrival = requests["arrival_step"]
+    return requests.filter(pc.and_(pc.greater_equal(arrival, low), pc.less_equal(arrival, high)))
+
+
+def _run_facts(trace: Trace, window: StepWindow) -> tuple[pa.Table, dict[str, Any]]:
     """What a diff reads of one trace's run: each request's outcome, and the run's figures."""
-    return trace.sql(query("request_outcomes")).to_arrow_table(), run_metrics(trace)
+    outcomes = trace.sql(query("request_outcomes"), list(window_bounds(window)))
+    return outcomes.to_arrow_table(), run_metrics(trace, window)
 
 
 def _first_input(
@@ -269,8 +289,9 @@ def _request_deltas(a: pa.Table, b: pa.Table) -> list[RequestDelta]:
     return sorted(deltas, key=lambda d: (d.a["arrival_step"], d.request_id))
 
 
-def run_metrics(trace: Trace) -> dict[str, Any]:
-    relation = trace.sql(query("run_metrics"))
+def run_metrics(trace: Trace, window: StepWindow = WHOLE) -> dict[str, Any]:
+    """The run's figures (`run_metrics.sql`) over `window`."""
+    relation = trace.sql(query("run_metrics"), list(window_bounds(window)))
     return dict(zip(relation.columns, relation.fetchall()[0], strict=True))
 
 

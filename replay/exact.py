@@ -20,10 +20,23 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from stepscope.engine import EngineLoop, Scheduler, Workload
+from stepscope.engine.checkpoint import checkpoint_differences
 from stepscope.schema import StepDetail, Trace, open_trace, read_step
-from stepscope.tracer.record_workload import StepSink, trace_meta
+from stepscope.tracer.record_workload import StepSink, resume_recording, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
+from .checkpoints import checkpoint_steps, nearest_checkpoint, read_checkpoint
+from .from_step import (
+    WHOLE,
+    Start,
+    StepWindow,
+    check_window,
+    from_checkpoint_on,
+    resume_runner,
+    run_silently,
+    start_at,
+    window_bounds,
+)
 from .inputs import workload_from_trace
 from .step_differences import (
     DECISION_FIELDS,
@@ -71,6 +84,21 @@ class ExactReplay:
     trace_complete: bool
     divergence: Divergence | None
     output: Path | None
+    window: StepWindow = WHOLE
+    checkpoint_step: int | None = None
+    """The checkpoint a windowed replay started from (None: step 0)."""
+    state_differences: tuple[str, ...] = ()
+    """After a divergence of a replay started from a checkpoint: where that checkpoint
+    differs from the state the recording reaches there from the one before it (or step 0).
+    Empty: the checkpoint holds that state, so a decision departed."""
+
+
+@dataclass(frozen=True)
+class RecordedReplay:
+    complete: bool
+    """It ran to its end (or its window's)."""
+    start: Start | None
+    """Where a windowed replay started (None: at step 0)."""
 
 
 def replay_exact(
@@ -79,20 +107,30 @@ def replay_exact(
     scheduler_cls: type[Scheduler] | None = None,
     *,
     sinks: Sequence[StepSink] = (),
+    window: StepWindow = WHOLE,
 ) -> ExactReplay:
-    """Replay `trace_path`; with `output`, the replay's trace is kept there."""
+    """Replay `trace_path` over `window`; with `output`, the replay's trace is kept there."""
     with (
         tempfile.TemporaryDirectory(prefix="stepscope-replay-") as scratch,
         open_trace(trace_path) as trace,
     ):
+        check_window(window, trace)
         target = output or Path(scratch) / "replay.duckdb"
-        record_replay(
-            trace, target, scheduler_cls=scheduler_cls, sinks=sinks, keep=output is not None
-        )
+        start = record_replay(
+            trace, target, scheduler_cls=scheduler_cls, sinks=sinks, keep=output is not None,
+            window=window,
+        ).start  # fmt: skip
         with open_trace(target) as replay:
-            compared, divergence = _compare(trace, replay)
+            compared, divergence = _compare(trace, replay, window)
+        state_differences: tuple[str, ...] = ()
+        checkpoint_step = start.checkpoint_step if start is not None else None
+        if divergence is not None and checkpoint_step:
+            state_differences = tuple(verify_checkpoint(trace, checkpoint_step))
         num_recorded, complete = trace.num_steps, trace.complete
-    return ExactReplay(trace_path, num_recorded, compared, complete, divergence, output)
+    return ExactReplay(
+        trace_path, num_recorded, compared, complete, divergence, output, window,
+        checkpoint_step, state_differences,
+    )  # fmt: skip
 
 
 def record_replay(
@@ -105,18 +143,32 @@ def record_replay(
     sinks: Sequence[StepSink] = (),
     keep: bool,
     stop: threading.Event | None = None,
-) -> bool:
-    """Run the trace's inputs (under `knobs`, for a what-if) through the engine, recorded
-    into `target`: kept, as any recording is; else in larger batches, not compacted.
+    window: StepWindow = WHOLE,
+) -> RecordedReplay:
+    """Run the trace's inputs (under `knobs`, for a what-if) through the engine over
+    `window`, recorded into `target`: kept, as any recording is; else in larger batches,
+    not compacted. A window that starts past step 0 starts from the trace's nearest
+    checkpoint (`from_step.start_at`), and the replay's trace holds its steps only.
 
-    `workload` is `workload_from_trace(trace, knobs)` when the caller has read it. A
+    `workload` is `workload_from_trace(trace, knobs)` when the caller has read it (a
+    window past step 0 reads its own, from its checkpoint on). A
     trace that is incomplete is replayed as far as it goes; a set `stop` ends the replay
-    after the step it is seen at. Returns whether the replay ran to its end.
+    after the step it is seen at.
     """
-    if workload is None:
-        workload = workload_from_trace(trace, knobs)
     last = None if trace.complete else trace.num_steps
-    meta = _replay_meta(workload, trace)
+    start = None
+    if window.from_step > 0:
+        start = start_at(trace, window.from_step, knobs, window_bounds(window)[1])
+        workload, runner = start.workload, start.runner
+    else:
+        if workload is None:
+            workload = workload_from_trace(trace, knobs)
+        runner = (
+            whatif_model_runner(workload, trace, knobs)
+            if knobs
+            else replay_model_runner(workload, trace)
+        )
+    meta = _replay_meta(workload, trace, window)
     recorder = (
         TraceRecorder(target, workload, meta)
         if keep
@@ -126,9 +178,7 @@ def record_replay(
     )
     loop = EngineLoop(
         workload,
-        whatif_model_runner(workload, trace, knobs)
-        if knobs
-        else replay_model_runner(workload, trace),
+        runner,
         probe=recorder,
         scheduler_cls=scheduler_cls,
         keep_finishes=False,  # the trace has every ending; a long replay would hold them all
@@ -136,8 +186,13 @@ def record_replay(
     complete = False
     steps = loop.run()
     try:
+        if start is not None:
+            resume_recording(loop, recorder, start.state)
         for record in steps:
             if last is not None and record.step >= last:
+                break
+            if window.to_step is not None and record.step > window.to_step:
+                complete = True
                 break
             recorder.record_step(record, loop.core.scheduler)
             for sink in sinks:
@@ -149,14 +204,15 @@ def record_replay(
     finally:
         steps.close()  # the loop ends now: its frozen heap goes back to the collector
         recorder.close(complete=complete)
-    return complete
+    return RecordedReplay(complete, start)
 
 
-def replay_differences(trace: Trace, replay: Trace) -> StepDifferences:
-    """Every step where the replay did not decide (or sample) as the trace did: `stepscope
-    diff`'s comparison over `EXACT_FIELDS`. A replay stopped short is compared as far as
-    it went."""
-    return _differences(*fingerprints(trace, replay), replay_complete=replay.complete)
+def replay_differences(trace: Trace, replay: Trace, window: StepWindow = WHOLE) -> StepDifferences:
+    """Every step of `window` where the replay did not decide (or sample) as the trace did:
+    `stepscope diff`'s comparison over `EXACT_FIELDS`. A replay stopped short is compared
+    as far as it went."""
+    recorded, replayed = fingerprints(trace, replay, window_bounds(window))
+    return _differences(recorded, replayed, replay_complete=replay.complete)
 
 
 def _differences(
@@ -167,9 +223,10 @@ def _differences(
     return step_differences(recorded, replayed, EXACT_FIELDS)
 
 
-def _compare(trace: Trace, replay: Trace) -> tuple[int, Divergence | None]:
-    """How many steps the replay took alike before the first that differs, and that one."""
-    recorded, replayed = fingerprints(trace, replay)
+def _compare(trace: Trace, replay: Trace, window: StepWindow) -> tuple[int, Divergence | None]:
+    """How many steps of `window` the replay took alike before the first that differs, and
+    that one."""
+    recorded, replayed = fingerprints(trace, replay, window_bounds(window))
     differences = _differences(recorded, replayed, replay_complete=replay.complete)
     step, fields = differences.first()
     if step is None:
@@ -182,11 +239,29 @@ def _compare(trace: Trace, replay: Trace) -> tuple[int, Divergence | None]:
     )
 
 
-def _replay_meta(workload: Workload, trace: Trace) -> dict[str, str]:
+def verify_checkpoint(trace: Trace, step: int) -> list[str]:
+    """Where the trace's checkpoint at `step` differs from the state the recording reaches
+    there, replayed from the checkpoint before it (or step 0): [] when it holds that state."""
+    earlier_step = nearest_checkpoint(checkpoint_steps(trace), step - 1)
+    earlier = None if earlier_step is None else read_checkpoint(trace, earlier_step)
+    workload = workload_from_trace(trace, since=earlier)
+    runner = replay_model_runner(workload, trace, earlier_step or 0)
+    if earlier is not None:
+        workload = from_checkpoint_on(workload, earlier)
+        resume_runner(runner, trace, workload, earlier)
+    reached = run_silently(workload, runner, earlier, step)
+    return checkpoint_differences(read_checkpoint(trace, step), reached)
+
+
+def _replay_meta(workload: Workload, trace: Trace, window: StepWindow) -> dict[str, str]:
     meta = trace_meta(workload)
     meta.update(
         replay_of=str(trace.path),
         model=f"replay of {trace.meta.get('model', 'unknown')}",
         device="none (replay)",
     )
+    if window.from_step:
+        meta["replay_from_step"] = str(window.from_step)
+    if window.to_step is not None:
+        meta["replay_to_step"] = str(window.to_step)
     return meta

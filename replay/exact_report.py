@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from stepscope.schema import StepDetail
@@ -20,17 +21,26 @@ def print_exact(console: Console, result: ExactReplay) -> None:
     scope = "" if result.trace_complete else " (the trace is incomplete: compared what it holds)"
     if result.divergence is None:
         console.print(
-            f"[bold green]identical[/]: {result.num_compared_steps} of "
-            f"{result.num_recorded_steps} recorded steps replayed with the same decisions{scope}",
+            f"[bold green]identical[/]: {_compared_steps(result)} replayed with the same "
+            f"decisions{scope}",
             highlight=False,
         )
         return
     divergence = result.divergence
     console.print(
         f"[bold red]diverged at step {divergence.step}[/] "
-        f"({', '.join(divergence.fields)}) after {result.num_compared_steps} identical steps",
+        f"({', '.join(divergence.fields)}) after {result.num_compared_steps} identical steps"
+        + _started(result, ", "),
         highlight=False,
     )
+    if result.state_differences:
+        console.print(
+            f"[bold red]the state was wrong, not a decision[/]: the checkpoint at step "
+            f"{result.checkpoint_step} is not the state the recording reaches there:",
+            highlight=False,
+        )
+        for difference in result.state_differences:
+            console.print(f"  {escape(safe_text(difference))}", highlight=False)
     table = Table(show_lines=True)
     table.add_column("", style="bold")
     table.add_column("recorded")
@@ -38,6 +48,28 @@ def print_exact(console: Console, result: ExactReplay) -> None:
     for label, render in (*STEP_ROWS, *_EXACT_ROWS):
         table.add_row(label, _cell(divergence.recorded, render), _cell(divergence.replayed, render))
     console.print(table)
+
+
+def _compared_steps(result: ExactReplay) -> str:
+    """The steps compared, in words: of all recorded, or the window's and where it started."""
+    window = result.window
+    if window.whole:
+        return f"{result.num_compared_steps} of {result.num_recorded_steps} recorded steps"
+    last = result.num_recorded_steps - 1
+    end = last if window.to_step is None else min(window.to_step, last)
+    return (
+        f"steps {window.from_step}..{end} ({result.num_compared_steps} compared"
+        f"{_started(result, ', ')})"
+    )
+
+
+def _started(result: ExactReplay, joint: str = " ") -> str:
+    """Where a windowed replay started, after `joint` (empty for a whole replay)."""
+    if result.checkpoint_step is None:
+        return ""
+    if result.checkpoint_step == 0:
+        return f"{joint}run from step 0: no checkpoint before"
+    return f"{joint}from the checkpoint at step {result.checkpoint_step}"
 
 
 def _cell(side: StepDetail, render: Callable[[StepDetail], str]) -> Text:
@@ -85,6 +117,10 @@ def exact_to_json(result: ExactReplay) -> dict[str, Any]:
         "num_compared_steps": result.num_compared_steps,
         "trace_complete": result.trace_complete,
         "output": None if result.output is None else str(result.output),
+        "from_step": result.window.from_step,
+        "to_step": result.window.to_step,
+        "checkpoint_step": result.checkpoint_step,
+        "state_differences": list(result.state_differences),
     }
     if result.divergence is not None:
         divergence = result.divergence

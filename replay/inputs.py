@@ -9,12 +9,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.engine import EngineConfig, InputError, SamplingParams, Workload
+from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema import Trace
 
 from . import shared_ints
 from .row_order import request_then_step
 from .sql import query
+from .stored_alike import ALL_STEPS
 
 SPARE_STEPS = 1000
 """How far past the recorded run a replay may go when the trace lacks max_steps."""
@@ -33,22 +35,24 @@ REQUIRED_INPUTS = (
 `Trace.check_keys` checks first (its id and arrival step); the rest: NULL is "none"."""
 
 
-def recorded_outputs(trace: Trace) -> dict[str, tuple[int, ...]]:
-    """Each request's sampled tokens in order: the tape a replay feeds the engine (its ints
-    shared: `shared_ints`)."""
+def recorded_outputs(
+    trace: Trace, steps: tuple[int, int] = (0, ALL_STEPS)
+) -> dict[str, tuple[int, ...]]:
+    """Each request's tokens sampled at `steps` (first, last), in order: the tape a replay
+    feeds the engine (its ints shared: `shared_ints`)."""
     if trace.sql(query("has_verified_drafts")).fetchall()[0][0]:
-        rows = trace.sql(query("recorded_outputs")).to_arrow_table()
+        rows = trace.sql(query("recorded_outputs"), list(steps)).to_arrow_table()
         if pc.list_flatten(rows["token_ids"]).null_count:
             raise InputError(f"{trace.path}: _spec_decode.sampled_token_ids holds a NULL token id")
         tapes = shared_ints.list_column(rows["token_ids"])
         return dict(zip(rows["request_id"].to_pylist(), tapes, strict=True))
-    return _one_token_per_step(trace)
+    return _one_token_per_step(trace, steps)
 
 
-def _one_token_per_step(trace: Trace) -> dict[str, tuple[int, ...]]:
+def _one_token_per_step(trace: Trace, steps: tuple[int, int]) -> dict[str, tuple[int, ...]]:
     """The tapes read as flat rows and cut per request (no list aggregate to build)."""
     ids = dict(trace.sql(query("request_ids")).fetchall())
-    rows = trace.sql(query("recorded_tokens")).to_arrow_table()
+    rows = trace.sql(query("recorded_tokens"), list(steps)).to_arrow_table()
     requests = rows["request_index"].to_numpy()
     order = request_then_step(requests, rows["step"].to_numpy())
     ends = np.cumsum(np.bincount(requests)).tolist() if len(requests) else []
@@ -57,16 +61,36 @@ def _one_token_per_step(trace: Trace) -> dict[str, tuple[int, ...]]:
     return {ids[i]: tape for i, tape in enumerate(tapes) if ends[i] > starts[i]}
 
 
-def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) -> Workload:
-    """The recorded workload, each request's tape being what the model sampled for it."""
+def workload_from_trace(
+    trace: Trace,
+    knobs: Mapping[str, Any] | None = None,
+    since: SchedulerCheckpoint | None = None,
+    until: int = ALL_STEPS,
+) -> Workload:
+    """The recorded workload, each request's tape being what the model sampled for it.
+
+    `since` a checkpoint, only what a run from it needs: the requests unfinished there
+    (their tapes the tokens they had, then those sampled from its step on) and those
+    arriving from its step on, so the rows read do not grow with the steps before it; and
+    only what a run to step `until` needs (the requests arriving by then, the tokens
+    sampled by then), so they do not grow with the steps after it either.
+    """
     trace.check_keys()  # the replay reads every recorded row by them
-    config = _config(trace)
+    config = recorded_config(trace)
     if knobs:
         config = config.with_knobs(knobs)
-    outputs = recorded_outputs(trace)
+    first_step = 0 if since is None else since.step
+    outputs = recorded_outputs(trace, (first_step, until))
+    unfinished: list[int] = []
+    if since is not None:
+        outputs = _taken_up(since, outputs)
+        by_id = {
+            request_id: index for index, request_id in trace.sql(query("request_ids")).fetchall()
+        }
+        unfinished = [by_id[rc.request_id] for rc in since.requests]
     requests = tuple(
         _request_spec(row, outputs.get(row["request_id"], ()), trace)
-        for row in _request_inputs(trace)
+        for row in _request_inputs(trace, (first_step, until), unfinished)
     )
     max_steps = trace.meta.get("max_steps", "")
     if max_steps.isdigit():
@@ -78,7 +102,7 @@ def workload_from_trace(trace: Trace, knobs: Mapping[str, Any] | None = None) ->
     return Workload(config, requests, steps, description, str(trace.path), abort_order)
 
 
-def _config(trace: Trace) -> EngineConfig:
+def recorded_config(trace: Trace) -> EngineConfig:
     """The recorded config; a trace without `vllm_version` in it follows its meta's, if any."""
     recorded = dict(trace.config)
     if recorded.get("vllm_version") is None and "vllm_version" in trace.meta:
@@ -89,10 +113,28 @@ def _config(trace: Trace) -> EngineConfig:
         raise InputError(f"{trace.path}: the recorded config does not load: {error}") from None
 
 
-def _request_inputs(trace: Trace) -> list[dict[str, Any]]:
-    """Each request's recorded inputs by column name (`sql/request_inputs.sql`), the prompts'
-    ints shared (`shared_ints`)."""
-    table = trace.sql(query("request_inputs")).to_arrow_table()
+def _taken_up(
+    checkpoint: SchedulerCheckpoint, later: dict[str, tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
+    """The tapes of a run from `checkpoint`: an unfinished request's outputs there, then
+    what its queued batch sampled (async), then what it sampled later."""
+    batch = checkpoint.pending_batch
+    in_flight = dict(batch.sampled_token_ids) if batch is not None else {}
+    tapes = dict(later)
+    for rc in checkpoint.requests:
+        rid = rc.request_id
+        tapes[rid] = (*rc.output_token_ids, *in_flight.get(rid, ()), *later.get(rid, ()))
+    return tapes
+
+
+def _request_inputs(
+    trace: Trace, arrivals: tuple[int, int], unfinished: list[int]
+) -> list[dict[str, Any]]:
+    """The recorded inputs by column name (`sql/request_inputs.sql`) of the requests arriving
+    at steps `arrivals` (first, last) and of those numbered `unfinished`, the prompts' ints
+    shared."""
+    first, last = arrivals
+    table = trace.sql(query("request_inputs"), [first, unfinished, last]).to_arrow_table()
     _check_required(table, trace)
     prompts = shared_ints.list_column(table["prompt_token_ids"])
     names = [name for name in table.column_names if name != "prompt_token_ids"]

@@ -18,7 +18,7 @@ from stepscope.schema import Trace
 
 from .on_both import on_both
 from .step_fingerprints import step_fingerprints
-from .stored_alike import StoredRows, stored_alike, stored_rows
+from .stored_alike import ALL_STEPS, StoredRows, stored_alike, stored_rows
 
 DECISION_FIELDS = ("idle", "update_step", "num_free_blocks", "scheduled", "preempted", "block_ids")
 """The parts of a step's decision that can differ, in the order they are named."""
@@ -61,20 +61,24 @@ class StepDifferences:
         return self.fields[index] if found else ()
 
 
-def fingerprints(a: Trace, b: Trace) -> tuple[pa.Table, pa.Table]:
-    """Both traces' step fingerprints; the leading steps stored alike in both are not
-    hashed (their fingerprints are 0 on both sides)."""
-    rows = on_both(checked_rows, a, b)
-    start = stored_alike(*rows)
+def fingerprints(
+    a: Trace, b: Trace, steps: tuple[int, int] = (0, ALL_STEPS)
+) -> tuple[pa.Table, pa.Table]:
+    """Both traces' fingerprints of the steps `steps` (first, last); the leading steps
+    stored alike in both are not hashed (their fingerprints are 0 on both sides)."""
+    rows = on_both(lambda trace: checked_rows(trace, steps), a, b)
+    start = max(stored_alike(*rows), steps[0])
     by_trace = {id(a): rows[0], id(b): rows[1]}
-    return on_both(lambda trace: step_fingerprints(trace, by_trace[id(trace)], start), a, b)
+    return on_both(
+        lambda trace: step_fingerprints(trace, by_trace[id(trace)], start, steps[1]), a, b
+    )
 
 
-def checked_rows(trace: Trace) -> StoredRows:
-    """The rows a trace's fingerprints are made of (its keys checked first: the rows are
-    read by them)."""
+def checked_rows(trace: Trace, steps: tuple[int, int] = (0, ALL_STEPS)) -> StoredRows:
+    """The rows of the steps `steps` a trace's fingerprints are made of (its keys checked
+    first: the rows are read by them)."""
     trace.check_keys()
-    return stored_rows(trace)
+    return stored_rows(trace, steps)
 
 
 def step_differences(a: pa.Table, b: pa.Table, names: Sequence[str]) -> StepDifferences:

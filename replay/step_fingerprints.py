@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from stepscope.schema import Trace
 
 from .sql import query
-from .stored_alike import StoredRows, stored_rows
+from .stored_alike import ALL_STEPS, StoredRows, stored_rows
 
 U64 = npt.NDArray[np.uint64]
 Ints = npt.NDArray[np.int64]
@@ -43,10 +43,13 @@ _SET_FIELDS = ("blocks", "preempted", "inputs")
 """The `fingerprint_sets.sql` fields, fingerprinted in SQL."""
 
 
-def step_fingerprints(trace: Trace, rows: StoredRows | None = None, start: int = 0) -> pa.Table:
-    """One row per step, by step: (step, idle, update_step, num_free_blocks, decision,
-    sampled, blocks, preempted, inputs); the fingerprints of steps before `start` are 0
-    (for steps `stored_alike` found stored alike in the other trace)."""
+def step_fingerprints(
+    trace: Trace, rows: StoredRows | None = None, start: int = 0, last: int = ALL_STEPS
+) -> pa.Table:
+    """One row per step of `rows` (`stored_rows`: every step, or a window's), by step: (step,
+    idle, update_step, num_free_blocks, decision, sampled, blocks, preempted, inputs); the
+    fingerprints of steps before `start` are 0 (for steps `stored_alike` found stored alike
+    in the other trace), and none is made past `last`."""
     rows = stored_rows(trace) if rows is None else rows
     steps = _numpy(rows.by_step["fingerprint_steps"])
     if not bool(np.all(steps["step"][1:] >= steps["step"][:-1])):
@@ -55,7 +58,7 @@ def step_fingerprints(trace: Trace, rows: StoredRows | None = None, start: int =
     scheduled = _from_step(rows.by_step["fingerprint_scheduled"], start)
     decision, sampled = _scheduled_fingerprints(trace, scheduled, steps["step"])
     columns = {**steps, "decision": decision, "sampled": sampled}
-    columns.update(_set_fingerprints(trace, steps["step"], start))
+    columns.update(_set_fingerprints(trace, steps["step"], start, last))
     return pa.table(columns)
 
 
@@ -194,9 +197,9 @@ def _aligned(values: U64, at: Ints, steps: Ints) -> U64:
     return out
 
 
-def _set_fingerprints(trace: Trace, steps: Ints, start: int) -> dict[str, U64]:
-    """The `fingerprint_sets.sql` fingerprints of each step from `start` on, by field."""
-    table = trace.sql(query("fingerprint_sets"), [start]).to_arrow_table()
+def _set_fingerprints(trace: Trace, steps: Ints, start: int, last: int) -> dict[str, U64]:
+    """The `fingerprint_sets.sql` fingerprints of each step from `start` to `last`, by field."""
+    table = trace.sql(query("fingerprint_sets"), [start, last]).to_arrow_table()
     out = {}
     for field in _SET_FIELDS:
         rows = _where(table, "field", field)

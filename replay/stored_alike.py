@@ -19,7 +19,8 @@ from stepscope.schema import Trace
 from .sql import query
 
 ALL_STEPS = 2**31 - 1
-"""`stored_alike`'s answer when the two traces stored the same rows throughout."""
+"""The largest step a trace can hold (an INTEGER): `stored_alike`'s answer when the two
+traces stored the same rows throughout, and the end of a window that has none."""
 
 _BLOCK = 1 << 16
 """Rows compared at once while looking for the first that differs."""
@@ -38,8 +39,9 @@ class StoredRows:
     """Each of `_STEP_TABLES`'s results."""
 
 
-def stored_rows(trace: Trace) -> StoredRows:
-    tables = {name: trace.sql(query(name)).to_arrow_table() for name in _STEP_TABLES}
+def stored_rows(trace: Trace, steps: tuple[int, int] = (0, ALL_STEPS)) -> StoredRows:
+    """The rows of the steps `steps` (first, last) its fingerprints are made of."""
+    tables = {name: trace.sql(query(name), list(steps)).to_arrow_table() for name in _STEP_TABLES}
     return StoredRows(trace.sql(query("request_ids")).to_arrow_table(), tables)
 
 

@@ -22,6 +22,7 @@ from stepscope.engine.tape_runner import PAD_TOKEN_ID
 from stepscope.schema import Trace
 
 from .sql import query
+from .stored_alike import ALL_STEPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +33,12 @@ class RecordedVerdict:
     proposed: tuple[int, ...] | None
 
 
-def recorded_verdicts(trace: Trace) -> dict[str, list[RecordedVerdict]]:
-    """Each request's verdicts in the order it sampled (`sql/recorded_drafts.sql`)."""
+def recorded_verdicts(trace: Trace, first_step: int = 0) -> dict[str, list[RecordedVerdict]]:
+    """Each request's verdicts from `first_step` on, in the order it sampled
+    (`sql/recorded_drafts.sql`)."""
     verdicts: dict[str, list[RecordedVerdict]] = defaultdict(list)
-    for request_id, accepted, proposed in trace.sql(query("recorded_drafts")).fetchall():
+    rows = trace.sql(query("recorded_drafts"), [first_step, ALL_STEPS]).fetchall()
+    for request_id, accepted, proposed in rows:
         drafts = None if proposed is None else tuple(proposed)
         verdicts[request_id].append(RecordedVerdict(accepted, drafts))
     return dict(verdicts)
@@ -65,15 +68,18 @@ class RecordedDrafter(TapeDrafter):
         return () if verdict is None or verdict.proposed is None else verdict.proposed
 
 
-def recorded_drafter(workload: Workload, trace: Trace) -> RecordedDrafter | None:
-    """The recording's drafter when speculative decoding was on, else None."""
+def recorded_drafter(
+    workload: Workload, trace: Trace, first_step: int = 0
+) -> RecordedDrafter | None:
+    """The recording's drafter (from `first_step` on) when speculative decoding was on."""
     k = workload.config.num_speculative_tokens
-    return RecordedDrafter(k, recorded_verdicts(trace)) if k else None
+    return RecordedDrafter(k, recorded_verdicts(trace, first_step)) if k else None
 
 
-def replay_model_runner(workload: Workload, trace: Trace) -> TapeModelRunner:
-    """The tapes; with speculative decoding on, the recording's verdicts and drafts too."""
-    drafter = recorded_drafter(workload, trace)
+def replay_model_runner(workload: Workload, trace: Trace, first_step: int = 0) -> TapeModelRunner:
+    """The tapes; with speculative decoding on, the recording's verdicts and drafts too
+    (from `first_step` on: a run from a checkpoint there)."""
+    drafter = recorded_drafter(workload, trace, first_step)
     if drafter is None:
         return TapeModelRunner.for_workload(workload)
     tapes = {spec.request_id: spec.output_token_ids for spec in workload.requests}
@@ -85,7 +91,7 @@ SPEC_KNOBS = frozenset({"num_speculative_tokens", "speculative_method"})
 
 
 def whatif_model_runner(
-    workload: Workload, trace: Trace, knobs: Mapping[str, Any]
+    workload: Workload, trace: Trace, knobs: Mapping[str, Any], first_step: int = 0
 ) -> TapeModelRunner:
     """The tapes, and where speculative decoding was on, its drafts and verdicts.
 
@@ -100,4 +106,4 @@ def whatif_model_runner(
     )
     if scripted or SPEC_KNOBS & knobs.keys():
         return TapeModelRunner.for_workload(workload)
-    return replay_model_runner(workload, trace)
+    return replay_model_runner(workload, trace, first_step)

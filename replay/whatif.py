@@ -21,6 +21,7 @@ from stepscope.tracer.record_workload import StepSink, record_workload
 
 from .cost_model import CostModel, fit_cost_model, latency_seconds
 from .diff import TraceDiff, diff_traces
+from .from_step import WHOLE, StepWindow, check_window, start_at
 from .inputs import workload_from_trace
 from .trace_runner import whatif_model_runner
 
@@ -45,21 +46,37 @@ def replay_whatif(
     scheduler_cls: type[Scheduler] | None = None,
     sinks: Sequence[StepSink] = (),
     max_steps: int | None = None,
+    window: StepWindow = WHOLE,
 ) -> WhatIfReplay:
-    """Replay the trace's arrivals; with `max_steps`, stop there (a recording cut short)."""
+    """Replay the trace's arrivals; with `max_steps`, stop there (a recording cut short).
+
+    Over a `window` that starts past step 0, the what-if starts at the recorded state
+    there (`from_step.start_at`) and is compared over the window; its modelled seconds
+    are left out (the model's latencies are of whole requests)."""
     with open_trace(trace_path) as trace:
-        workload = workload_from_trace(trace, knobs)
+        check_window(window, trace)
+        start = None
+        if window.from_step:
+            start = start_at(trace, window.from_step, knobs)
+            workload, runner = start.workload, start.runner
+        else:
+            workload = workload_from_trace(trace, knobs)
+            runner = whatif_model_runner(workload, trace, knobs or {})
         if max_steps is not None:
             workload = dataclasses.replace(workload, max_steps=max_steps)
-        model = fit_cost_model(trace)
+        model = fit_cost_model(trace) if window.whole else None
         usable = model is not None and model.problem is None
         original_seconds = latency_seconds(trace, model) if model and usable else {}
-        runner = whatif_model_runner(workload, trace, knobs or {})
     cls = scheduler_cls or default_scheduler_cls(workload.config)
     scheduler = f"{cls.__module__}.{cls.__qualname__}"
     meta = {"replay_of": str(trace_path), "what_if": json.dumps(dict(knobs or {})),
             "scheduler": scheduler}  # fmt: skip
-    record_workload(workload, runner, output, meta=meta, scheduler_cls=scheduler_cls, sinks=sinks)
+    if not window.whole:
+        meta.update(replay_from_step=str(window.from_step), replay_to_step=str(window.to_step))
+    record_workload(
+        workload, runner, output, meta=meta, scheduler_cls=scheduler_cls, sinks=sinks,
+        start=None if start is None else start.state, to_step=window.to_step,
+    )  # fmt: skip
     seconds: dict[str, tuple[float | None, float | None]] = {}
     if model is not None and usable:
         with open_trace(output) as replayed:
@@ -70,7 +87,7 @@ def replay_whatif(
         output=output,
         knobs=dict(knobs or {}),
         scheduler=scheduler,
-        diff=diff_traces(trace_path, output),
+        diff=diff_traces(trace_path, output, window=window),
         cost_model=model,
         seconds=seconds,
         num_placeholder_tokens=runner.num_padded_tokens,

@@ -24,6 +24,12 @@ CREATE TYPE event_kind AS ENUM (
 -- The vocabularies of `_events.detail` for a finish and a skip (the column stays VARCHAR:
 -- it holds the other kinds' details too).
 CREATE TYPE finish_reason AS ENUM ('stop', 'length', 'abort', 'error', 'repetition');
+-- An unfinished request's status in a checkpoint (vLLM's RequestStatus, lower case).
+CREATE TYPE request_status AS ENUM (
+    'waiting', 'waiting_for_structured_output_grammar', 'waiting_for_remote_kvs',
+    'waiting_for_streaming_req', 'running', 'preempted'
+);
+CREATE TYPE request_queue AS ENUM ('waiting', 'running');
 CREATE TYPE waiting_skip_reason AS ENUM (
     'grammar_not_ready', 'stale_output', 'max_loras', 'waiting_for_remote_kvs',
     'waiting_for_streaming_req', 'cannot_schedule'
@@ -191,4 +197,62 @@ CREATE TABLE _spec_decode (
     num_accepted INTEGER,  -- of those, accepted when this step's output was processed (NULL: not verified)
     sampled_token_ids BIGINT[],  -- every token the step appended: accepted drafts, then the bonus token (NULL: none)
     proposed_draft_token_ids BIGINT[]  -- drafts update_draft_token_ids gave it after this step (NULL: none)
+);
+
+-- Checkpoints: the scheduler's whole state at the start of a step, before that step's
+-- arrivals, so a replay can start there (`stepscope replay --from-step`). One row per
+-- checkpoint; its requests, blocks and queued batch are in the tables below, keyed by
+-- the same step.
+CREATE TABLE _checkpoints (
+    step INTEGER,  -- the step whose start the state is at
+    num_requests INTEGER,  -- unfinished requests (its rows in _checkpoint_requests)
+    num_blocks INTEGER,  -- KV blocks in the pool, the null block 0 included (its rows in _checkpoint_blocks)
+    finished_req_indices INTEGER[],  -- finished since the last schedule(): the next SchedulerOutput ships them
+    preempted_req_indices INTEGER[],  -- preempted since the last schedule()
+    prev_step_scheduled_req_indices INTEGER[],  -- scheduled by the last schedule() (their tokens are not shipped again)
+    pending_batch_step INTEGER,  -- async: the step whose batch is queued, its output not processed (NULL: none)
+    take_ns BIGINT  -- wall time the engine thread spent taking it
+);
+
+-- Every unfinished request in a checkpoint: its counters, tokens, drafts and block table.
+-- Its spec (prompt, sampling params, priority, arrival) is its _requests row.
+CREATE TABLE _checkpoint_requests (
+    step INTEGER,  -- the checkpoint's step
+    request_index INTEGER,  -- the request
+    queue request_queue,  -- waiting or running
+    queue_position INTEGER,  -- place in that queue from 0 (the running list's order; the waiting queue's pop order)
+    status request_status,  -- its status
+    num_computed_tokens INTEGER,  -- tokens with KV computed (or scheduled: the counter runs ahead)
+    output_token_ids BIGINT[],  -- tokens sampled so far (pseudonyms when redacted)
+    num_output_placeholders INTEGER,  -- async: tokens being sampled whose output has not come back
+    num_in_flight_tokens INTEGER,  -- scheduled tokens whose step's output has not been processed
+    num_stale_output_tokens INTEGER,  -- in-flight tokens of steps scheduled before a preemption
+    num_preemptions INTEGER,  -- times preempted so far
+    is_prefill_chunk BOOLEAN,  -- its last scheduled chunk did not reach the end of its tokens
+    spec_token_ids BIGINT[],  -- drafts to verify in its next step (-1: async placeholders)
+    is_grammar_ready BOOLEAN,  -- its structured-output grammar has compiled (NULL: no structured output)
+    block_ids INTEGER[],  -- its block table, prefix hits first
+    num_cached_blocks INTEGER  -- leading blocks of that table registered in the prefix cache
+);
+
+-- Every block of the pool in a checkpoint: who holds it, where it is in the free queue,
+-- and its hash if it is cached.
+CREATE TABLE _checkpoint_blocks (
+    step INTEGER,  -- the checkpoint's step
+    block_id INTEGER,  -- the KV block
+    ref_cnt INTEGER,  -- requests holding it
+    free_position INTEGER,  -- place in the free queue from 0, the next allocated first (NULL: held, or the null block)
+    block_hash BLOB,  -- the prefix-cache hash of its tokens (NULL: not cached)
+    cache_position INTEGER  -- place in the prefix-cache index by insertion (a lookup returns the earliest of equal hashes; NULL: not cached)
+);
+
+-- Async scheduling: the batch queued at a checkpoint, scheduled and run, its output not
+-- processed yet. One row per request in it, in the output's order.
+CREATE TABLE _checkpoint_batches (
+    step INTEGER,  -- the checkpoint's step
+    position INTEGER,  -- place in the batch's num_scheduled_tokens from 0
+    request_index INTEGER,  -- the request
+    num_scheduled_tokens INTEGER,  -- tokens scheduled for it
+    scheduled_draft_token_ids BIGINT[],  -- its scheduled_spec_decode_tokens ([]: none)
+    sampled_token_ids BIGINT[]  -- what the model sampled for it (NULL: not in the runner's output)
 );

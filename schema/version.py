@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -19,10 +19,19 @@ SCHEMA_VERSION = 5
    stored once, the tokens of it taken and its own rest) behind a stored view
    `_requests` with the table's columns; a trace too small to compact, or cut short,
    keeps the `_requests` table. Readers see one `_requests`.
+6: checkpoints, the scheduler's state at the start of a step: `_checkpoints`,
+   `_checkpoint_requests`, `_checkpoint_blocks`, `_checkpoint_batches`. An older trace
+   has none (it replays from step 0 only).
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, 4, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, SCHEMA_VERSION})
 
-TABLES_ADDED = {"_spec_decode": 4}
+TABLES_ADDED = {
+    "_spec_decode": 4,
+    "_checkpoints": 6,
+    "_checkpoint_requests": 6,
+    "_checkpoint_blocks": 6,
+    "_checkpoint_batches": 6,
+}
 """Each table a later version added, with that version: an older trace has no such table (it
 reads as one with no rows), and lacks no other."""

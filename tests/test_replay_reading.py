@@ -17,6 +17,7 @@ from stepscope.replay.exact import replay_exact
 from stepscope.replay.exact_report import exact_to_json, print_exact
 from stepscope.replay.inputs import recorded_outputs, workload_from_trace
 from stepscope.replay.sql import query
+from stepscope.replay.stored_alike import ALL_STEPS
 from stepscope.tracer.redact import Redactor
 from traces import prefill_heavy_workload, record
 
@@ -30,7 +31,8 @@ def test_tapes_read_as_flat_rows_equal_the_list_aggregate(workload: Path, tmp_pa
     trace = tmp_path / "t.duckdb"
     record(workload, trace)
     with stepscope.open(trace) as opened:
-        aggregated = {r: list(t) for r, t in opened.sql(query("recorded_outputs")).fetchall()}
+        rows = opened.sql(query("recorded_outputs"), [0, ALL_STEPS]).fetchall()
+        aggregated = {request_id: list(tokens) for request_id, tokens in rows}
         assert _as_lists(recorded_outputs(opened)) == aggregated
 
 

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Protocol
 
 from stepscope.engine import EngineLoop, InputError, ModelRunner, Scheduler, StepRecord, Workload
+from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.engine.oracle_lines import ENGINE_NAME
 
 from stepscope import __version__
 
+from .checkpointer import DEFAULT_CHECKPOINT_EVERY, Checkpointer
 from .recorder import TraceRecorder
 from .redact import Redactor
 
@@ -49,6 +51,14 @@ def trace_meta(workload: Workload, extra: Mapping[str, str] | None = None) -> di
     }
 
 
+def resume_recording(
+    loop: EngineLoop, recorder: TraceRecorder, checkpoint: SchedulerCheckpoint
+) -> None:
+    """Start `loop` at `checkpoint`, its unfinished requests recorded as arrived before it."""
+    loop.resume(checkpoint)
+    recorder.record_resumed(checkpoint)
+
+
 def record_workload(
     workload: Workload,
     model_runner: ModelRunner,
@@ -59,11 +69,18 @@ def record_workload(
     sinks: Sequence[StepSink] = (),
     flush_every_steps: int = 256,
     scheduler_cls: type[Scheduler] | None = None,
+    checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY,
+    start: SchedulerCheckpoint | None = None,
+    to_step: int | None = None,
 ) -> RecordSummary:
     """Run the workload with a recorder attached; the trace is marked complete at the end.
 
-    If the run stops early (an exception, Ctrl-C), every step recorded so far is
-    kept and the trace says it is incomplete.
+    A checkpoint is taken every `checkpoint_every` steps (None or 0: none; a redacted
+    trace takes none: its block hashes are of the tokens it does not hold). With `start`
+    the run resumes at that checkpoint's step (the model runner taken up there already);
+    with `to_step` it stops after that step, and the trace says it is incomplete. If the
+    run stops early (an exception, Ctrl-C), every step recorded so far is kept and the
+    trace says it is incomplete.
     """
     if path.exists():
         raise InputError(f"{path}: already exists (remove it or choose another -o)")
@@ -82,14 +99,22 @@ def record_workload(
         keep_output_tokens=False,
         keep_finishes=False,
     )
+    Checkpointer.attach(loop, recorder, None if redactor is not None else checkpoint_every)
     complete = False
+    steps = loop.run()
     try:
+        if start is not None:
+            resume_recording(loop, recorder, start)
         scheduler = loop.core.scheduler
-        for record in loop.run():
+        for record in steps:
+            if to_step is not None and record.step > to_step:
+                break
             recorder.record_step(record, scheduler)
             for sink in sinks:
                 sink.on_step(record, scheduler)
-        complete = True
+        else:
+            complete = True
     finally:
+        steps.close()
         recorder.close(complete=complete)
     return RecordSummary(path, recorder.num_steps, complete)

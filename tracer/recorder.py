@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from stepscope.engine import EngineConfig, EngineCoreOutput, EngineStep, StepRecord, Workload
+from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.engine.probe import (
     Decision,
     Preemption,
@@ -30,6 +31,7 @@ from stepscope.engine.probe import (
 from stepscope.engine.workload import RequestSpec
 from stepscope.schema.ddl import enum_types, table_specs
 
+from .checkpoint_rows import PendingCheckpoint
 from .columns import TableBuffer, buffer_for
 from .held_signals import signals_held
 from .redact import Redactor
@@ -37,7 +39,7 @@ from .request_rows import request_row
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .step_summary_row import engine_step_row, idle_step_row
-from .writer import REQUEST_ABORTS, TraceWriter
+from .writer import CHECKPOINTS, REQUEST_ABORTS, TraceWriter
 
 FLUSH_ROWS = 131_072
 """`_scheduled` rows per batch at most: about one DuckDB row group (122,880 rows)."""
@@ -86,6 +88,8 @@ class TraceRecorder:
         self.num_steps = 0
         self._buffers = _new_buffers()
         self._scheduled = self._buffers["_scheduled"]
+        self._checkpoints: list[PendingCheckpoint] = []
+        """Checkpoints taken since the last flush (their rows are built by the writer)."""
         self._aborts: list[tuple[int, int, bool]] = []
         """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
         self._table_lengths: dict[int, int] = {}
@@ -149,6 +153,17 @@ class TraceRecorder:
         ):
             self.flush()
 
+    def record_resumed(self, checkpoint: SchedulerCheckpoint) -> None:
+        """A run resumed at `checkpoint`: its unfinished requests' `_requests` rows (they
+        arrived before the first step recorded), and their block tables' lengths."""
+        for rc in checkpoint.requests:
+            self._record_request(rc.request_id)
+            self._table_lengths[self.request_index[rc.request_id]] = len(rc.block_ids)
+
+    def record_checkpoint(self, checkpoint: SchedulerCheckpoint, take_ns: int) -> None:
+        """Record the state at the start of a step; it is written with the steps buffered."""
+        self._checkpoints.append(PendingCheckpoint.of(checkpoint, self.request_index, take_ns))
+
     def flush(self) -> None:
         """Hand the buffered rows to the writer as one batch (one transaction).
 
@@ -164,6 +179,9 @@ class TraceRecorder:
             if self._aborts:
                 batch[REQUEST_ABORTS] = _aborts_table(self._aborts)
                 self._aborts = []
+            if self._checkpoints:
+                batch[CHECKPOINTS] = self._checkpoints
+                self._checkpoints = []
             if batch:
                 self.writer.submit(batch)
         self._steps_since_flush = 0
@@ -355,10 +373,11 @@ def _aborts_table(aborts: list[tuple[int, int, bool]]) -> pa.Table:
 
 
 def _new_buffers() -> dict[str, TableBuffer]:
-    """One buffer per recorded table, columns in `tables.sql` order."""
+    """One buffer per table recorded row by row, columns in `tables.sql` order (a
+    checkpoint's tables are built whole: `checkpoint_rows.py`)."""
     enums = enum_types()
     return {
         spec.name: buffer_for(spec, enums)
         for spec in table_specs()
-        if spec.name not in ("_meta", "_config")
+        if spec.name not in ("_meta", "_config") and not spec.name.startswith("_checkpoint")
     }

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -25,6 +26,7 @@ from stepscope.schema.ddl import statements
 from stepscope.schema.sql_files import query
 from stepscope.schema.version import SCHEMA_VERSION
 
+from .checkpoint_rows import pending_checkpoint_tables
 from .compact import compact
 from .evict_blocks import evict_blocks
 
@@ -56,7 +58,8 @@ class TraceWriteError(RuntimeError):
     """The trace could not be written (disk full, permissions, ...)."""
 
 
-Batch = Mapping[str, pa.Table]
+Batch = Mapping[str, Any]
+"""Table name to its rows (an Arrow table), or `CHECKPOINTS` to the checkpoints taken."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class _MetaUpdate:
 REQUEST_ABORTS = "request_aborts"
 """A batch entry that updates `_requests` rows already written (see `request_aborts.sql`)."""
 _UPDATES = (REQUEST_ABORTS,)
+CHECKPOINTS = "checkpoints"
+"""A batch entry of `PendingCheckpoint`s, whose rows are built here, off the engine thread."""
 
 
 class TraceWriter:
@@ -168,6 +173,9 @@ class TraceWriter:
 
     def _write(self, batch: Batch) -> None:
         con = self._con
+        if CHECKPOINTS in batch:
+            batch = {**batch, **pending_checkpoint_tables(batch[CHECKPOINTS])}
+            del batch[CHECKPOINTS]
         con.begin()
         for table, rows in batch.items():
             if table not in _UPDATES:

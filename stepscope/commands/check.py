@@ -137,13 +137,13 @@ def _replay_all(
 
     An incomplete baseline is replayed only as far as it was recorded."""
     replays: list[WhatIfReplay] = []
-    extra = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
     with tempfile.TemporaryDirectory() as scratch, StepProgress() as progress:
         for index, (trace, name) in enumerate(zip(traces, names, strict=True)):
             progress.start(f"[{index + 1}/{len(traces)}] {name}", _num_steps(trace))
             output = Path(scratch) / f"{index}.duckdb"
             replays.append(replay_whatif(
-                trace, output, knobs, sinks=[progress], max_steps=held[trace], **extra
+                trace, output, knobs, sinks=[progress], max_steps=held[trace],
+                scheduler_cls=scheduler_cls,
             ))  # fmt: skip
     return replays
 

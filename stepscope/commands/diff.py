@@ -17,7 +17,7 @@ from stepscope.replay.verdict import FailOn, judge, parse_tolerances
 from stepscope.schema.trace import check_readable
 from stepscope.stop_signals import stops_like_ctrl_c
 
-from .options import ForceOption
+from .options import ForceOption, FromStepOption, ToStepOption, step_window
 from .report_options import AppendOption, JunitOption, MarkdownOption, report_outputs
 
 IgnoreOption = Annotated[
@@ -62,11 +62,16 @@ def diff(
     force: ForceOption = False,
     fail_on: FailOnOption = FailOn.DECISIONS,
     tolerance: ToleranceOption = None,
+    from_step: FromStepOption = None,
+    to_step: ToStepOption = None,
 ) -> None:
     """Compare two traces: configs, the first divergent step and its cause, requests, metrics.
 
-    Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input. A report
-    never replaces a trace or an input, and another file only with --force."""
+    With --from-step/--to-step, over those steps only (the figures too: of those steps, and
+    of the requests arriving in them). Exit 0 when they pass (--fail-on), 1 when they do
+    not, 2 on bad input. A report never replaces a trace or an input, and another file
+    only with --force."""
+    window = step_window(from_step, to_step)
     junit_out, markdown_out = report_outputs(junit, markdown, append=append)
     check_outputs(
         [junit_out, markdown_out],
@@ -76,7 +81,7 @@ def diff(
     )
     for trace in (a, b):
         check_readable(trace)
-    result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore))
+    result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore), window=window)
     verdict = judge(result, fail_on, parse_tolerances(tolerance or []))
     if junit_out is not None:
         write_text(junit_out, diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 from stepscope.schema.set_members import find_trace
@@ -72,6 +74,7 @@ def info(
             "meta": opened.meta,
             "config": opened.config,
             "summary": summary,
+            "checkpoints": checkpoint_steps(opened),
         }
     if as_json:
         typer.echo(json.dumps(report, default=str))
@@ -124,7 +127,22 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
         table.add_row(key.replace("_", " "), Text("" if value is None else safe_text(str(value))))
     finish = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
     table.add_row("finish reasons", Text(safe_text(finish)))
+    table.add_row("checkpoints", Text(_checkpoints_line(report)))
     console.print(table)
+
+
+def _checkpoints_line(report: dict[str, Any]) -> str:
+    """The checkpoints in one line: how many, at which steps (a regular run of them as its
+    first, last and interval), or why there are none."""
+    steps: list[int] = report["checkpoints"]
+    if not steps:
+        version = report["schema_version"]
+        return "none" if version >= 6 else f"none (schema {version}: from step 0 only)"
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    if len(steps) > 4 and len(gaps) == 1:
+        return f"{len(steps)}: steps {steps[0]}, {steps[1]}, …, {steps[-1]} (every {gaps.pop()})"
+    shown = ", ".join(map(str, steps[:8])) + (", …" if len(steps) > 8 else "")
+    return f"{len(steps)}: steps {shown}"
 
 
 def _safe(value: object) -> str:

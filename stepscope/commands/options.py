@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
+from stepscope.engine import InputError
 from stepscope.engine.model.config import PRESETS
 from stepscope.engine.model_runner_choice import DEVICES, DTYPES, TAPE
+from stepscope.replay.from_step import StepWindow
 
 KnobsOption = Annotated[
     list[str] | None,
@@ -100,3 +102,25 @@ ForceOption = Annotated[
         help="Replace an output file that exists (never a trace, never one of the inputs).",
     ),
 ]
+FromStepOption = Annotated[
+    int | None,
+    typer.Option(
+        "--from-step",
+        metavar="STEP",
+        help="Start at STEP: from the trace's nearest checkpoint at or before it, run "
+        "silently to it, then check (or, with --set, change) every step from there.",
+    ),
+]
+ToStepOption = Annotated[
+    int | None,
+    typer.Option("--to-step", metavar="STEP", help="Stop after STEP (default: the end)."),
+]
+
+
+def step_window(from_step: int | None, to_step: int | None) -> StepWindow:
+    """The window `--from-step` / `--to-step` name, checked against each other."""
+    if from_step is not None and from_step < 0:
+        raise InputError(f"--from-step {from_step}: a step is 0 or more")
+    if to_step is not None and to_step < (from_step or 0):
+        raise InputError(f"--to-step {to_step}: it is before --from-step {from_step or 0}")
+    return StepWindow(from_step or 0, to_step)

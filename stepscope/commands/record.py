@@ -16,6 +16,7 @@ from stepscope.replay.vllm_replay import require_vllm
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
 from stepscope.stop_signals import stop_reason, stops_like_ctrl_c
+from stepscope.tracer.checkpointer import DEFAULT_CHECKPOINT_EVERY
 from stepscope.tracer.otel import (
     StepSpans,
     exporter_from_env,
@@ -36,6 +37,7 @@ from .options import (
 )
 from .record_live import record_with_vllm_live
 from .record_options import (
+    CheckpointEveryOption,
     FlushEveryOption,
     FromTraceOption,
     OtelOption,
@@ -58,6 +60,7 @@ def record(
     *,
     redact: RedactOption = False,
     flush_every: FlushEveryOption = 256,
+    checkpoint_every: CheckpointEveryOption = None,
     otel: OtelOption = None,
     engine: RecordEngineOption = RecordEngine.STEPSCOPE,
     scheduler_cls: SchedulerClsOption = None,
@@ -70,7 +73,12 @@ def record(
     check_outputs([new_file("-o", output)], [workload, from_trace])
     loaded = apply_knobs(_workload(workload, from_trace), knobs or [])
     console = Console(stderr=True)
-    _check_engine_options(engine, scheduler_cls, engine_args, otel)
+    _check_engine_options(engine, scheduler_cls, engine_args, otel, checkpoint_every)
+    if redact and checkpoint_every:
+        raise InputError(
+            "--checkpoint-every with --redact: a redacted trace holds no checkpoints (their "
+            "block hashes are of the tokens it does not hold)"
+        )
     try:
         if engine is RecordEngine.VLLM:
             _record_with_vllm(loaded, output, model, scheduler_cls, redact=redact, console=console)
@@ -97,6 +105,9 @@ def record(
                 meta,
                 redact=redact,
                 flush_every=flush_every,
+                checkpoint_every=(
+                    DEFAULT_CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
+                ),
                 otel=otel,
                 console=console,
             )
@@ -106,9 +117,18 @@ def record(
 
 
 def _check_engine_options(
-    engine: RecordEngine, scheduler_cls: str | None, engine_args: list[str] | None, otel: str | None
+    engine: RecordEngine,
+    scheduler_cls: str | None,
+    engine_args: list[str] | None,
+    otel: str | None,
+    checkpoint_every: int | None,
 ) -> None:
     """Options that only one engine takes."""
+    if checkpoint_every is not None and engine is not RecordEngine.STEPSCOPE:
+        raise InputError(
+            "--checkpoint-every needs --engine stepscope (recordings of vLLM's scheduler hold "
+            "no checkpoints yet)"
+        )
     if scheduler_cls and engine is not RecordEngine.VLLM:
         raise InputError("--scheduler-cls needs --engine vllm")
     if engine_args and engine is not RecordEngine.VLLM_LIVE:
@@ -125,6 +145,7 @@ def _record_with_stepscope(
     *,
     redact: bool,
     flush_every: int,
+    checkpoint_every: int,
     otel: str | None,
     console: Console,
 ) -> None:
@@ -144,6 +165,7 @@ def _record_with_stepscope(
                 redactor=Redactor() if redact else None,
                 sinks=sinks,
                 flush_every_steps=flush_every,
+                checkpoint_every=checkpoint_every,
             )
     finally:
         if spans is not None:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from stepscope.engine.model_runner_choice import DTYPES
+from stepscope.tracer.checkpointer import DEFAULT_CHECKPOINT_EVERY
 
 WorkloadArgument = Annotated[
     Path | None,
@@ -47,6 +48,16 @@ FlushEveryOption = Annotated[
         min=1,
         help="Most steps per write to the file (a write also comes every 131,072 "
         "scheduled rows or 5 seconds).",
+    ),
+]
+CheckpointEveryOption = Annotated[
+    int | None,
+    typer.Option(
+        "--checkpoint-every",
+        min=0,
+        metavar="STEPS",
+        help=f"Write the scheduler's state every STEPS steps, so replay --from-step can start "
+        f"anywhere (default {DEFAULT_CHECKPOINT_EVERY}; 0: none; a redacted trace takes none).",
     ),
 ]
 OtelOption = Annotated[

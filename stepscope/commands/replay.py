@@ -16,6 +16,7 @@ from stepscope.inputs import load_scheduler_class, load_vllm_scheduler_class, pa
 from stepscope.output_paths import check_outputs, new_file
 from stepscope.progress import StepProgress
 from stepscope.replay.exact import replay_exact
+from stepscope.replay.from_step import StepWindow
 from stepscope.replay.report import (
     diff_to_json,
     exact_to_json,
@@ -31,7 +32,22 @@ from stepscope.schema import open_trace
 from stepscope.schema.trace import check_readable
 from stepscope.stop_signals import stops_like_ctrl_c
 
-from .options import Engine, EngineOption, KnobsOption, SchedulerClsOption
+from .options import (
+    Engine,
+    EngineOption,
+    FromStepOption,
+    KnobsOption,
+    SchedulerClsOption,
+    ToStepOption,
+    step_window,
+)
+
+VLLM_WINDOW_REFUSAL = (
+    "--engine vllm with --from-step/--to-step: vLLM's Scheduler is not restored to a "
+    "checkpoint (its prefix cache is keyed by vLLM's own block hashes, which a checkpoint "
+    "does not hold for cached blocks no request holds); replay it from step 0, or "
+    "through stepscope's engine"
+)
 
 
 @stops_like_ctrl_c
@@ -49,6 +65,8 @@ def replay(
     ] = None,
     engine: EngineOption = Engine.STEPSCOPE,
     scheduler_cls: SchedulerClsOption = None,
+    from_step: FromStepOption = None,
+    to_step: ToStepOption = None,
     *,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
@@ -60,8 +78,14 @@ def replay(
     Exit codes. Exact: 0 every step identical, 1 a step diverged.
     What-if: 0 no metric got worse, 1 one did (the FAIL line names it).
     --engine vllm: 0 identical decisions (with --set: no metric worse), 1 not.
-    Any of them: 2 on bad input."""
+    Any of them: 2 on bad input.
+
+    --from-step S [--to-step E] replays steps S to E only, starting from the trace's
+    nearest checkpoint at or before S (`stepscope info` lists them)."""
     check_outputs([new_file("-o", output)], [trace])
+    window = step_window(from_step, to_step)
+    if engine is Engine.VLLM and not window.whole:
+        raise InputError(VLLM_WINDOW_REFUSAL)
     if engine is Engine.VLLM:
         if scheduler:
             raise InputError("--scheduler takes a stepscope Scheduler; with --engine vllm use "
@@ -71,15 +95,18 @@ def replay(
         return
     if scheduler_cls:
         raise InputError("--scheduler-cls needs --engine vllm")
-    num_steps = _warn_outside_subset(trace)
+    num_steps = _warn_outside_subset(trace, read_all=window.whole)
     scheduler_class = load_scheduler_class(scheduler) if scheduler else None
     if knobs or scheduler_class is not None:
         changed = dict(parse_knob(k) for k in knobs or [])
-        _what_if(trace, output, changed, scheduler_class, as_json=as_json, num_steps=num_steps)
+        _what_if(
+            trace, output, changed, scheduler_class, as_json=as_json, num_steps=num_steps,
+            window=window,
+        )  # fmt: skip
         return
     with StepProgress() as progress:
         progress.start(f"replay {trace.name}", num_steps)
-        result = replay_exact(trace, output, sinks=[progress])
+        result = replay_exact(trace, output, sinks=[progress], window=window)
     if as_json:
         typer.echo(json.dumps(exact_to_json(result)))
     else:
@@ -88,14 +115,17 @@ def replay(
         raise typer.Exit(1)
 
 
-def _warn_outside_subset(trace: Path) -> int:
+def _warn_outside_subset(trace: Path, *, read_all: bool) -> int:
     """A vLLM trace that used features this engine leaves out cannot be expected to match.
 
-    The whole trace is read first: a damaged block is an error, never a missed difference.
-    Returns the trace's number of steps, for the progress line.
+    A whole replay reads the whole trace first: a damaged block is an error, never a
+    missed difference (a windowed one reads its own rows only, and a damaged one among
+    them is an error as it is read). Returns the trace's number of steps, for the progress
+    line.
     """
     with open_trace(trace) as opened:
-        opened.read_all()
+        if read_all:
+            opened.read_all()
         reasons = escape(safe_text(opened.meta.get("outside_subset", "")))
         num_steps = opened.num_steps
     if reasons:
@@ -147,13 +177,14 @@ def _what_if(
     *,
     as_json: bool,
     num_steps: int,
+    window: StepWindow,
 ) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         target = output or Path(scratch) / "what-if.duckdb"
         extra: dict[str, Any] = {} if scheduler_cls is None else {"scheduler_cls": scheduler_cls}
         with StepProgress() as progress:
             progress.start(f"what-if {trace.name}", num_steps)
-            result = replay_whatif(trace, target, knobs, sinks=[progress], **extra)
+            result = replay_whatif(trace, target, knobs, sinks=[progress], window=window, **extra)
         verdict = judge(result.diff, FailOn.METRICS, {})
         if as_json:
             typer.echo(json.dumps(_whatif_json(result), default=str))

@@ -16,10 +16,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from stepscope.safe_text import safe_rich_text, safe_text, shown_id, shown_text
+from stepscope.safe_text import safe_rich_text, safe_text, shown_id, shown_lines, shown_text
 
 from ..messages import (
     QueryFailed,
@@ -31,11 +32,22 @@ from ..messages import (
 )
 from ..replay_session import BreakPredicate, ReplayedStep, ReplaySession
 from ..widgets.auto_width_table import AutoWidthTable
+from .goto_step import GotoStepScreen
 
 _ERRORS = (TraceError, InputError, TraceWriteError, duckdb.Error)
 """What a replay can fail with: a trace, its inputs, or writing the replay (a full disk)."""
 
 MAX_LOG_ROWS = 500
+
+
+class ReplayHeadShown(Message):
+    """A replay from a step has recorded and compared its first steps: `step` (the one
+    it started at) and its sides, while the rest is recorded."""
+
+    def __init__(self, step: ReplayedStep, sides: tuple[StepDetail, StepDetail]) -> None:
+        super().__init__()
+        self.step = step
+        self.sides = sides
 
 
 def decision_panel(title: str, detail: StepDetail, differs: tuple[str, ...]) -> Group:
@@ -77,6 +89,7 @@ class ReplayScreen(Screen[int | None]):
         Binding("space,s", "step", "step"),
         Binding("c", "continue", "to next divergence"),
         Binding("b", "break_on", "break when…"),
+        Binding("colon", "goto", "go to step", show=False),  # in the help, not the footer
         Binding("escape", "escape", "stop / back"),
     ]
 
@@ -86,7 +99,9 @@ class ReplayScreen(Screen[int | None]):
 The workload is rebuilt from the trace (config, requests, aborts, what the model
 sampled) and the scheduler runs it again, recorded like any run, then compared with
 the recording step by step as `stepscope replay` compares them. Left: the recording;
-right: the replay; differences in red.
+right: the replay; differences in red. Opened on a step past 0, it replays from
+there (from the nearest checkpoint; the line under the header says); `:` goes to a
+step, replaying again from an earlier one.
 
 `space` steps, `c` runs to the next divergent step, `b` runs until a SQL
 condition over the replayed step holds, e.g. `num_free_blocks_after_schedule < 10`
@@ -97,9 +112,11 @@ arrived_ids). `escape` stops the replay or a run (what was replayed is compared)
 goes back to the timeline at this step.
 """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, at_step: int | None = None) -> None:
         super().__init__()
         self.path = path
+        self.at_step = at_step or None
+        """The step the replay starts at and shows first (None: step 0, shown on `space`)."""
         self.session: ReplaySession | None = None
         self._opened: ReplaySession | None = None
         """The session as soon as its worker has made it (before `ReplayReady` lands)."""
@@ -110,6 +127,7 @@ goes back to the timeline at this step.
 
     def compose(self) -> ComposeResult:
         yield Header()
+        yield Static("", id="replay-start")
         yield Static(
             Text("rebuilding the workload from the trace…", style="dim"), id="replay-status"
         )
@@ -128,7 +146,8 @@ goes back to the timeline at this step.
         log.add_columns("step", "tokens", "reqs", "preempted", "free", "recorded vs replayed")
         log.focus()
         self.query_one("#replay-break", Input).display = False
-        self.start_session()
+        self.query_one("#replay-start", Static).display = False
+        self.start_session(self.at_step)
 
     def on_unmount(self) -> None:
         self._left = True
@@ -140,26 +159,40 @@ goes back to the timeline at this step.
     # -- workers -------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="replay-open")
-    def start_session(self) -> None:
+    def start_session(self, at_step: int | None) -> None:
         try:
-            session = self._opened = ReplaySession(self.path)
+            session = self._opened = ReplaySession(self.path, at_step=at_step)
             if self._left:  # the screen went while the session was made
                 session.close()
                 return
             self.post_message(ReplayReady(session))
-            session.record(on_progress=self._post_progress)
+            session.record(on_progress=self._post_progress, on_head=self._post_head)
         except _ERRORS as error:
             self.post_message(query_failed(error, "replay"))
             return
         self.post_message(ReplayRecorded())
 
+    def _post_head(self, step: ReplayedStep, sides: tuple[StepDetail, StepDetail]) -> None:
+        self.post_message(ReplayHeadShown(step, sides))
+
     @work(thread=True, group="replay-run")
-    def advance(self, session: ReplaySession, mode: str, predicate: BreakPredicate | None) -> None:
+    def advance(
+        self,
+        session: ReplaySession,
+        mode: str,
+        predicate: BreakPredicate | None,
+        target: int | None = None,
+    ) -> None:
         steps: tuple[ReplayedStep, ...]
         try:
             if mode == "step":
                 replayed = session.step()
                 steps, stopped = ((replayed,), "step") if replayed else ((), "end")
+            elif mode == "goto":
+                assert target is not None
+                replayed, reached = session.go_to(target)
+                self.post_message(ReplayAdvanced((replayed,), "step", reached))
+                return
             else:
                 found, stopped = session.run(predicate, on_progress=self._post_progress)
                 steps = tuple(found)
@@ -177,34 +210,47 @@ goes back to the timeline at this step.
     def on_replay_ready(self, message: ReplayReady) -> None:
         self.session = message.session
         self._replay_running = True
-        self._status("replaying the trace… (escape stops)", "yellow")
+        if message.session.at_step:
+            where = f"replaying from step {message.session.at_step:,}…"
+        else:
+            where = "replaying the trace…"
+        self._status(f"{where} (escape stops)", "yellow")
+
+    def on_replay_head_shown(self, message: ReplayHeadShown) -> None:
+        session = self.session
+        if session is None or message.step.step != session.at_step:
+            return  # a session since replaced
+        self._show_start(session)
+        self._show_steps((message.step,), message.sides)
+        self._status(f"at step {message.step.step:,}; replaying the rest… (escape stops)", "yellow")
 
     def on_replay_recorded(self, message: ReplayRecorded) -> None:
         self._replay_running = False
         session = self.session
         assert session is not None
-        requests = len(session.workload.requests)
+        self._show_start(session)
+        requests = session.num_requests
         replayed = f"{session.num_replayed_steps:,} replayed"
+        if session.first_step:
+            replayed += f" (steps {session.first_step:,}..{session.replay_end - 1:,})"
         if session.stopped:
             replayed += " (stopped)"
         self._status(
             f"ready: {requests} requests and {session.num_recorded_steps:,} recorded steps, "
             f"{replayed}, {session.num_divergent:,} divergent. space steps, c runs to the "
-            "next divergence, b breaks on a condition",
+            "next divergence, b breaks on a condition, : goes to a step",
             "",
         )
+        shown = self.last.step if self.last is not None else None
+        if session.at_step and session.cursor >= session.first_step and shown != session.cursor:
+            self._replay_running = True  # the step it starts at, not shown with a head
+            self.advance(session, "goto", None, session.cursor)
 
     def on_replay_advanced(self, message: ReplayAdvanced) -> None:
         self._replay_running = False
         session = self.session
         assert session is not None
-        log = self.query_one("#replay-log", DataTable)
-        for replayed in message.steps:
-            self._add_log_row(log, replayed)
-        if message.steps:
-            self.last = message.steps[-1]
-        if message.sides is not None and self.last is not None:
-            self._show_sides(message.sides, self.last.differences)
+        self._show_steps(message.steps, message.sides)
         last = self.last
         where = f"replayed through step {last.step:,}" if last else "nothing replayed"
         verdict = {
@@ -258,6 +304,49 @@ goes back to the timeline at this step.
         field.display = True
         field.focus()
 
+    def action_goto(self) -> None:
+        def chosen(step: int | None) -> None:
+            if step is not None:
+                self.go_to(step)
+
+        self.app.push_screen(GotoStepScreen(), chosen)
+
+    def go_to(self, step: int) -> None:
+        """Move the cursor to `step` if the replay holds it; before the replay's first
+        step, replay again from `step`."""
+        session = self.session
+        if session is None:
+            return
+        if self._replay_running:
+            self._status("the replay is still running (escape stops it)", "yellow")
+            return
+        last = max(session.num_steps, session.num_recorded_steps) - 1
+        if step < 0 or step > last:
+            self._status(f"no step {step:,}: the steps are 0..{last:,}", "bold red")
+        elif step < session.first_step:
+            self._restart(step)
+        elif step >= session.num_steps:
+            self._status(f"the replay ended before step {step:,}", "bold red")
+        else:
+            self._replay_running = True
+            self._status(f"going to step {step:,}…", "yellow")
+            self.advance(session, "goto", None, step)
+
+    def _restart(self, step: int) -> None:
+        """Replay again, from `step` (the session before closed)."""
+        old = self.session
+        self.session = self._opened = None
+        if old is not None:
+            old.close()
+        self.last = None
+        self.at_step = step
+        self.query_one("#replay-log", DataTable).clear()
+        for side in ("#replay-recorded", "#replay-replayed"):
+            self.query_one(side, Static).update("")
+        self._replay_running = True
+        self._status(f"replaying again, from step {step:,}…", "yellow")
+        self.start_session(step)
+
     def action_escape(self) -> None:
         field = self.query_one("#replay-break", Input)
         if field.display:
@@ -282,6 +371,30 @@ goes back to the timeline at this step.
 
     def _status(self, text: str, style: str) -> None:
         self.query_one("#replay-status", Static).update(Text(shown_text(text), style=style))
+
+    def _show_start(self, session: ReplaySession) -> None:
+        """Where the replay started, under the header (and in it); why not where asked."""
+        start = session.start
+        if start is None or not (session.at_step or session.notice):
+            return
+        self.sub_title = safe_text(f"replay · {self.path.name} · {start.describe()}")
+        lines = [start.describe()]
+        if session.notice:
+            lines.append(session.notice)
+        line = self.query_one("#replay-start", Static)
+        line.update(Text(shown_lines("\n".join(lines)), style="bold" if session.notice else ""))
+        line.display = True
+
+    def _show_steps(
+        self, steps: tuple[ReplayedStep, ...], sides: tuple[StepDetail, StepDetail] | None
+    ) -> None:
+        log = self.query_one("#replay-log", DataTable)
+        for replayed in steps:
+            self._add_log_row(log, replayed)
+        if steps:
+            self.last = steps[-1]
+        if sides is not None and self.last is not None:
+            self._show_sides(sides, self.last.differences)
 
     def _show_sides(self, sides: tuple[StepDetail, StepDetail], differs: tuple[str, ...]) -> None:
         recorded, replayed = sides

@@ -452,4 +452,5 @@ class TimelineScreen(Screen[None]):
             if step is not None:
                 self.go_to(step)
 
-        self.app.push_screen(ReplayScreen(self.path), chosen)
+        # The replay starts at the cursor's step (from the trace's nearest checkpoint).
+        self.app.push_screen(ReplayScreen(self.path, self.step), chosen)
