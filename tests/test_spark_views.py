@@ -76,7 +76,10 @@ def test_spark_sql_answers_as_duckdb_row_for_row(
     spark_python: Path, export: Path, tmp_path: Path
 ) -> None:
     queries = {name: f"SELECT * FROM {name}" for name, sql in spark_views(export).items() if sql}
-    queries |= {table: f"SELECT * FROM {table}" for table in logical_tables()}
+    # The exported storm is shorter than a checkpoint interval: its checkpoint tables are
+    # empty, so they are left out here (Spark over checkpoint rows is not covered yet).
+    tables = [table for table in logical_tables() if not table.startswith("_checkpoint")]
+    queries |= {table: f"SELECT * FROM {table}" for table in tables}
     job, result = tmp_path / "job.json", tmp_path / "result.json"
     job.write_text(json.dumps({"statements": spark_statements(export), "queries": queries}))
     run = subprocess.run(
