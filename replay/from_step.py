@@ -90,9 +90,7 @@ def start_at(
     run to `step` follows the recording. Only the rows from that checkpoint on are read,
     and for an exact replay that stops at step `until`, none past it (a what-if's tapes
     are whole: its run may sample a request's later tokens sooner)."""
-    steps = checkpoint_steps(trace)
-    if not steps:
-        raise InputError(_no_checkpoints(trace))
+    steps = require_checkpoints(trace)
     checkpoint_step = nearest_checkpoint(steps, step)  # None: step 0, whose state is empty
     checkpoint = None if checkpoint_step is None else read_checkpoint(trace, checkpoint_step)
     workload = workload_from_trace(
@@ -163,6 +161,14 @@ def run_silently(
         f"{workload.source}: the replay from step {checkpoint.step if checkpoint else 0} ended "
         f"before step {step}; replay from there to see where it departs"
     )
+
+
+def require_checkpoints(trace: Trace) -> list[int]:
+    """The trace's checkpoint steps; none is a one-line error saying why and what to do."""
+    steps = checkpoint_steps(trace)
+    if not steps:
+        raise InputError(_no_checkpoints(trace))
+    return steps
 
 
 def _no_checkpoints(trace: Trace) -> str:

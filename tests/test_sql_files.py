@@ -81,7 +81,13 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/checkpoint_batch.sql": [3],
     "replay/sql/resume_drafts.sql": [3, [0]],
     "replay/sql/latency_seconds.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
-    "replay/sql/sweep_request_latency.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
+    "replay/sql/sweep_request_latency.sql": {
+        "base": 0.01,
+        "per_token": 1e-4,
+        "per_request": 1e-3,
+        "from_step": 0,
+        "to_step": 9,
+    },
     "tracer/sql/set_meta.sql": ["note", "written by a test"],
     "tracer/export/sql/export_table.sql": {
         "table": "_steps",

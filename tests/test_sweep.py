@@ -16,6 +16,7 @@ import pytest
 from conftest import REPO
 from rich.console import Console
 from stepscope.replay.diff import diff_traces, run_metrics
+from stepscope.replay.from_step import StepWindow
 from stepscope.replay.sweep.grid import SweepPoint
 from stepscope.replay.sweep.metrics import SECONDS_METRICS, point_metrics
 from stepscope.replay.sweep.point import PointResult
@@ -305,3 +306,95 @@ def test_progress_shows_each_point_on_a_terminal() -> None:
     with PointProgress("sweep t.duckdb", 2, console) as progress:
         progress.on_point(point, PointResult(1, metrics, "Scheduler", None))
     assert "point 1/1 num_blocks=80: 201 steps, 9 preemptions" in out.getvalue()
+
+
+WINDOW = ["--from-step", "35", "--to-step", "300"]
+"""Past the checkpoint at step 30, over the arrivals at steps 40 and 80."""
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("window") / "burst.duckdb"
+    record(WORKLOAD, path, checkpoint_every=10)
+    return path
+
+
+@pytest.fixture(scope="module")
+def windowed(checkpointed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    output = tmp_path_factory.mktemp("windowed") / "sweep.duckdb"
+    result = stepscope("sweep", str(checkpointed), *WINDOW, "--grid", "num_blocks=41,80",
+                       "-o", str(output), "--jobs", "1", "--keep", "all")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "seconds: a step window (the step-time model" in " ".join(result.stdout.split())
+    return output
+
+
+def test_a_windowed_point_is_the_what_if_from_that_step(
+    checkpointed: Path, windowed: Path, tmp_path: Path
+) -> None:
+    window = StepWindow(35, 300)
+    for row in rows(windowed):
+        alone = tmp_path / f"alone-{row['point']}.duckdb"
+        result = stepscope("replay", str(checkpointed), *WINDOW, "--set",
+                           f"num_blocks={row['num_blocks']}", "-o", str(alone))  # fmt: skip
+        assert result.returncode in (0, 1), result.stderr
+        assert diff_traces(Path(row["kept_trace"]), alone).identical
+        with open_trace(alone) as replayed:
+            expected = point_metrics(replayed, None, window)
+            figures = run_metrics(replayed, window)
+        assert {k: row[k] for k in expected} == expected
+        assert row["num_steps"] == figures["steps_to_drain"] <= 300 - 35 + 1
+        assert row["num_preemptions"] == figures["preemptions"]
+        # Only the requests that arrived in the window: those carried in from step 0 have
+        # their first token before it, out of the point's sight.
+        assert figures["mean_ttft_steps"] == round(row["ttft_mean_steps"], 2)
+        assert figures["p90_ttft_steps"] == pytest.approx(row["ttft_p90_steps"])
+        assert all(row[name] is None for name in SECONDS_METRICS)
+
+
+def test_a_windowed_sweep_says_its_window(windowed: Path) -> None:
+    info = meta(windowed)
+    assert (info["from_step"], info["to_step"]) == ("35", "300")
+    assert info["fit_ok"] == "false" and "step window" in (info["fit_problem"] or "")
+    shown = stepscope("sweep", "--show", str(windowed))
+    assert shown.returncode == 0, shown.stderr
+    assert "burst.duckdb steps 35..300: 2 points" in " ".join(shown.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from-step", "400"], "--from-step 400: "),
+        (["--from-step", "50", "--to-step", "40"], "--to-step 40: it is before --from-step 50"),
+        (["--from-step", "35", "--grid", "num_blocks=8"],
+         "point 0 (num_blocks=8): num_blocks: 8 is fewer than the blocks in use at step 35"),
+    ],
+)  # fmt: skip
+def test_a_bad_window_is_one_line_and_exit_2(
+    checkpointed: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    grid = [] if "--grid" in args else ["--grid", "num_blocks=41"]
+    result = stepscope("sweep", str(checkpointed), *args, *grid, "-o", str(tmp_path / "s.duckdb"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error: {message}"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_window_needs_checkpoints(trace: Path, tmp_path: Path) -> None:
+    result = stepscope("sweep", str(trace), "--from-step", "30", "--grid", "num_blocks=41",
+                       "-o", str(tmp_path / "s.duckdb"))  # fmt: skip
+    assert result.returncode == 2
+    assert "no checkpoints" in result.stderr and len(result.stderr.splitlines()) == 1
+    shown = stepscope("sweep", "--show", str(tmp_path / "s.duckdb"), "--to-step", "9")
+    assert shown.returncode == 2 and "no TRACE, --grid, -o or step window" in shown.stderr
+
+
+@pytest.mark.slow
+def test_ray_tasks_take_the_window(checkpointed: Path, windowed: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    output = tmp_path / "sweep.duckdb"
+    result = stepscope("sweep", str(checkpointed), *WINDOW, "--grid", "num_blocks=41,80",
+                       "-o", str(output), "--ray", "local", "--keep", "all")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert repr(without_folder(rows(output))) == repr(without_folder(rows(windowed)))

@@ -1,6 +1,8 @@
 -- Each ended request's time to first token and time per output token (not the rejected), in
 -- steps and in seconds from a step-time model ($base + $per_token * tokens + $per_request *
 -- requests per non-idle step), in request order: the values a sweep point's statistics take.
+-- Only the requests that arrived in steps $from_step..$to_step (a window's point trace also
+-- holds requests carried in from before it, whose first token it does not see).
 WITH predicted AS (
     SELECT
         step,
@@ -23,5 +25,5 @@ FROM requests r
 JOIN clock arrived ON arrived.step = r.arrival_step
 JOIN clock first ON first.step = r.first_token_step
 JOIN clock finished ON finished.step = r.finish_step
-WHERE r.finish_reason <> 'rejected'
+WHERE r.finish_reason <> 'rejected' AND r.arrival_step BETWEEN $from_step AND $to_step
 ORDER BY r.request_index

@@ -15,6 +15,7 @@ import pyarrow as pa
 from stepscope.schema import Trace
 
 from ..cost_model import CostModel
+from ..from_step import WHOLE, StepWindow, window_bounds
 from ..sql import query
 
 METRIC_TYPES: dict[str, pa.DataType] = {
@@ -45,14 +46,21 @@ SECONDS_METRICS = ("ttft_p99_s", "tpot_p99_s", "ttft_mean_s", "tpot_mean_s")
 _NO_MODEL = {"base": 0.0, "per_token": 0.0, "per_request": 0.0}
 
 
-def point_metrics(trace: Trace, model: CostModel | None) -> dict[str, Any]:
-    """The metric columns of one point; seconds only with a usable `model`."""
+def point_metrics(
+    trace: Trace, model: CostModel | None, window: StepWindow = WHOLE
+) -> dict[str, Any]:
+    """The metric columns of one point; seconds only with a usable `model`.
+
+    The point's trace holds its `window`'s steps; its latencies are of the requests that
+    arrived in the window (one carried in from before has its first token out of sight)."""
     relation = trace.sql(query("sweep_run_metrics"))
     metrics = dict(zip(relation.columns, relation.fetchall()[0], strict=True))
     costs = _NO_MODEL if model is None else {
         "base": model.base, "per_token": model.per_token, "per_request": model.per_request
     }  # fmt: skip
-    latency = trace.sql(query("sweep_request_latency"), costs).to_arrow_table()
+    first, last = window_bounds(window)
+    params = {**costs, "from_step": first, "to_step": last}
+    latency = trace.sql(query("sweep_request_latency"), params).to_arrow_table()
     columns = {name: _present(latency[name].to_pylist()) for name in latency.column_names}
     for unit in ("steps", "s"):
         for kind in ("ttft", "tpot"):

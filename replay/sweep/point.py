@@ -13,6 +13,7 @@ from typing import Any
 from stepscope.engine import InputError, Scheduler
 from stepscope.schema import open_trace
 
+from ..from_step import WHOLE, StepWindow
 from ..whatif import replay_whatif
 from .grid import SweepPoint
 from .metrics import point_metrics
@@ -27,6 +28,8 @@ class PointTask:
     work_dir: Path
     """Where each point's trace is written; a kept one stays there until the sweep is done."""
     keep: frozenset[int]
+    window: StepWindow = WHOLE
+    """The steps each point replays: from the recorded state at its first step."""
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,13 @@ def run_point(task: PointTask, point: SweepPoint) -> PointResult:
     """The what-if replay of one point and its metrics; its trace is deleted unless kept."""
     output = task.work_dir / point_trace_name(point.index)
     try:
-        result = replay_whatif(task.trace, output, point.knobs, task.scheduler_cls)
+        result = replay_whatif(
+            task.trace, output, point.knobs, task.scheduler_cls, window=task.window
+        )
         model = result.cost_model
         usable = model if model is not None and model.problem is None else None
         with open_trace(output) as replayed:
-            metrics = point_metrics(replayed, usable)
+            metrics = point_metrics(replayed, usable, task.window)
     except InputError as error:
         raise InputError(f"point {point.index} ({point.label}): {error}") from None
     kept = point.index in task.keep

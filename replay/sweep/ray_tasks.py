@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from stepscope.engine import InputError, Scheduler
 
+from ..from_step import StepWindow
 from .grid import SweepPoint
 from .point import PointResult, PointTask, point_trace_name, run_point
 
@@ -48,7 +49,8 @@ def run_ray(address: str, task: PointTask, points: Sequence[SweepPoint]) -> Iter
         trace = ray.put(task.trace.read_bytes())
         remote = ray.remote(num_cpus=1)(_run_remote)
         cls = task.scheduler_cls
-        pending = [remote.remote(trace, cls, p, p.index in task.keep) for p in points]
+        window = task.window
+        pending = [remote.remote(trace, cls, window, p, p.index in task.keep) for p in points]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             result, data = ray.get(done[0])
@@ -89,6 +91,7 @@ def _ship_by_value(scheduler_cls: type[Scheduler] | None) -> None:
 def _run_remote(
     trace: bytes,
     scheduler_cls: type[Scheduler] | None,
+    window: StepWindow,
     point: SweepPoint,
     keep: bool,  # noqa: FBT001
 ) -> tuple[PointResult, bytes | None]:
@@ -97,7 +100,8 @@ def _run_remote(
         local = Path(folder) / "trace.duckdb"
         local.write_bytes(trace)
         keep_set = frozenset({point.index}) if keep else frozenset()
-        result = run_point(PointTask(local, scheduler_cls, Path(folder), keep_set), point)
+        task = PointTask(local, scheduler_cls, Path(folder), keep_set, window)
+        result = run_point(task, point)
         data = result.trace.read_bytes() if result.trace is not None else None
     return dataclasses.replace(result, trace=None), data
 

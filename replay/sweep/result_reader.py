@@ -73,7 +73,12 @@ class SweepResult:
             shown = f"{float(r2):.3f}" if r2.replace(".", "", 1).isdigit() else r2 or "?"
             return f"step-time fit R² {shown}: seconds are modelled"
         problem = self.meta.get("fit_problem") or "no usable step timings"
-        return f"no seconds: the step-time fit is poor ({problem})"
+        return f"no seconds: {seconds_problem(problem, windowed=self.windowed)}"
+
+    @property
+    def windowed(self) -> bool:
+        """Whether its points ran over a step window (`sweep --from-step/--to-step`)."""
+        return bool(self.meta.get("from_step") or self.meta.get("to_step"))
 
     @property
     def trace(self) -> Path:
@@ -185,3 +190,8 @@ def replay_command(result: SweepResult, row: dict[str, Any], output: str) -> str
         module, _, name = custom[0].rpartition(".")
         words += ["--scheduler", custom[0] if ":" in custom[0] else f"{module}:{name}"]
     return shlex.join([*words, "-o", output])
+
+
+def seconds_problem(problem: str, *, windowed: bool) -> str:
+    """Why a sweep's seconds are NULL, from its `fit_problem`."""
+    return problem if windowed else f"the step-time fit is poor ({problem})"

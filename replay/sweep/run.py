@@ -22,7 +22,8 @@ from stepscope.schema import open_trace
 from stepscope.tracer.held_signals import signals_held
 
 from ..cost_model import CostModel, fit_cost_model
-from ..inputs import workload_from_trace
+from ..from_step import WHOLE, StepWindow, check_window, require_checkpoints
+from ..inputs import recorded_config, workload_from_trace
 from .grid import SweepGrid, SweepPoint
 from .point import PointResult, PointTask, point_trace_name
 from .pool import run_local
@@ -38,7 +39,9 @@ class TraceFacts:
     path: Path
     config: EngineConfig
     cost_model: CostModel | None
+    """None over a window (its latencies are of whole requests) or without timed steps."""
     sha256: str
+    window: StepWindow = WHOLE
 
 
 @dataclass(frozen=True)
@@ -59,20 +62,30 @@ class SweepOutcome:
     kept: dict[int, Path]
 
 
-def trace_facts(path: Path) -> TraceFacts:
-    """The recorded config (grid values are checked against it), the fit and the file's hash."""
+def trace_facts(path: Path, window: StepWindow = WHOLE) -> TraceFacts:
+    """The recorded config (grid values are checked against it), the fit and the file's hash.
+
+    Over a window past step 0 the trace must have checkpoints to start from, which is
+    checked once here rather than by every point."""
     with open_trace(path) as trace:
-        config = workload_from_trace(trace).config
-        model = fit_cost_model(trace)
+        check_window(window, trace)
+        if window.from_step:
+            require_checkpoints(trace)
+        # A whole sweep reads (and so checks) every request once here, not in every point.
+        config = workload_from_trace(trace).config if window.whole else recorded_config(trace)
+        model = fit_cost_model(trace) if window.whole else None
     digest = hashlib.sha256()
     with path.open("rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
-    return TraceFacts(path, config, model, digest.hexdigest())
+    return TraceFacts(path, config, model, digest.hexdigest(), window)
 
 
-def fit_problem(model: CostModel | None) -> str | None:
+def fit_problem(facts: TraceFacts) -> str | None:
     """Why modelled seconds are left out, or None when the fit is usable."""
+    model = facts.cost_model
+    if not facts.window.whole:
+        return "a step window (the step-time model's latencies are of whole requests)"
     if model is None:
         return "too few timed steps to fit a step-time model"
     return None if model.problem is None else f"{model.problem}: {model.describe()}"
@@ -87,7 +100,8 @@ def run_sweep(
     """Every point run, then the result written atomically (with the kept traces beside it)."""
     work_dir = new_work_dir(output.parent)
     try:
-        task = PointTask(plan.facts.path, plan.scheduler_cls, work_dir, plan.keep)
+        facts = plan.facts
+        task = PointTask(facts.path, plan.scheduler_cls, work_dir, plan.keep, facts.window)
         results: dict[int, PointResult] = {}
         for result in _run_points(plan, task):
             results[result.index] = result
@@ -106,13 +120,16 @@ def run_sweep(
 
 def sweep_meta(plan: SweepPlan, schedulers: Sequence[str]) -> dict[str, str | None]:
     """The `sweep_meta` rows: what was swept, over which trace, and whether seconds are in."""
-    model, problem = plan.facts.cost_model, fit_problem(plan.facts.cost_model)
+    model, problem = plan.facts.cost_model, fit_problem(plan.facts)
+    window = plan.facts.window
     return {
         "sweep_schema_version": str(SWEEP_SCHEMA_VERSION),
         "trace": str(plan.facts.path.resolve()),
         "trace_sha256": plan.facts.sha256,
         "scheduler": ", ".join(schedulers) or _scheduler_name(plan),
         "grid": plan.grid.to_json(),
+        "from_step": None if window.whole else str(window.from_step),
+        "to_step": None if window.to_step is None else str(window.to_step),
         "fit_r2": None if model is None else repr(model.r_squared),
         "fit_ok": json.dumps(problem is None),
         "fit_problem": problem,

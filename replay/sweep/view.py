@@ -69,6 +69,9 @@ def describe(result: SweepResult) -> tuple[str, str]:
     )
     scheduler = result.meta.get("scheduler", "?")
     trace = shown_path(result.meta.get("trace", "?"))
+    if result.windowed:
+        first, last = result.meta.get("from_step") or "0", result.meta.get("to_step") or "end"
+        trace = f"{trace} steps {first}..{last}"
     return (
         f"sweep of {trace}: {len(result.points)} points over {grid}; scheduler {scheduler}",
         result.fit_note,

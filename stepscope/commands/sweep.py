@@ -11,6 +11,7 @@ import typer
 from stepscope.engine import InputError, Scheduler
 from stepscope.inputs import load_scheduler_class, parse_knob
 from stepscope.output_paths import cannot_write, check_outputs, data_file, new_file
+from stepscope.replay.from_step import StepWindow
 from stepscope.replay.sweep.grid import SweepGrid, build_grid, value_text
 from stepscope.replay.sweep.metrics import METRIC_TYPES, SECONDS_METRICS
 from stepscope.replay.sweep.point import point_trace_name
@@ -23,7 +24,7 @@ from stepscope.schema.trace import check_readable
 from stepscope.stop_signals import stops_like_ctrl_c
 from stepscope.tracer.export import ExportError
 
-from .options import ForceOption
+from .options import ForceOption, FromStepOption, ToStepOption, step_window
 from .sweep_output import PointProgress, print_summary, print_written
 from .sweep_view_hook import (
     ParetoOption,
@@ -91,19 +92,26 @@ def sweep(
     plot_out: PlotOutOption = None,
     pareto: ParetoOption = None,
     show: ShowOption = None,
+    from_step: FromStepOption = None,
+    to_step: ToStepOption = None,
     *,
     force: ForceOption = False,
 ) -> None:
     """Replay a trace's arrivals under every combination of knob values (a what-if per
     point, the same as `stepscope replay TRACE --set ...`) in parallel, and write each
     point's steps to drain, preemptions, TTFT/TPOT, KV usage and throughput as one row of
-    sweep_points in the -o DuckDB file. Every output is checked before the first point:
-    -o must not exist; --parquet and --plot-out replace a file only with --force."""
+    sweep_points in the -o DuckDB file. With --from-step/--to-step every point starts from
+    the recorded state at --from-step and its figures are the window's. Every output is
+    checked before the first point: -o must not exist; --parquet and --plot-out replace a
+    file only with --force."""
     view = ViewRequest(sort, plot, plot_out, pareto)
+    window = step_window(from_step, to_step)
     plot_file = data_file("--plot-out", plot_out, "the plot (the table goes to stdout)")
     if show is not None:
-        if trace is not None or grid or output is not None:
-            raise InputError("--show reads a result written before: no TRACE, --grid or -o")
+        if trace is not None or grid or output is not None or not window.whole:
+            raise InputError(
+                "--show reads a result written before: no TRACE, --grid, -o or step window"
+            )
         check_view(view, None)
         check_outputs([plot_file], [show], force=force)
         render(show, view)
@@ -117,13 +125,13 @@ def sweep(
     _check_runner(jobs, ray)
     check_readable(trace)
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
-    plan = _plan(trace, parse_grid(grid), scheduler_cls, keep, jobs, ray)
+    plan = _plan(trace, window, parse_grid(grid), scheduler_cls, keep, jobs, ray)
     check_view(view, numeric_columns(plan))
     _check_kept(output, plan.keep)
     progress = PointProgress(f"sweep {trace.name}", len(plan.grid.points))
     with progress:
         outcome = run_sweep(plan, output, parquet, progress.on_point)
-    problem = fit_problem(plan.facts.cost_model)
+    problem = fit_problem(plan.facts)
     if view.asked or view_available():
         _render_written(output, view)
         print_written(run_console(), outcome, output, parquet)
@@ -133,6 +141,7 @@ def sweep(
 
 def _plan(
     trace: Path,
+    window: StepWindow,
     values: dict[str, list[Any]],
     scheduler_cls: type[Scheduler] | None,
     keep: str | None,
@@ -140,7 +149,7 @@ def _plan(
     ray: str | None,
 ) -> SweepPlan:
     """The trace read, the grid checked on its config, the points to keep."""
-    facts = trace_facts(trace)
+    facts = trace_facts(trace, window)
     grid = build_grid(facts.config, values)
     keep_set = parse_keep(keep, grid)
     return SweepPlan(facts, grid, scheduler_cls, keep_set, jobs or default_jobs(), ray)
@@ -150,7 +159,7 @@ def numeric_columns(plan: SweepPlan) -> list[str]:
     """The result's columns an objective can name: numeric knobs, metrics (seconds if fit)."""
     knobs = [n for n, t in plan.grid.column_types().items() if pa.types.is_integer(t)
              or pa.types.is_floating(t)]  # fmt: skip
-    seconds = fit_problem(plan.facts.cost_model) is None
+    seconds = fit_problem(plan.facts) is None
     metrics = [name for name in METRIC_TYPES if seconds or name not in SECONDS_METRICS]
     return [*knobs, *metrics]
 

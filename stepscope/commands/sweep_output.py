@@ -14,6 +14,7 @@ from rich.table import Table
 from stepscope.progress import StepProgress
 from stepscope.replay.sweep.grid import SweepPoint
 from stepscope.replay.sweep.point import PointResult
+from stepscope.replay.sweep.result_reader import seconds_problem
 from stepscope.replay.sweep.run import SweepOutcome
 from stepscope.safe_text import safe_text
 
@@ -62,11 +63,9 @@ def print_summary(
     console.print(_table(outcome, seconds=fit_problem is None))
     print_written(console, outcome, output, parquet)
     if fit_problem is not None:
-        console.print(
-            f"[yellow]no modelled seconds:[/] the step-time fit is poor "
-            f"({escape(safe_text(fit_problem))})",
-            highlight=False,
-        )
+        windowed = bool(outcome.meta["from_step"] or outcome.meta["to_step"])
+        why = seconds_problem(safe_text(fit_problem), windowed=windowed)
+        console.print(f"[yellow]no modelled seconds:[/] {escape(why)}", highlight=False)
 
 
 def print_written(
