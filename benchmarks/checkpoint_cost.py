@@ -34,7 +34,7 @@ the workload, building the model runner, reading the checkpoint, taking the runn
 there, running silently to the window, comparing with the trace); the rest is opening
 the trace, replaying and recording the window's steps, and closing.
 
-vLLM's scheduler takes no checkpoints, so only stepscope's engine is measured.
+vLLM's scheduler is measured by `vllm_checkpoint_cost.py`.
 """
 
 from __future__ import annotations
@@ -428,7 +428,7 @@ def report(
         parts.append(recording_report(recording))
     if replay is not None:
         parts.append(replay_report(replay))
-    parts.append("vLLM's scheduler takes no checkpoints yet: not measured.")
+    parts.append("vLLM's scheduler: see vllm_checkpoint_cost.py.")
     return "\n\n".join(parts)
 
 

@@ -39,18 +39,22 @@ class BlockHashToBlockMap:
             self._cache[block_hash] = {blocks.block_id: blocks, block.block_id: block}
 
     def pop(self, block_hash: BlockHash, block_id: int) -> KVCacheBlock | None:
-        """Take block `block_id` out from under `block_hash`; None if it is not there."""
-        blocks = self._cache.get(block_hash)
+        """Take block `block_id` out from under `block_hash`; None if it is not there.
+
+        As vLLM's: the hash is taken out and put back if it keeps blocks, so it moves to
+        the end of the index's order (which no decision reads, but a checkpoint keeps).
+        """
+        blocks = self._cache.pop(block_hash, None)
         if blocks is None:
             return None
         if not isinstance(blocks, dict):
-            if blocks.block_id != block_id:
-                return None
-            del self._cache[block_hash]
-            return blocks
+            if blocks.block_id == block_id:
+                return blocks
+            self._cache[block_hash] = blocks
+            return None
         block = blocks.pop(block_id, None)
-        if not blocks:
-            del self._cache[block_hash]
+        if blocks:
+            self._cache[block_hash] = blocks
         return block
 
     def blocks(self, block_hash: BlockHash) -> tuple[KVCacheBlock, ...]:

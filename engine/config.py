@@ -7,6 +7,13 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from .block_hash import (
+    BLOCK_HASHERS,
+    STEPSCOPE_HASHER,
+    VLLM_HASHERS,
+    BlockHash,
+    is_reproducible,
+)
 from .errors import ConfigError
 from .json_fields import finite
 from .memory_limit import BYTES_PER_BLOCK, INT32_MAX, over_memory_limit
@@ -23,6 +30,10 @@ _REQUIRED = ("block_size", "num_blocks", "max_num_batched_tokens", "max_num_seqs
 _UNSUPPORTED = {
     "prefill_schedule_interval": 1,
 }
+
+HASHING_KNOBS = ("block_hasher", "none_hash")
+"""Knobs that decide nothing: each hasher gives equal hashes to the same prefixes, so the
+same prefix-cache hits (a checkpoint's hashes depend on them: `restore.SHAPING_KNOBS`)."""
 
 SPECULATIVE_METHODS = ("ngram", "draft_model")
 """The speculative-decoding methods whose scheduling the engine models."""
@@ -60,6 +71,20 @@ class EngineConfig:
     """How drafts are proposed: `ngram` or `draft_model` (None when spec decoding is off)."""
     max_loras: int | None = None
     """LoRA adapters that may run at once (vLLM's `LoRAConfig.max_loras`); None: LoRA off."""
+    block_hasher: str = STEPSCOPE_HASHER
+    """How full blocks are hashed: `stepscope`, or `vllm-<prefix_caching_hash_algo>` (vLLM's
+    hashes, so a checkpoint recorded from vLLM restores hash for hash)."""
+    none_hash: str | None = None
+    """vLLM's `NONE_HASH` (hex), the parent of every first block; only with `vllm-sha256*`."""
+
+    @property
+    def none_hash_bytes(self) -> BlockHash | None:
+        return None if self.none_hash is None else bytes.fromhex(self.none_hash)
+
+    @property
+    def block_hashes_reproducible(self) -> bool:
+        """Whether the engine computes the hashes its `block_hasher` names (not xxhash)."""
+        return is_reproducible(self.block_hasher)
 
     @property
     def vllm_rules(self) -> VllmRules:
@@ -163,6 +188,7 @@ class EngineConfig:
                 f"{self.max_num_active_seqs} cannot exceed max_num_seqs {self.max_num_seqs}",
             )
         self._validate_speculative()
+        self._validate_block_hasher()
         if self.long_prefill_token_threshold > self.max_model_len:
             raise ConfigError(
                 "long_prefill_token_threshold",
@@ -184,6 +210,32 @@ class EngineConfig:
                 "ngram is not supported with async_scheduling (vLLM's V1 model runner"
                 " refuses it); use draft_model",
             )
+
+    def _validate_block_hasher(self) -> None:
+        """A vLLM hasher chains from the NONE_HASH its engine drew; no other takes one."""
+        if self.block_hasher not in BLOCK_HASHERS:
+            raise ConfigError(
+                "block_hasher", f"{self.block_hasher!r} is not one of {', '.join(BLOCK_HASHERS)}"
+            )
+        if self.block_hasher not in VLLM_HASHERS:
+            if self.none_hash is not None:
+                raise ConfigError(
+                    "none_hash",
+                    f"only {' or '.join(VLLM_HASHERS)} chains from vLLM's NONE_HASH "
+                    f"(block_hasher is {self.block_hasher})",
+                )
+            return
+        if self.none_hash is None:
+            raise ConfigError(
+                "none_hash", f"block_hasher {self.block_hasher} needs vLLM's NONE_HASH, in hex"
+            )
+        if not _is_hex_digest(self.none_hash):
+            raise ConfigError("none_hash", f"expected 64 hex digits, got {self.none_hash!r}")
+
+
+def _is_hex_digest(text: str) -> bool:
+    """Whether `text` is a SHA-256 digest in lower-case hex."""
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def _resolve_speculative_method(values: dict[str, Any]) -> None:
@@ -219,6 +271,8 @@ _FIELD_TYPES: dict[str, type] = {
     "async_scheduling": bool,
     "vllm_version": str,
     "speculative_method": str,
+    "block_hasher": str,
+    "none_hash": str,
 }
 
 

@@ -8,15 +8,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class LoRARequest:
-    """vLLM's `LoRARequest`: the scheduler reads only `lora_int_id` and `lora_name`."""
+    """vLLM's `LoRARequest`: the scheduler reads `lora_int_id`, block hashes the name and path."""
 
     lora_name: str
     lora_int_id: int
+    lora_path: str
 
     @classmethod
     def for_adapter(cls, lora_id: int) -> LoRARequest:
-        """The adapter a workload's `lora_id` names (`lora<id>`, as the oracle names it)."""
-        return cls(lora_name=f"lora{lora_id}", lora_int_id=lora_id)
+        """The adapter a workload's `lora_id` names: `lora<id>`, its path too (as the
+        scripted vLLM driver names it), two strings as a decoded vLLM request holds them."""
+        return cls(lora_name=f"lora{lora_id}", lora_int_id=lora_id, lora_path=f"lora{lora_id}")
 
 
 def active_loras(lora_requests: Iterable[LoRARequest | None]) -> set[int]:

@@ -17,7 +17,7 @@ from typing import Any
 from .block_hash_map import BlockHashToBlockMap
 from .block_pool import FreeKVCacheBlockQueue
 from .checkpoint import PendingBatch, RequestCheckpoint, SchedulerCheckpoint
-from .config import EngineConfig
+from .config import HASHING_KNOBS, EngineConfig
 from .core import EngineCore, EngineStep
 from .errors import InputError
 from .outputs import ModelRunnerOutput
@@ -32,6 +32,7 @@ SHAPING_KNOBS = (
     "async_scheduling",
     "num_speculative_tokens",
     "speculative_method",
+    *HASHING_KNOBS,
 )
 """Knobs the state's shape depends on: block tables, hashes, the batch queue, drafts."""
 
@@ -49,6 +50,16 @@ def check_knobs(checkpoint_config: EngineConfig, config: EngineConfig) -> None:
                 f"{knob}: {wanted.get(knob)} cannot start from a checkpoint taken with "
                 f"{recorded.get(knob)} (the state's shape depends on it); replay from step 0"
             )
+
+
+def check_hashes_computable(config: EngineConfig) -> None:
+    """Whether the engine computes the block hashes a checkpoint taken under `config` holds."""
+    if config.enable_prefix_caching and not config.block_hashes_reproducible:
+        raise CheckpointError(
+            f"block_hasher: {config.block_hasher} hashes need the xxhash package, which "
+            "stepscope does not use, so this trace's checkpoints cannot be restored or "
+            "checked; replay from step 0"
+        )
 
 
 def restore_core(

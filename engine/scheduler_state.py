@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .block_hash import ChainedBlockHasher, make_block_hasher
+from .block_hash import make_block_hasher
 from .config import EngineConfig
 from .kv_cache_manager import KVCacheManager
-from .request import Request, RequestStatus
+from .request import BlockHasher, Request, RequestStatus
 from .request_queue import create_request_queue
 
 if TYPE_CHECKING:
@@ -37,8 +37,10 @@ class SchedulerState:
             enable_caching=config.enable_prefix_caching,
             watermark_blocks=config.watermark_blocks,
         )
-        self.block_hasher: ChainedBlockHasher | None = (
-            make_block_hasher(config.block_size) if config.enable_prefix_caching else None
+        self.block_hasher: BlockHasher | None = (
+            make_block_hasher(config.block_size, config.block_hasher, config.none_hash_bytes)
+            if config.enable_prefix_caching
+            else None
         )
         self.requests: dict[str, Request] = {}
         self.waiting = create_request_queue(config.policy)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from stepscope.engine.config import HASHING_KNOBS
 from stepscope.schema import StepDetail, Trace, open_trace, read_step
 
 from .from_step import WHOLE, StepWindow, window_bounds
@@ -266,7 +267,9 @@ def _request_input_hashes(table: pa.Table) -> dict[str, tuple[int, int]]:
 
 
 def _config_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
+    """The knobs whose values differ, but for how blocks are hashed (it decides nothing)."""
+    knobs = sorted((a.keys() | b.keys()) - set(HASHING_KNOBS))
+    return {k: (a.get(k), b.get(k)) for k in knobs if a.get(k) != b.get(k)}
 
 
 _OUTCOME_FIELDS = ("finish_step", "finish_reason", "num_output_tokens", "ttft_steps",

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 from stepscope.engine import EngineLoop, Scheduler, Workload
 from stepscope.engine.checkpoint import checkpoint_differences
+from stepscope.engine.restore import check_hashes_computable
 from stepscope.schema import StepDetail, Trace, open_trace, read_step
 from stepscope.tracer.record_workload import StepSink, resume_recording, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
@@ -245,6 +246,7 @@ def verify_checkpoint(trace: Trace, step: int) -> list[str]:
     earlier_step = nearest_checkpoint(checkpoint_steps(trace), step - 1)
     earlier = None if earlier_step is None else read_checkpoint(trace, earlier_step)
     workload = workload_from_trace(trace, since=earlier)
+    check_hashes_computable(workload.config)
     runner = replay_model_runner(workload, trace, earlier_step or 0)
     if earlier is not None:
         workload = from_checkpoint_on(workload, earlier)

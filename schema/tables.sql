@@ -62,7 +62,9 @@ CREATE TABLE _config (
     vllm_version VARCHAR,  -- vLLM version whose rules decide where versions differ (0.32.x or 0.33.0)
     num_speculative_tokens INTEGER,  -- drafts verified per decode step (0: speculative decoding off)
     speculative_method VARCHAR,  -- how drafts are proposed: ngram or draft_model (NULL: off)
-    max_loras INTEGER  -- LoRA adapters that may run at once (NULL: LoRA off)
+    max_loras INTEGER,  -- LoRA adapters that may run at once (NULL: LoRA off)
+    block_hasher VARCHAR,  -- how full blocks are hashed: stepscope, or vllm-<prefix_caching_hash_algo> (NULL: stepscope)
+    none_hash VARCHAR  -- vLLM's NONE_HASH in hex, the parent hash of every first block (NULL: stepscope's own)
 );
 
 -- One row per workload request, written when it arrives (rejected ones included).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -22,9 +22,12 @@ SCHEMA_VERSION = 6
 6: checkpoints, the scheduler's state at the start of a step: `_checkpoints`,
    `_checkpoint_requests`, `_checkpoint_blocks`, `_checkpoint_batches`. An older trace
    has none (it replays from step 0 only).
+7: `_config.block_hasher` and `none_hash`: a trace recorded from vLLM hashes its blocks as
+   vLLM did, so its checkpoints restore hash for hash. In an older trace they read as NULL,
+   stepscope's own hasher.
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, SCHEMA_VERSION})
 
 TABLES_ADDED = {
     "_spec_decode": 4,

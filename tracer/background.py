@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from stepscope.engine import StepRecord
+from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.engine.probe import Decision, QueueState, ScheduleEnd, ScheduleStart
 from stepscope.engine.workload import RequestSpec
 
@@ -88,6 +89,12 @@ class BackgroundRecorder:
     def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
         counts = QueueCounts.read(scheduler)
         self._submit(lambda: self.recorder.record_step(record, counts))
+
+    def record_checkpoint(
+        self, checkpoint: Callable[[], SchedulerCheckpoint], take_ns: int
+    ) -> None:
+        """A checkpoint the builder thread makes (from a snapshot the engine thread took)."""
+        self._submit(lambda: self.recorder.record_checkpoint(checkpoint(), take_ns))
 
     def mark(self, *, complete: bool, meta: Mapping[str, str] | None = None) -> None:
         self._submit(lambda: self.recorder.mark(complete=complete, meta=meta))

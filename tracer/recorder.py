@@ -34,7 +34,7 @@ from stepscope.schema.ddl import enum_types, table_specs
 from .checkpoint_rows import PendingCheckpoint
 from .columns import TableBuffer, buffer_for
 from .held_signals import signals_held
-from .redact import Redactor
+from .redact import Redactor, redacted_config
 from .request_rows import request_row
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
@@ -95,7 +95,8 @@ class TraceRecorder:
         self._table_lengths: dict[int, int] = {}
         self._seq = Seq()
         self._indices = IndexCache()
-        self.writer.submit({"_config": _config_table(workload.config)})
+        config = workload.config if redactor is None else redacted_config(workload.config)
+        self.writer.submit({"_config": _config_table(config)})
 
     # ----- the probe ----------------------------------------------------------
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import secrets
 from collections.abc import Iterable
+
+from stepscope.engine import EngineConfig
+from stepscope.engine.block_hash import STEPSCOPE_HASHER
 
 PSEUDONYM_BITS = 63
 
@@ -32,3 +36,12 @@ class Redactor:
 
     def tokens(self, token_ids: Iterable[int]) -> list[int]:
         return [self.token(token_id) for token_id in token_ids]
+
+
+def redacted_config(config: EngineConfig) -> EngineConfig:
+    """The config a redacted trace keeps: stepscope's block hasher, without vLLM's NONE_HASH.
+
+    NONE_HASH salts every prefix-cache hash, and the trace's tokens are pseudonyms, of
+    which vLLM's hashes could not be computed anyway; only equal hashes matter to a replay.
+    """
+    return dataclasses.replace(config, block_hasher=STEPSCOPE_HASHER, none_hash=None)

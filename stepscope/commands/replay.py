@@ -44,9 +44,9 @@ from .options import (
 
 VLLM_WINDOW_REFUSAL = (
     "--engine vllm with --from-step/--to-step: vLLM's Scheduler is not restored to a "
-    "checkpoint (its prefix cache is keyed by vLLM's own block hashes, which a checkpoint "
-    "does not hold for cached blocks no request holds); replay it from step 0, or "
-    "through stepscope's engine"
+    "checkpoint (its block pool's free list, its managers' block tables and each "
+    "Request's progress are private state, laid out differently by each vLLM version); "
+    "replay it from step 0, or through stepscope's engine"
 )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stepscope.engine import EngineConfig, SamplingParams
+from stepscope.engine.block_hash import VLLM_HASHERS, vllm_hasher_name
 from stepscope.engine.outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from stepscope.engine.request import FinishReason
 from stepscope.engine.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
@@ -47,6 +48,7 @@ def engine_config(scheduler: Any) -> EngineConfig:
             "async_scheduling": bool(scheduler_config.async_scheduling),
             "vllm_version": versions.recorded_version(),
             **feature_settings(scheduler.vllm_config),
+            **block_hasher_settings(scheduler.vllm_config),
         }
     )
 
@@ -76,6 +78,37 @@ def feature_settings(vllm_config: Any) -> dict[str, Any]:
     if vllm_config.lora_config is not None:
         settings["max_loras"] = int(vllm_config.lora_config.max_loras)
     return settings
+
+
+def block_hasher_settings(vllm_config: Any) -> dict[str, Any]:
+    """vLLM's block hashing as the engine config takes it: its algorithm and NONE_HASH.
+
+    Without prefix caching no block is hashed (stepscope's hasher stands). An xxhash
+    algorithm is named without its NONE_HASH: the engine cannot compute those hashes, and
+    that NONE_HASH is the secret that keeps them collision-resistant.
+    """
+    cache_config = vllm_config.cache_config
+    if not cache_config.enable_prefix_caching:
+        return {}
+    algo = str(cache_config.prefix_caching_hash_algo)
+    block_hasher = vllm_hasher_name(algo)
+    if block_hasher not in VLLM_HASHERS:
+        return {"block_hasher": block_hasher}
+    return {"block_hasher": block_hasher, "none_hash": none_hash(algo).hex()}
+
+
+def none_hash(prefix_caching_hash_algo: str) -> bytes:
+    """The `NONE_HASH` vLLM's `init_none_hash` sets (or has set) for a SHA-256 algorithm.
+
+    A recording starts in the scheduler's constructor, before `EngineCore` calls
+    `init_none_hash`; for SHA-256 its seed is `PYTHONHASHSEED` or a fixed default, so
+    this is the value it sets.
+    """
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core.kv_cache_utils import resolve_none_hash_seed
+
+    hash_fn = get_hash_fn_by_name(prefix_caching_hash_algo)
+    return bytes(hash_fn(resolve_none_hash_seed(hash_fn)))
 
 
 def request_spec(request: Any, arrival_step: int) -> RequestSpec:

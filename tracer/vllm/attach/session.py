@@ -13,6 +13,10 @@ does, so the trace replays through either engine:
   `schedule()` ends without an update, exactly when `step_with_batch_queue` returns
   early; the next iteration updates that batch.
 
+A checkpoint (`checkpointer.py`) is taken when the first of an iteration's arrivals,
+aborts or scheduler calls comes, before it touches the scheduler: the state at the
+step's start, as stepscope's step loop takes it.
+
 A step is recorded once its batch's output has been processed (one iteration
 later under async scheduling), in step order. Once the engine has nothing left
 (no request, no batch in flight) every step is committed and the trace marked
@@ -45,8 +49,9 @@ from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.redact import Redactor
 from stepscope.tracer.writer import TraceWriteError
 
-from . import convert
+from . import convert, settings
 from .allocation_tap import AllocationTap
+from .checkpointer import VllmCheckpointer
 from .iterations import Batch, Iteration, QueueState
 from .schedule_facts import schedule_end, schedule_start
 from .subset import outside_subset, request_outside_subset
@@ -65,6 +70,10 @@ def _drafts_follow_update(scheduler: Any) -> bool:
     return not scheduler.scheduler_config.async_scheduling
 
 
+def _one_kv_cache_group(scheduler: Any) -> bool:
+    return len(scheduler.kv_cache_config.kv_cache_groups) == 1
+
+
 class VllmRecording:
     """Follows one vLLM scheduler and writes each of its steps to a trace."""
 
@@ -76,6 +85,7 @@ class VllmRecording:
         planned: Workload | None = None,
         redactor: Redactor | None = None,
     ) -> None:
+        interval = settings.checkpoint_interval(scheduler.vllm_config)
         config = convert.engine_config(scheduler)
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
@@ -89,6 +99,12 @@ class VllmRecording:
                 redactor=redactor,
             )
         )
+        self.checkpointer = (
+            VllmCheckpointer(scheduler, self.recorder, interval)
+            if interval is not None and redactor is None and _one_kv_cache_group(scheduler)
+            else None
+        )
+        """None: no checkpoints (turned off, a redacted recording, or several KV cache groups)."""
         self.async_scheduling = config.async_scheduling
         self.drafts_follow_update = _drafts_follow_update(scheduler)
         self.speculative_decoding = config.num_speculative_tokens > 0
@@ -159,12 +175,12 @@ class VllmRecording:
     # ----- the scheduler's calls ----------------------------------------------
 
     def add_request(self, request: Any) -> None:
-        self._guarded(self._end_update)
+        self._guarded(self._between_iterations)
         self._originals["add_request"](request)
         self._guarded(lambda: self._on_arrival(request))
 
     def finish_requests(self, request_ids: Any, finished_status: Any) -> list[Any]:
-        self._guarded(self._end_update)
+        self._guarded(self._between_iterations)
         finished: list[Any] = self._originals["finish_requests"](request_ids, finished_status)
         self._guarded(lambda: self._on_finish_requests(finished, finished_status))
         return finished
@@ -203,6 +219,10 @@ class VllmRecording:
     def idle_step(self) -> None:
         """An iteration in which the engine had nothing to do (a scripted workload's gap)."""
         self._guarded(self._idle_step)
+
+    def grammars_compiled(self) -> None:
+        """Grammars are about to finish compiling (in a server: whenever they do, unseen)."""
+        self._guarded(self._between_iterations)
 
     def reject(self, spec: RequestSpec) -> None:
         """A request the input processor turned away before it reached the scheduler."""
@@ -258,6 +278,17 @@ class VllmRecording:
             else:
                 self._aborted.append(request.request_id)
 
+    def _between_iterations(self) -> None:
+        """An arrival or abort: the next iteration's, unless it lands while the model runs."""
+        self._end_update()
+        if self._current is None:
+            self._iteration_starts()
+
+    def _iteration_starts(self) -> None:
+        """The next iteration is about to touch the scheduler: its checkpoint, if due."""
+        if self.checkpointer is not None:
+            self.checkpointer.at_iteration_start(self.step + 1, self._in_flight)
+
     def _new_iteration(self, *, scheduling: bool = False) -> Iteration:
         self.step += 1
         iteration = Iteration(
@@ -270,11 +301,13 @@ class VllmRecording:
     def _idle_step(self) -> None:
         self._end_update()
         self._current = None
+        self._iteration_starts()
         self._new_iteration()
         self._record_complete()
 
     def _before_schedule(self) -> None:
         self._end_update()
+        self._iteration_starts()
         self._current = self._new_iteration(scheduling=True)
         self.tap.start_step()
         self._start = schedule_start(self.scheduler)
@@ -322,6 +355,7 @@ class VllmRecording:
         self._end_update()
         current = self._current
         if current is None or current.has_update:
+            self._iteration_starts()
             current = self._current = self._new_iteration()
         current.has_update = True
 
@@ -345,6 +379,8 @@ class VllmRecording:
         )
         batch.update_step = current.step
         self._current = None
+        if self.checkpointer is not None:
+            self.checkpointer.on_batch_processed(iteration.step, self._runner_output)
         if self.drafts_follow_update:
             self._awaiting_drafts = batch
         else:

@@ -5,6 +5,8 @@
     STEPSCOPE_TRACE=/traces/                     a directory (made if missing): a file per engine
     --additional-config '{"stepscope": {"trace": "/traces/"}}'
     STEPSCOPE_TRACE_REDACT=1                     token ids as keyed pseudonyms
+    STEPSCOPE_TRACE_CHECKPOINT=5000steps         a checkpoint every 5000 steps (or `30s`, `off`)
+    --additional-config '{"stepscope": {"checkpoint": "30s"}}'
 
 Each engine core of a data-parallel server records its own scheduler. A file path
 without `{rank}` gets `-rank{R}` before its suffix there, so the ranks never share a
@@ -22,10 +24,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .checkpoint_interval import DEFAULT_CHECKPOINT, CheckpointInterval, parse_checkpoint_interval
 from .dp_rank import DataParallelRank
 
 TRACE_ENV = "STEPSCOPE_TRACE"
 REDACT_ENV = "STEPSCOPE_TRACE_REDACT"
+CHECKPOINT_ENV = "STEPSCOPE_TRACE_CHECKPOINT"
 CONFIG_KEY = "stepscope"
 RANK_FIELD = "{rank}"
 
@@ -59,6 +63,19 @@ def _in_directory(directory: Path, vllm_config: Any, dp_rank: DataParallelRank |
 def redact(vllm_config: Any) -> bool:
     raw = os.environ.get(REDACT_ENV) or _from_config(vllm_config, "redact")
     return str(raw).lower() in ("1", "true", "yes")
+
+
+def checkpoint_interval(vllm_config: Any) -> CheckpointInterval | None:
+    """How often the recording takes a checkpoint (None: never); a malformed value is a
+    ValueError naming the setting it came from."""
+    raw = os.environ.get(CHECKPOINT_ENV)
+    setting = CHECKPOINT_ENV
+    if not raw:
+        raw = _from_config(vllm_config, "checkpoint")
+        setting = f"additional_config {CONFIG_KEY}.checkpoint"
+    if raw is None or raw == "":
+        return parse_checkpoint_interval(DEFAULT_CHECKPOINT, CHECKPOINT_ENV)
+    return parse_checkpoint_interval(str(raw), setting)
 
 
 def _from_config(vllm_config: Any, key: str) -> Any:

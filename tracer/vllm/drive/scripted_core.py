@@ -121,6 +121,13 @@ class VllmLoop(StepLoop[VllmScheduler]):
             self.recording.reject(spec)
         return rejected
 
+    def _finish_grammars(self, step: int) -> None:
+        """A grammar that finishes compiling makes no scheduler call, so the recording is
+        told first: a checkpoint due at this step holds the state before it."""
+        if self.recording is not None and self.arrivals.grammars_ready.get(step):
+            self.recording.grammars_compiled()
+        super()._finish_grammars(step)
+
     def _idle_step(self, step: int) -> None:
         """An idle step makes no scheduler call, so the recording is told of it."""
         super()._idle_step(step)
