@@ -23,7 +23,7 @@ from stepscope.engine.restore import check_checkpoint, check_hashes_computable, 
 from stepscope.schema import Trace
 
 from .checkpoints import checkpoint_steps, nearest_checkpoint, read_checkpoint
-from .inputs import recorded_config, workload_from_trace
+from .inputs import recorded_config, request_indices, workload_from_trace
 from .sql import query
 from .stored_alike import ALL_STEPS
 from .trace_runner import RecordedDrafter, replay_model_runner, whatif_model_runner
@@ -212,8 +212,7 @@ def resume_runner(
 
 def _drafts_done(trace: Trace, checkpoint: SchedulerCheckpoint) -> dict[str, tuple[Any, ...]]:
     """`resume_drafts.sql`'s row of each request in the checkpoint, by id."""
-    indices = dict(trace.sql(query("request_ids")).fetchall())
-    by_id = {request_id: index for index, request_id in indices.items()}
+    by_id = request_indices(trace, [rc.request_id for rc in checkpoint.requests])
     wanted = [by_id[rc.request_id] for rc in checkpoint.requests]
     rows = trace.sql(query("resume_drafts"), [checkpoint.step, wanted]).fetchall()
     return {row[0]: row[1:] for row in rows}

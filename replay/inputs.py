@@ -51,9 +51,9 @@ def recorded_outputs(
 
 def _one_token_per_step(trace: Trace, steps: tuple[int, int]) -> dict[str, tuple[int, ...]]:
     """The tapes read as flat rows and cut per request (no list aggregate to build)."""
-    ids = dict(trace.sql(query("request_ids")).fetchall())
     rows = trace.sql(query("recorded_tokens"), list(steps)).to_arrow_table()
     requests = rows["request_index"].to_numpy()
+    ids = request_ids(trace, np.unique(requests).tolist())
     order = request_then_step(requests, rows["step"].to_numpy())
     ends = np.cumsum(np.bincount(requests)).tolist() if len(requests) else []
     tapes = shared_ints.cut(rows["token_id"].to_numpy()[order], ends)
@@ -84,9 +84,7 @@ def workload_from_trace(
     unfinished: list[int] = []
     if since is not None:
         outputs = _taken_up(since, outputs)
-        by_id = {
-            request_id: index for index, request_id in trace.sql(query("request_ids")).fetchall()
-        }
+        by_id = request_indices(trace, [rc.request_id for rc in since.requests])
         unfinished = [by_id[rc.request_id] for rc in since.requests]
     requests = tuple(
         _request_spec(row, outputs.get(row["request_id"], ()), trace)
@@ -100,6 +98,16 @@ def workload_from_trace(
     abort_order = tuple(row[0] for row in trace.sql(query("abort_order")).fetchall())
     description = trace.meta.get("description", "")
     return Workload(config, requests, steps, description, str(trace.path), abort_order)
+
+
+def request_ids(trace: Trace, indices: list[int]) -> dict[int, str]:
+    """The ids of the requests numbered `indices`, by index (those the trace holds)."""
+    return dict(trace.sql(query("request_ids_of"), [indices]).fetchall())
+
+
+def request_indices(trace: Trace, ids: list[str]) -> dict[str, int]:
+    """The indices of the requests `ids`, by id (those the trace holds)."""
+    return dict(trace.sql(query("request_indices_of"), [ids]).fetchall())
 
 
 def recorded_config(trace: Trace) -> EngineConfig:

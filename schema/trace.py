@@ -31,6 +31,7 @@ class Trace(TraceReader):
     def __init__(self, path: str | Path) -> None:
         super().__init__(Path(path))
         self.path: Path = Path(path)
+        self._keys_checked = False
         try:
             self.meta, tables = attached_tables(self._con, _DATABASE, self.path)
             self._add_top_level(_DATABASE, tables, str(self.path), self.meta)
@@ -68,13 +69,16 @@ class Trace(TraceReader):
 
     def check_keys(self) -> None:
         """Refuse a trace whose rows cannot be found by their keys (`trace_keys`): replay and
-        diff read every row by them."""
+        diff read every row by them. Checked once: the file is open read-only."""
+        if self._keys_checked:
+            return
         try:
             problem = key_problem(self._con, self.path)
         except duckdb.Error as error:
             raise self._error(error) from None
         if problem is not None:
             raise TraceError(problem)
+        self._keys_checked = True
 
 
 def open_trace(path: str | Path) -> Trace:

@@ -16,7 +16,7 @@ from stepscope.engine import InputError, StepRecord, load_workload
 from stepscope.schema.ddl import table_specs
 from stepscope.tracer.recorder import _new_buffers
 from stepscope.tracer.redact import Redactor
-from stepscope.tracer.writer import TraceWriteError
+from stepscope.tracer.writer import TraceWriteError, TraceWriter
 from traces import case, decode_workload, record
 
 import stepscope
@@ -147,6 +147,22 @@ def test_an_existing_trace_is_never_overwritten(tmp_path: Path) -> None:
 def test_an_unwritable_path_is_a_clean_error(tmp_path: Path) -> None:
     with pytest.raises(TraceWriteError, match="cannot create trace"):
         record(case("01"), tmp_path / "missing-folder" / "t.duckdb")
+
+
+def test_a_trace_is_never_created_over_an_existing_file(tmp_path: Path) -> None:
+    """The writer copies an empty trace into a new file only: what is there stays as it was
+    (a check below the commands' own, which refuse an existing output first)."""
+    first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
+    record(case("01"), first)
+    before = first.read_bytes()
+    with pytest.raises(TraceWriteError, match=r"cannot create trace.*exists"):
+        TraceWriter(first, {})
+    assert first.read_bytes() == before
+    record(case("02"), second)  # a copy of the same empty trace, filled with its own run
+    with stepscope.open(first) as a, stepscope.open(second) as b:
+        ids = "SELECT list(request_id ORDER BY request_id) FROM requests"
+        assert a.sql(ids).fetchall() != b.sql(ids).fetchall()
+        assert a.meta["workload"] != b.meta["workload"]
 
 
 def test_a_row_by_name_names_exactly_the_tables_columns() -> None:

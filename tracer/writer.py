@@ -22,12 +22,12 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-from stepscope.schema.ddl import statements
 from stepscope.schema.sql_files import query
 from stepscope.schema.version import SCHEMA_VERSION
 
 from .checkpoint_rows import pending_checkpoint_tables
 from .compact import compact
+from .empty_trace import create_empty_trace, empty_trace
 from .evict_blocks import evict_blocks
 
 QUEUE_DEPTH = 4
@@ -80,6 +80,11 @@ CHECKPOINTS = "checkpoints"
 """A batch entry of `PendingCheckpoint`s, whose rows are built here, off the engine thread."""
 
 
+def prepare_new_traces() -> None:
+    """Make the empty trace a new one is copied from now, not when the first is created."""
+    empty_trace(_WRITER_CONFIG)
+
+
 class TraceWriter:
     """Owns the DuckDB connection of a trace being recorded."""
 
@@ -88,9 +93,10 @@ class TraceWriter:
         self.compact_when_complete = compact
         """Whether a trace closed complete is compacted (a temporary one need not be)."""
         try:
+            create_empty_trace(path, _WRITER_CONFIG)
             self._con = duckdb.connect(str(path), config=_WRITER_CONFIG)
-            self._create(meta)
-        except duckdb.Error as error:
+            self._set_first_meta(meta)
+        except (duckdb.Error, OSError) as error:
             raise TraceWriteError(f"{path}: cannot create trace: {error}") from None
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_DEPTH)
         self._error: BaseException | None = None
@@ -107,11 +113,9 @@ class TraceWriter:
         )
         self._thread.start()
 
-    def _create(self, meta: Mapping[str, str]) -> None:
+    def _set_first_meta(self, meta: Mapping[str, str]) -> None:
         con = self._con
         con.begin()
-        for statement in statements():
-            con.execute(statement)
         rows = {"schema_version": str(SCHEMA_VERSION), "complete": "false", **meta}
         con.executemany(query(__package__, "set_meta"), list(rows.items()))
         con.commit()

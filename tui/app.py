@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from stepscope.replay.sweep.result_reader import is_sweep_result
+from stepscope.tracer.writer import prepare_new_traces
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import HelpPanel
@@ -48,6 +49,9 @@ class StepscopeApp(App[None]):
         self.push_screen(
             TimelineScreen(self.path, self.other, ignore_block_ids=self.ignore_block_ids)
         )
+        if self.other is None:
+            # Replay mode (`p`) creates a trace: its first should not wait for the DDL.
+            self.run_worker(prepare_new_traces, thread=True, exit_on_error=False)
 
     def on_trace_failed(self, message: TraceFailed) -> None:
         """Bubbled up from a screen, as is every failed query."""
