@@ -9,6 +9,7 @@ touches it; `read_every_block` touches them all, for commands whose answer is
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 
@@ -22,6 +23,8 @@ _MAGIC_OFFSET = 8
 _DUCKDB_HEADER_BYTES = 3 * 4096
 """DuckDB's main header and its two database headers, before the first block."""
 _WORKLOAD_PEEK_BYTES = 1 << 20
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in .* \(PID (\d+)\)")
+"""The process DuckDB names as holding a file's write lock."""
 
 _FILE_ERRORS = (
     duckdb.IOException,
@@ -86,8 +89,21 @@ def damaged(path: Path, error: duckdb.Error, table: str | None = None) -> str:
     detail = first_line(error)
     if "Could not read enough bytes" in detail:
         return cut_short(path)
+    if "Could not set lock on file" in detail:
+        return being_written(path, detail)
     where = f"its table {table}" if table else "it"
     return f"{path}: a damaged trace, {where} cannot be read ({detail}); record or copy it again"
+
+
+def being_written(path: Path, detail: str) -> str:
+    """A trace another process holds open for writing: not damaged, but not readable now."""
+    pid = _LOCK_HOLDER.search(detail)
+    holder = f"process {pid.group(1)}" if pid else "another process"
+    return (
+        f"{path}: a trace being written: {holder} holds it open (a recording still "
+        "running?), and DuckDB lets no other process read a file while one writes it; "
+        "read it once the recording has ended"
+    )
 
 
 def cut_short(path: Path) -> str:

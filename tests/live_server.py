@@ -9,7 +9,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,9 @@ class LiveServer:
         log_dir: Path | None = None,
         *,
         async_scheduling: bool = False,
+        settings: Mapping[str, str] | None = None,
     ) -> LiveServer:
+        """`settings`: more of the engine's environment (`STEPSCOPE_TRACE_CHECKPOINT`, say)."""
         port = free_port()
         args = [
             str(vllm_live.python), "-m", "vllm.entrypoints.openai.api_server",
@@ -81,6 +83,7 @@ class LiveServer:
             **vllm_live.environment,
             "PYTHONPATH": os.pathsep.join(path),
             "STEPSCOPE_TRACE": str(trace),
+            **(settings or {}),
         }
         log = (log_dir or trace.parent) / f"server-{port}.log"
         with log.open("wb") as out:

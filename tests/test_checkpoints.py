@@ -15,10 +15,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from checkpoint_checks import assert_checkpoints_hold
 from conftest import REPO, SHARED_CONFORMANCE, TESTS
 from random_workloads import random_workload, with_lora, with_spec_decoding
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload, parse_workload
-from stepscope.engine.checkpoint import checkpoint_differences, take_checkpoint
 from stepscope.engine.kv_cache_block import KVCacheBlock
 from stepscope.engine.restore import CheckpointError
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
@@ -26,7 +26,7 @@ from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact, verify_checkpoint
 from stepscope.replay.from_step import StepWindow
 from stepscope.replay.inputs import workload_from_trace
-from stepscope.replay.trace_runner import replay_model_runner, whatif_model_runner
+from stepscope.replay.trace_runner import whatif_model_runner
 from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
 from stepscope.schema.ddl import table_specs
@@ -110,26 +110,7 @@ def test_the_corpus_is_whole() -> None:
 def test_each_checkpoint_is_the_state_a_replay_from_step_0_reaches(
     case: Path | Workload, tmp_path: Path
 ) -> None:
-    trace_path = _recorded(case, tmp_path)
-    with open_trace(trace_path) as trace:
-        steps = checkpoint_steps(trace)
-        held = {step: read_checkpoint(trace, step) for step in steps}
-        workload = workload_from_trace(trace)
-        loop = EngineLoop(workload, replay_model_runner(workload, trace), keep_finishes=False)
-    reached = {}
-
-    def take(step: int) -> None:
-        if step in held:
-            pending = loop.batch_steps[0] if loop.batch_steps else None
-            reached[step] = take_checkpoint(loop.core, step, pending)
-
-    loop.on_step_start = take
-    for _ in loop.run():
-        pass
-    assert reached.keys() == held.keys()  # a case of a step or two has none
-    for step in steps:
-        differences = checkpoint_differences(held[step], reached[step])
-        assert not differences, "\n".join(differences)
+    assert_checkpoints_hold(_recorded(case, tmp_path))
 
 
 def _starts(steps: list[int], num_steps: int) -> list[int]:

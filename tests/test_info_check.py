@@ -8,6 +8,8 @@ say its blocks were not checked, and `info --check` must find that block.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,30 @@ def test_info_check_on_a_whole_trace_says_every_block_was_read(traces: tuple[Pat
     assert "every block read" in result.stdout.splitlines()[0]
     shown = json.loads(stepscope("info", "--check", "--json", str(whole)).stdout)
     assert shown["blocks_checked"] is True
+
+
+def test_a_trace_another_process_writes_is_not_called_damaged(
+    traces: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """DuckDB lets no reader beside a writing process: every command says the trace is
+    being written, by which process, not that it is damaged; the file is left as it was."""
+    trace = tmp_path / "recording.duckdb"
+    trace.write_bytes(traces[0].read_bytes())
+    holds_it = "import sys, duckdb; c = duckdb.connect(sys.argv[1]); print(flush=True); input()"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", holds_it, str(trace)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "\n"
+        for command in (["info"], ["sql", "SELECT count(*) FROM steps"], ["replay"]):
+            result = stepscope(command[0], str(trace), *command[1:])
+            assert result.returncode == 2, result.stdout + result.stderr
+            (line,) = result.stderr.splitlines()
+            assert f"a trace being written: process {writer.pid} holds it open" in line, line
+            assert "damaged" not in line
+    finally:
+        writer.communicate("\n", timeout=30)
+    assert trace.read_bytes() == traces[0].read_bytes()

@@ -6,7 +6,9 @@ platform from turning it off) is loaded by `vllm bench serve` and by a client th
 streams, hangs up mid-stream, sends stop ids and priorities over shared prefixes;
 then, once idle, it is stopped with SIGTERM to its process group. Its trace must be
 complete, show the pressure it was under, and replay exactly through stepscope's
-engine and through vLLM's own scheduler.
+engine and through vLLM's own scheduler; its checkpoints, and those of a second,
+synchronous server (`RecordingScheduler`, loaded by `vllm bench serve` alone), must be
+the state stepscope's engine reaches, and a replay from one must be identical.
 
 Not every hang-up becomes an abort: vLLM aborts a request when its server notices
 the client gone, and some streams run to their end all the same (seen: 5 of 9
@@ -28,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_checks import assert_checkpoints_hold
 from live_server import LiveServer, bench_serve, client
+from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.schema import open_trace
 
 pytestmark = pytest.mark.slow
@@ -37,6 +41,8 @@ BENCH_PROMPTS = 64
 CLIENT_REQUESTS = 48
 HUNG_UP_MAX_TOKENS = 900
 """`live_client.py` asks 900-1,000 tokens of the requests it hangs up on, and no others."""
+CHECKPOINT_EVERY = 100
+"""Steps between the recording's checkpoints (the default, 5,000, is more than it runs)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ def served(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
         "stepscope.tracer.vllm.RecordingAsyncScheduler",
         ["--scheduling-policy", "priority"],
         async_scheduling=True,
+        settings={"STEPSCOPE_TRACE_CHECKPOINT": f"{CHECKPOINT_EVERY}steps"},
     )
     try:
         bench = bench_serve(vllm_live, server, tiny_model, BENCH_PROMPTS)
@@ -122,6 +129,50 @@ def test_the_trace_replays_exactly(served: ServerRun) -> None:
     result = stepscope("replay", str(served.trace))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("identical"), result.stdout[:3000]
+
+
+def test_its_checkpoints_are_the_state_the_engine_reaches_and_replay_from(
+    served: ServerRun,
+) -> None:
+    """Taken from the server's live scheduler while it served, with batches in flight."""
+    _assert_checkpoints_hold_and_replay(served.trace)
+
+
+def test_a_sync_servers_checkpoints_are_the_state_the_engine_reaches(
+    vllm_live: Any, tiny_model: Path, tmp_path: Path
+) -> None:
+    """The same on a server that schedules synchronously (`RecordingScheduler`)."""
+    trace = tmp_path / "sync-server.duckdb"
+    server = LiveServer.start(
+        vllm_live,
+        tiny_model,
+        trace,
+        "stepscope.tracer.vllm.RecordingScheduler",
+        settings={"STEPSCOPE_TRACE_CHECKPOINT": f"{CHECKPOINT_EVERY}steps"},
+    )
+    try:
+        bench_serve(vllm_live, server, tiny_model, BENCH_PROMPTS)
+        server.wait_idle(trace)
+    finally:
+        server.stop(signal.SIGTERM)
+    with open_trace(trace) as opened:
+        assert opened.meta["complete"] == "true"
+        assert opened.config["async_scheduling"] is False
+    _assert_checkpoints_hold_and_replay(trace)
+
+
+def _assert_checkpoints_hold_and_replay(trace_path: Path) -> None:
+    """Every checkpoint is the state a replay from step 0 reaches; a replay from the middle
+    one and from the step after the last is identical."""
+    with open_trace(trace_path) as trace:
+        steps, num_steps = checkpoint_steps(trace), trace.num_steps
+    assert steps == list(range(CHECKPOINT_EVERY, num_steps, CHECKPOINT_EVERY))
+    assert len(steps) >= 3, num_steps
+    assert assert_checkpoints_hold(trace_path) == len(steps)
+    for start in (steps[len(steps) // 2], min(steps[-1] + 1, num_steps - 1)):
+        result = stepscope("replay", str(trace_path), "--from-step", str(start))
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert result.stdout.startswith("identical"), result.stdout[:3000]
 
 
 def test_the_trace_replays_exactly_through_vllms_scheduler(

@@ -18,13 +18,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from checkpoint_checks import assert_checkpoints_hold
 from conftest import REPO, SHARED_CONFORMANCE, TESTS
 from live_server import ASYNC_ON_CPU
-from stepscope.engine import EngineLoop
-from stepscope.engine.checkpoint import SchedulerCheckpoint, checkpoint_differences, take_checkpoint
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
-from stepscope.replay.inputs import workload_from_trace
-from stepscope.replay.trace_runner import replay_model_runner
 from stepscope.schema import open_trace
 from stepscope.tracer.vllm.attach.checkpoint_interval import CheckpointInterval
 from stepscope.tracer.vllm.attach.settings import checkpoint_interval
@@ -92,40 +89,8 @@ def recorded(vllm: VllmPython, tmp_path_factory: pytest.TempPathFactory) -> Path
 # ----- state equality ---------------------------------------------------------
 
 
-def _reached(trace_path: Path, steps: set[int]) -> dict[int, SchedulerCheckpoint]:
-    """The state stepscope's engine reaches at the start of each of `steps`, from step 0."""
-    with open_trace(trace_path) as trace:
-        workload = workload_from_trace(trace)
-        loop = EngineLoop(workload, replay_model_runner(workload, trace), keep_finishes=False)
-    reached = {}
-
-    def take(step: int) -> None:
-        if step in steps:
-            pending = loop.batch_steps[0] if loop.batch_steps else None
-            reached[step] = take_checkpoint(loop.core, step, pending)
-
-    loop.on_step_start = take
-    for _ in loop.run():
-        pass
-    return reached
-
-
 def _expected_steps(num_steps: int) -> list[int]:
     return [step for step in range(EVERY, num_steps, EVERY)]
-
-
-def assert_checkpoints_hold(trace_path: Path) -> int:
-    """Each checkpoint in the trace equals the state a replay from step 0 reaches there;
-    returns how many there were."""
-    with open_trace(trace_path) as trace:
-        steps = checkpoint_steps(trace)
-        held = {step: read_checkpoint(trace, step) for step in steps}
-    reached = _reached(trace_path, set(steps))
-    assert reached.keys() == held.keys()
-    for step in steps:
-        differences = checkpoint_differences(held[step], reached[step])
-        assert not differences, "\n".join(differences)
-    return len(steps)
 
 
 @pytest.mark.parametrize(("group", "workload"), _cases())
@@ -302,31 +267,36 @@ def test_a_redacted_recording_takes_no_checkpoints(vllm: VllmPython, tmp_path: P
 # ----- a real engine --------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_live_engines_checkpoints_are_the_state_the_engine_reaches(
-    vllm_live: VllmPython, tiny_model: Path, tmp_path: Path
+    vllm_live: VllmPython, tiny_model: Path, tmp_path: Path, mode: str
 ) -> None:
-    """vLLM's offline `LLM` on a real CPU engine (async scheduling, priority, prefix caching,
-    preemptions), recorded with `STEPSCOPE_TRACE_CHECKPOINT`: its checkpoints, taken with
-    a batch in `EngineCore`'s queue, hold the state a replay from step 0 reaches."""
+    """vLLM's offline `LLM` on a real CPU engine (priority, prefix caching, preemptions),
+    recorded with `STEPSCOPE_TRACE_CHECKPOINT`: its checkpoints (under async scheduling,
+    taken with a batch in `EngineCore`'s queue) hold the state a replay from step 0
+    reaches, and a replay from the step after the middle one is identical."""
     trace_path = tmp_path / "live.duckdb"
+    async_scheduling = mode == "async"
+    path = [str(ASYNC_ON_CPU), str(vllm_live.site)]
     vllm_live.run(
         [
             str(TESTS / "live_offline.py"),
             str(tiny_model),
             str(trace_path),
-            "stepscope.tracer.vllm.RecordingAsyncScheduler",
+            "stepscope.tracer.vllm.RecordingAsyncScheduler"
+            if async_scheduling
+            else "stepscope.tracer.vllm.RecordingScheduler",
             "--priority",
-            "--async-scheduling",
+            *(["--async-scheduling"] if async_scheduling else []),
         ],
-        env={
-            "PYTHONPATH": os.pathsep.join([str(ASYNC_ON_CPU), str(vllm_live.site)]),
-            "STEPSCOPE_TRACE_CHECKPOINT": f"{EVERY}steps",
-        },
+        env={"PYTHONPATH": os.pathsep.join(path), "STEPSCOPE_TRACE_CHECKPOINT": f"{EVERY}steps"},
     )
     with open_trace(trace_path) as trace:
-        assert trace.config["async_scheduling"]
+        assert trace.config["async_scheduling"] is async_scheduling
         num_steps, steps = trace.num_steps, checkpoint_steps(trace)
         batches = [read_checkpoint(trace, step).pending_batch for step in steps]
     assert steps == _expected_steps(num_steps)
-    assert any(batch is not None for batch in batches)
+    assert any(batch is not None for batch in batches) is async_scheduling
     assert assert_checkpoints_hold(trace_path) == len(steps)
+    result = _replay_from(trace_path, steps[len(steps) // 2] + 1)
+    assert result.stdout.startswith("identical"), result.stdout[:3000] + result.stderr[-3000:]
