@@ -1,8 +1,9 @@
 """No benchmark figure in the package's comments or docstrings: they go in benchmarks/RESULTS.md.
 
 A measured number drifts the day the code around it changes; `RESULTS.md` keeps it with
-its method and date. Sizes and limits a constant sets are not measurements, so the
-patterns look for what only a measurement says: a time, a before -> after, a speed-up.
+its method and date. Sizes and limits a constant sets are not measurements, nor is a
+setting's value written as it is typed (`30s`), so the patterns look for what only a
+measurement says: a time, a before -> after, a speed-up.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from conftest import REPO
 PARTS = ("engine", "tracer", "schema", "replay", "tui", "stepscope")
 FIGURE = re.compile(
     r"\d(\.\d+)? ?(ms|µs|us|ns)\b"  # a time
-    r"|\d(\.\d+)? ?(s|seconds)\b(?! (and|or)\b)"  # a time in seconds
+    # a time in seconds, not a setting's value (`30s`, CHECKPOINT=30s, "30s")
+    r"|(?<![\d.=`\"'])\d+(\.\d+)? ?(s|seconds)\b(?! (and|or)\b)"
     r"|\d[\d.,]* ?(->|→) ?\d[\d.,]* ?(ms|µs|ns|s|B|KB|MB|GB|KiB|MiB|GiB|%)"  # before -> after
     r"|\d(\.\d+)? ?(x|×|%) (faster|slower|smaller|larger)"  # a speed-up
     r"|\d+ times (one|as|the)\b"  # a ratio

@@ -1,7 +1,7 @@
 """How often a vLLM recording takes a checkpoint: every N steps, or every T seconds.
 
     STEPSCOPE_TRACE_CHECKPOINT=5000steps    at the start of every 5000th step
-    STEPSCOPE_TRACE_CHECKPOINT=30s          at the first step 30 s (monotonic) after the last
+    STEPSCOPE_TRACE_CHECKPOINT=30s          at the first step that long (monotonic) after the last
     STEPSCOPE_TRACE_CHECKPOINT=off          none (or 0)
 
 Step 0 is never checkpointed: its state is empty.
