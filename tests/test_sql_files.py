@@ -72,6 +72,8 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/run_metrics.sql": [0, 100],
     "replay/sql/request_outcomes.sql": [0, 100],
     "replay/sql/request_inputs.sql": [0, [1], 100],
+    "replay/sql/request_ids_of.sql": [[0, 1]],
+    "replay/sql/request_indices_of.sql": [["r0", "r1"]],
     "replay/sql/recorded_tokens.sql": [0, 100],
     "replay/sql/recorded_outputs.sql": [0, 100],
     "replay/sql/recorded_drafts.sql": [0, 100],
