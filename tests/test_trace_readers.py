@@ -34,6 +34,7 @@ OPENS_DUCKDB = {
     "schema/lockdown.py": "every reader's connection, under the lockdown",
     "tracer/writer.py": "the recorder writes its trace",
     "tracer/compact.py": "compaction writes a trace's compacted copy",
+    "tracer/empty_trace.py": "the empty trace new traces are copies of, written once",
     "replay/sweep/result_writer.py": "a sweep writes its result",
 }
 """The modules that may call `duckdb.connect`, and why."""
