@@ -21,12 +21,11 @@ import pytest
 from conftest import TESTS, read_jsonl
 from random_workloads import random_workload
 from stepscope.engine import load_workload
-from stepscope.engine.config import HASHING_KNOBS
 from stepscope.replay.diff import Classification, compare_steps, diff_traces
 from stepscope.replay.exact import replay_exact
 from stepscope.schema import open_trace
 from traces import record, step_summaries
-from vllm_env import VllmPython, table_differences
+from vllm_env import VllmPython, hashing_knobs, table_differences
 
 CONFORMANCE = sorted((TESTS / "conformance").glob("*.json"))
 EXTRA = sorted((TESTS / "conformance_extra").glob("*.json"))
@@ -110,12 +109,6 @@ def _engine_trace(workload_path: Path, knobs: dict[str, object], out: Path) -> P
     return out
 
 
-def _hashing(trace: Path) -> dict[str, object]:
-    """The block hasher vLLM recorded with, which the engine's reference trace hashes with too."""
-    with open_trace(trace) as recorded_trace:
-        return {knob: recorded_trace.config[knob] for knob in HASHING_KNOBS}
-
-
 def _assert_same_as_engine(
     recorded: Recorded,
     workloads: list[Path],
@@ -131,7 +124,7 @@ def _assert_same_as_engine(
     for path in workloads:
         vllm_trace = recorded.trace(path)
         engine_trace = _engine_trace(
-            path, {**knobs, **_hashing(vllm_trace)}, tmp_path / f"engine-{path.stem}.duckdb"
+            path, {**knobs, **hashing_knobs(vllm_trace)}, tmp_path / f"engine-{path.stem}.duckdb"
         )
         with open_trace(engine_trace) as ours, open_trace(vllm_trace) as theirs:
             steps = compare_steps(ours, theirs)

@@ -21,7 +21,7 @@ from stepscope.replay.diff import Classification, compare_steps
 from stepscope.replay.exact import replay_exact
 from stepscope.schema import open_trace
 from traces import record
-from vllm_env import VllmPython, table_differences
+from vllm_env import VllmPython, hashing_knobs, table_differences
 
 FEATURES = SHARED_CONFORMANCE.parent / "conformance-features"
 SPEC = sorted(FEATURES.glob("*_spec_*.json"))
@@ -56,7 +56,9 @@ def _spec_rows(trace: Path) -> list[tuple[Any, ...]]:
 def test_features_record_as_the_engine_does(recorded: Path, tmp_path: Path, workload: Path) -> None:
     vllm_trace = recorded / f"{workload.stem}.duckdb"
     engine_trace = tmp_path / "engine.duckdb"
-    record(load_workload(workload), engine_trace)
+    engine_workload = load_workload(workload)
+    knobs = hashing_knobs(vllm_trace)
+    record(engine_workload.with_config(engine_workload.config.with_knobs(knobs)), engine_trace)
     with open_trace(engine_trace) as ours, open_trace(vllm_trace) as theirs:
         steps = compare_steps(ours, theirs)
         assert theirs.meta["outside_subset"] == ""

@@ -19,6 +19,8 @@ from typing import Any
 
 import duckdb
 from conftest import TESTS
+from stepscope.engine.config import HASHING_KNOBS
+from stepscope.schema import open_trace
 
 VENV = Path(os.environ.get("STEPSCOPE_VLLM_VENV", Path.home() / ".cache" / "stepscope-vllm-venv"))
 LIVE_VENV = Path(
@@ -94,6 +96,13 @@ def unready(venv: Path, script: str) -> str | None:
     if not (venv / ".stepscope-pins").exists():
         return f"the venv at {venv} did not pass its checks: run .ci/{script} to see why"
     return None
+
+
+def hashing_knobs(trace: Path) -> dict[str, object]:
+    """The block hasher a vLLM trace was recorded with, for the engine's run it is compared
+    with to hash alike (`_config` holds it)."""
+    with open_trace(trace) as recorded:
+        return {knob: recorded.config[knob] for knob in HASHING_KNOBS}
 
 
 def table_differences(a: Path, b: Path) -> list[str]:
