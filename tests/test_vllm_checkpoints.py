@@ -254,6 +254,24 @@ def _serve_from_settings(
     )
 
 
+def test_an_iteration_that_never_becomes_a_step_leaves_no_checkpoint(
+    vllm: VllmPython, tmp_path: Path
+) -> None:
+    """An abort once the engine is done (the frontend's, for a stop string) starts an
+    iteration, and a due checkpoint with it, that never schedules: the trace holds none
+    past its last step."""
+    trace_path = tmp_path / "late.duckdb"
+    workload = SHARED_CONFORMANCE / "03_s03_fcfs_tail_victim_recompute.json"
+    vllm.run(
+        [str(TESTS / "vllm_harness.py"), "late_abort", str(trace_path), str(workload)],
+        env={"STEPSCOPE_TRACE_CHECKPOINT": "1steps"},
+    )
+    with open_trace(trace_path) as trace:
+        steps, num_steps = checkpoint_steps(trace), trace.num_steps
+    assert steps == list(range(1, num_steps))
+    assert_checkpoints_hold(trace_path)
+
+
 def test_a_redacted_recording_takes_no_checkpoints(vllm: VllmPython, tmp_path: Path) -> None:
     trace_path = tmp_path / "redacted.duckdb"
     env = {**CHECKPOINT_ENV, "STEPSCOPE_TRACE": str(trace_path), "STEPSCOPE_TRACE_REDACT": "1"}

@@ -6,6 +6,7 @@
     python vllm_harness.py failing OUT WORKLOAD.json AFTER_STEPS [--set KNOB=VALUE]...
     python vllm_harness.py replay TRACE...
     python vllm_harness.py held OUT WORKLOAD.json [--set KNOB=VALUE]...
+    python vllm_harness.py late_abort OUT WORKLOAD.json [--set KNOB=VALUE]...
 
 `record` writes OUT_DIR/<stem>.duckdb per workload (vLLM's import is paid once).
 `settings` builds the scheduler from CLASS (`module.Class`), which records only if
@@ -16,6 +17,8 @@ prints whether the run still finished. `replay` replays each trace through vLLM
 and prints each diff's classification. `held` records the workload and prints the
 requests the recording still keeps something for, those the scheduler has not
 shipped as finished, and how many request endings the step loop held every 10 steps.
+`late_abort` records the workload, then aborts its first request once the engine is
+done, as vLLM's frontend does for a request it stopped on a stop string.
 """
 
 from __future__ import annotations
@@ -145,6 +148,19 @@ def held(argv: list[str]) -> None:
     )
 
 
+def late_abort(argv: list[str]) -> None:
+    from vllm.v1.request import RequestStatus
+
+    (out, path), knobs = _split(argv)
+    workload = _workload(path, knobs)
+    scheduler, block_hasher = build_scheduler(workload)
+    recording = attach_recording(scheduler, Path(out), planned=workload)
+    run_scripted(workload, scheduler, block_hasher, recording)
+    first = workload.requests[0].request_id
+    scheduler.finish_requests([first], RequestStatus.FINISHED_ABORTED)
+    recording.close()
+
+
 def replay(argv: list[str]) -> None:
     from stepscope.replay.vllm_replay import replay_with_vllm
 
@@ -162,5 +178,6 @@ if __name__ == "__main__":
         "failing": failing,
         "replay": replay,
         "held": held,
+        "late_abort": late_abort,
     }
     commands[sys.argv[1]](sys.argv[2:])

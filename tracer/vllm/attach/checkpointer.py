@@ -1,14 +1,21 @@
 """A vLLM recording's checkpoints: taken at the start of an iteration when one is due,
-handed to the recorder once complete (under async scheduling, once the queued batch's
-output has been processed and its sampled tokens are known)."""
+complete once the queued batch's output has been processed (under async scheduling: its
+sampled tokens are part of the state), and handed to the recorder with their step.
+
+An iteration can start and never become a step: an abort from the frontend arriving
+after the engine's last batch (vLLM's output processor aborts a request it stopped on a
+stop string), then nothing more to schedule. Its checkpoint is dropped with it; a trace
+holds checkpoints only at steps it holds."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stepscope.engine import ModelRunnerOutput
+from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.tracer.background import BackgroundRecorder
 
 from .checkpoint import PendingSnapshot, VllmSnapshot, take_snapshot
@@ -35,6 +42,8 @@ class VllmCheckpointer:
         """The latest step whose start was considered (step 0 never has a checkpoint)."""
         self.awaiting: tuple[VllmSnapshot, int] | None = None
         """A snapshot, and its time, whose queued batch's output is still to come."""
+        self.complete: deque[tuple[int, Callable[[], SchedulerCheckpoint], int]] = deque()
+        """Checkpoints complete and waiting for their step, oldest first (step, build, time)."""
 
     def at_iteration_start(self, step: int, in_flight: Mapping[int, Iteration]) -> None:
         """The scheduler is about to be touched by `step` (its arrivals, aborts or calls)."""
@@ -53,7 +62,7 @@ class VllmCheckpointer:
         snapshot = take_snapshot(self.scheduler, step, pending)
         take_ns = time.perf_counter_ns() - started
         if pending is None:
-            self.recorder.record_checkpoint(snapshot.checkpoint, take_ns)
+            self.complete.append((step, snapshot.checkpoint, take_ns))
         else:
             self.awaiting = (snapshot, take_ns)
 
@@ -72,4 +81,11 @@ class VllmCheckpointer:
             zip(runner_output.req_ids, map(tuple, runner_output.sampled_token_ids), strict=True)
         )
         batch = pending.batch(sampled)
-        self.recorder.record_checkpoint(lambda: snapshot.checkpoint(batch), take_ns)
+        self.complete.append((snapshot.step, lambda: snapshot.checkpoint(batch), take_ns))
+
+    def on_step_recorded(self, step: int) -> None:
+        """`step` is about to be recorded: its checkpoint, if it has one, goes with it."""
+        complete = self.complete
+        while complete and complete[0][0] <= step:
+            _, checkpoint, take_ns = complete.popleft()
+            self.recorder.record_checkpoint(checkpoint, take_ns)

@@ -15,7 +15,8 @@ does, so the trace replays through either engine:
 
 A checkpoint (`checkpointer.py`) is taken when the first of an iteration's arrivals,
 aborts or scheduler calls comes, before it touches the scheduler: the state at the
-step's start, as stepscope's step loop takes it.
+step's start, as stepscope's step loop takes it. It is recorded with its step, and
+dropped if the iteration never becomes one.
 
 A step is recorded once its batch's output has been processed (one iteration
 later under async scheduling), in step order. Once the engine has nothing left
@@ -435,6 +436,8 @@ class VllmRecording:
             update_step=None if batch is None else batch.update_step,
             aborted_before_update=tuple(iteration.aborted_before_update),
         )
+        if self.checkpointer is not None:
+            self.checkpointer.on_step_recorded(iteration.step)
         self.recorder.record_step(record, self.queue_state)
 
     def _close(self, *, complete: bool) -> None:
