@@ -20,6 +20,7 @@ from .closed_pipe import closed_pipe_safe_stdout
 from .commands.check import check
 from .commands.demo import demo
 from .commands.diff import diff
+from .commands.doctor import doctor
 from .commands.export import export
 from .commands.info import info
 from .commands.record import record
@@ -56,7 +57,7 @@ def _options(
     """Record, replay and diff a vLLM-style LLM-serving scheduler, step by step."""
 
 
-for command in (run, record, info, sql, replay, diff, check, tui, export, sweep, demo):
+for command in (run, record, info, sql, doctor, replay, diff, check, tui, export, sweep, demo):
     app.command()(command)
 
 

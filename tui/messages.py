@@ -15,6 +15,7 @@ from .models import PlotSeries, QueryResult, RequestLife, TraceInfo
 
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison
+    from stepscope.replay.doctor import Finding
     from stepscope.replay.sweep.table import SweepTable
 
     from .console_session import ConsoleSession
@@ -219,3 +220,11 @@ class SweepLoaded(Message):
     def __init__(self, table: SweepTable) -> None:
         super().__init__()
         self.table = table
+
+
+class FindingsLoaded(Message):
+    """`stepscope doctor`'s findings on the trace, without what-ifs (for the `f` panel)."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        super().__init__()
+        self.findings = findings

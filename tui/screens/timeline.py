@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 import duckdb
 from rich.text import Text
+from stepscope.engine import InputError
+from stepscope.replay.doctor import diagnose
+from stepscope.replay.from_step import WHOLE
 from stepscope.schema import TraceError
 from textual import on, work
 from textual.app import ComposeResult
@@ -23,6 +26,7 @@ from ..console_session import ConsoleSession, SessionSlot
 from ..messages import (
     DiffComputed,
     FailedOn,
+    FindingsLoaded,
     PageLoaded,
     PagesWanted,
     PlotLoaded,
@@ -41,12 +45,14 @@ from ..widgets.step_detail import StepDetailView
 from ..widgets.step_plot import StepPlot
 from ..widgets.step_table import StepTable
 from .find_request import FindRequestScreen
+from .findings import FindingsScreen
 from .goto_step import GotoStepScreen
 from .pick_request import PickRequestScreen
 from .request_life import RequestLifeScreen
 
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison
+    from stepscope.replay.doctor import Finding
 
 _ERRORS = (TraceError, duckdb.Error)
 
@@ -74,6 +80,7 @@ class TimelineScreen(Screen[None]):
         Binding("D", "divergence(False)", "prev divergence", show=False),
         Binding("colon", "goto", "go to step"),
         Binding("slash", "find", "find request"),
+        Binding("f", "findings", "findings"),
         Binding("r", "open_request", "request"),
         Binding("s", "console", "SQL"),
         Binding("p", "replay", "replay"),
@@ -412,6 +419,30 @@ class TimelineScreen(Screen[None]):
                 self.open_request(request_id)
 
         self.app.push_screen(FindRequestScreen(message.request_ids), chosen)
+
+    def action_findings(self) -> None:
+        self.notify("looking for what is wrong…", timeout=2)
+        self.load_findings(self.path)
+
+    @work(thread=True, exclusive=True, group="findings")
+    def load_findings(self, path: Path) -> None:
+        """`stepscope doctor --no-what-if` on the trace, in the background."""
+        try:
+            diagnosis = diagnose(path, path, WHOLE, what_ifs=False)
+        except (*_ERRORS, InputError) as error:
+            self.post_message(query_failed(error, "findings"))
+            return
+        self.post_message(FindingsLoaded(diagnosis.findings))
+
+    def on_findings_loaded(self, message: FindingsLoaded) -> None:
+        def chosen(finding: Finding | None) -> None:
+            if finding is None:
+                return
+            for view in self.query(StepDetailView):
+                view.highlight(frozenset(finding.requests))
+            self.go_to(finding.steps[0])
+
+        self.app.push_screen(FindingsScreen(message.findings), chosen)
 
     def action_open_request(self) -> None:
         focused = self.focused

@@ -119,6 +119,8 @@ or an async placeholder), the tokens the step appended and the drafts proposed a
         self.side_title = title
         self.detail: StepDetail | None = None
         self._summary_lines = 0
+        self.highlighted: frozenset[str] = frozenset()
+        """The requests marked in every table (those of the finding chosen with `f`)."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text("…", style="dim"), classes="detail-summary")
@@ -156,9 +158,10 @@ or an async placeholder), the tokens the step appended and the drafts proposed a
         # A new layout only when the summary's height changes: most steps keep it.
         summary.update(text, layout=lines != self._summary_lines)
         self._summary_lines = lines
-        self._fill(".detail-scheduled", scheduled_rows(detail))
-        self._fill(".detail-allocations", allocation_rows(detail))
-        self._fill(".detail-preemptions", preemption_rows(detail))
+        marked = self.highlighted
+        self._fill(".detail-scheduled", scheduled_rows(detail, marked))
+        self._fill(".detail-allocations", allocation_rows(detail, marked))
+        self._fill(".detail-preemptions", preemption_rows(detail, marked))
         whys = [
             f"{shown_id(p['request_id'])}: {shown_text(p['why'])}"
             for p in detail.preemptions.dicts()
@@ -168,6 +171,12 @@ or an async placeholder), the tokens the step appended and the drafts proposed a
         has_drafts = len(detail.drafts) > 0
         self.query_one(".detail-drafts-heading", Static).display = has_drafts
         self.query_one(".detail-drafts", RowsView).display = has_drafts
+
+    def highlight(self, request_ids: frozenset[str]) -> None:
+        """Mark these requests' rows from now on (the step shown too)."""
+        self.highlighted = request_ids
+        if self.detail is not None:
+            self.show(self.detail)
 
     def _fill(self, selector: str, rows: list[tuple[Cell, ...]]) -> None:
         self.query_one(selector, RowsView).set_rows(rows)
@@ -181,11 +190,24 @@ or an async placeholder), the tokens the step appended and the drafts proposed a
         return str(self.detail.scheduled.rows[index][0])
 
 
-def scheduled_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
+NO_MARKS: frozenset[str] = frozenset()
+
+MARK_STYLE = "reverse"
+"""How a marked request's id is drawn (the requests of the finding chosen with `f`)."""
+
+
+def request_cell(request_id: str, marked: frozenset[str], style: str = "") -> Cell:
+    """A request's id as a table draws it; reversed when it is marked."""
+    if request_id in marked:
+        return Text(shown_id(request_id), style=f"{style} {MARK_STYLE}".strip())
+    return Text(shown_id(request_id), style=style) if style else shown_id(request_id)
+
+
+def scheduled_rows(detail: StepDetail, marked: frozenset[str] = NO_MARKS) -> list[tuple[Cell, ...]]:
     """The SchedulerOutput's rows: request, kind, tokens, computed before→after, sampled, blocks."""
     return [
         (
-            shown_id(r["request_id"]),
+            request_cell(r["request_id"], marked),
             r["kind"],
             str(r["num_tokens"]),
             f"{r['computed_before']}→{r['computed_after']}",
@@ -196,11 +218,13 @@ def scheduled_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
     ]
 
 
-def allocation_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
+def allocation_rows(
+    detail: StepDetail, marked: frozenset[str] = NO_MARKS
+) -> list[tuple[Cell, ...]]:
     """Every `allocate_slots` call: its tokens, blocks needed, free blocks, grant or refusal."""
     return [
         (
-            shown_id(a["request_id"]),
+            request_cell(a["request_id"], marked),
             a["pass"],
             str(a["num_new_tokens"]),
             str(a["num_new_computed_tokens"] or ""),
@@ -214,12 +238,14 @@ def allocation_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
     ]
 
 
-def preemption_rows(detail: StepDetail) -> list[tuple[Cell, ...]]:
+def preemption_rows(
+    detail: StepDetail, marked: frozenset[str] = NO_MARKS
+) -> list[tuple[Cell, ...]]:
     """Every preemption: victim, who needed the room, tokens discarded, blocks freed, refund."""
     return [
         (
-            Text(shown_id(p["request_id"]), style="bold red"),
-            shown_id(p["needed_by"]),
+            request_cell(p["request_id"], marked, "bold red"),
+            request_cell(p["needed_by"], marked),
             str(p["num_computed_tokens_discarded"]),
             str(p["num_blocks_freed"]),
             str(p["num_tokens_refunded"] or ""),

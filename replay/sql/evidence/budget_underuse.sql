@@ -1,0 +1,7 @@
+-- Evidence of budget_underuse: the steps in $from_step..$to_step that left half their token
+-- budget or more unused while requests waited on something other than the budget.
+SELECT step, token_budget, num_scheduled_tokens, num_waiting_before, admission_stop
+FROM steps
+WHERE step BETWEEN $from_step AND $to_step AND num_waiting_before > 0
+  AND admission_stop <> 'budget' AND 2 * (token_budget - num_scheduled_tokens) >= token_budget
+ORDER BY step
