@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from doctor_workloads import Twins, twins
 from stepscope.replay.doctor import KINDS, Severity, diagnose
 from stepscope.replay.from_step import WHOLE, StepWindow
@@ -215,3 +216,16 @@ def test_what_ifs_from_a_step_need_checkpoints(recorded: dict[str, tuple[Path, P
     result = stepscope("doctor", str(sick), "--from-step", "20")
     assert_one_line_error(result, "no checkpoints", "--no-what-if")
     assert stepscope("doctor", str(sick), "--from-step", "20", "--no-what-if").returncode == 0
+
+
+def test_the_bundled_vllm_server_recording() -> None:
+    """The real vLLM server recording of examples/sweep_capacity/: its preemptions are
+    found and a what-if removes them."""
+    trace = REPO / "examples" / "sweep_capacity" / "vllm-bench.duckdb"
+    findings = {f.kind: f for f in diagnose(trace, trace, WHOLE).findings}
+    thrash = findings["preemption_thrash"]
+    assert thrash.severity is Severity.CRITICAL
+    assert thrash.cost["num_preemptions"] == 155
+    assert thrash.what_if is not None and thrash.what_if.removes
+    assert thrash.what_if.effect["num_preemptions"] == (155, 0)
+    assert "head_of_line_blocking" in findings

@@ -22,6 +22,7 @@ engine made, only for requests the client planned to hang up on.
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -184,3 +185,20 @@ def test_the_trace_replays_exactly_through_vllms_scheduler(
     assert result.returncode == 0, result.stdout + result.stderr
     assert "through vLLM 0.32.0's" in " ".join(result.stdout.split())
     assert "\nidentical: every step decided the same\n" in result.stdout, result.stdout[:3000]
+
+
+def test_doctor_reads_the_served_trace(served: ServerRun, tmp_path: Path) -> None:
+    """`stepscope doctor` on a fresh server recording: one JSON object, each finding's
+    evidence a command that runs, each cure checked by a what-if on the recorded arrivals."""
+    result = stepscope("doctor", str(served.trace), "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["window"][0] == 0
+    for finding in report["findings"]:
+        words = shlex.split(finding["evidence"])
+        assert words[:3] == ["stepscope", "sql", str(served.trace)], finding["evidence"]
+        shown = stepscope(*words[1:], "--csv")
+        assert shown.returncode == 0, (finding["evidence"], shown.stderr[-3000:])
+        if finding["what_if"] is not None:
+            before, after = finding["what_if"]["effect"][finding["what_if"]["target"]]
+            assert finding["what_if"]["removes"] or after <= 0.75 * before, finding
