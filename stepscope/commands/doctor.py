@@ -15,7 +15,7 @@ from stepscope.output_paths import check_outputs, claims_stdout, report, write_t
 from stepscope.replay.doctor import Severity, diagnose, diagnosis_to_markdown, print_diagnosis
 from stepscope.schema.set_members import find_trace
 
-from .options import FromStepOption, ToStepOption, TraceNameOption, step_window
+from .options import ToStepOption, TraceNameOption, step_window
 from .report_options import MarkdownOption
 
 
@@ -33,7 +33,15 @@ def doctor(
     ],
     name: TraceNameOption = None,
     *,
-    from_step: FromStepOption = None,
+    from_step: Annotated[
+        int | None,
+        typer.Option(
+            "--from-step",
+            metavar="STEP",
+            help="Examine steps from STEP on; the what-ifs start from the recorded state there "
+            "(the trace's nearest checkpoint, then silently on).",
+        ),
+    ] = None,
     to_step: ToStepOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
     markdown: MarkdownOption = None,
@@ -49,7 +57,8 @@ def doctor(
     ] = False,
 ) -> None:
     """Find what is wrong with a trace's scheduling, worst first: preemption thrash,
-    head-of-line blocking, admission stalls, starvation.
+    head-of-line blocking, starvation, admission stalls, priority inversion, prefix-cache
+    thrash, wasted drafts, LoRA-gate stalls, token budget left idle.
 
     Each finding says the steps and requests involved, what it cost, a `stepscope sql`
     command whose rows show it, and the smallest knob change among a few that a what-if
