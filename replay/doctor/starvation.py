@@ -21,6 +21,10 @@ STARVED_STEPS = 20
 
 CRITICAL_FACTOR = 10
 
+CRITICAL_STEPS = 200
+"""The least wait that is critical, whatever the median: a few seconds of TTFT on a GPU
+(when most requests wait no step at all, ten times the median is no bar)."""
+
 
 def starvation(examined: Examined) -> list[Finding]:
     rows = examined.rows("doctor_waiting")
@@ -38,7 +42,7 @@ def starvation(examined: Examined) -> list[Finding]:
         f"({median:g} steps) or more: {worst['request_id']} waited {worst['num_waiting_steps']} "
         f"steps, mostly {reason}"
     )
-    critical = worst["num_waiting_steps"] >= max(STARVED_STEPS, CRITICAL_FACTOR * median)
+    critical = worst["num_waiting_steps"] >= max(CRITICAL_STEPS, CRITICAL_FACTOR * median)
     return [
         Finding(
             kind=KIND,
