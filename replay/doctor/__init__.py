@@ -4,10 +4,11 @@ and cured by a knob change a what-if replay checked."""
 from .detectors import KINDS
 from .diagnose import Diagnosis, diagnose
 from .finding import Finding, Severity, WhatIf
-from .report import diagnosis_to_markdown, print_diagnosis
+from .report import SEVERITY_STYLES, diagnosis_to_markdown, print_diagnosis
 
 __all__ = [
     "KINDS",
+    "SEVERITY_STYLES",
     "Diagnosis",
     "Finding",
     "Severity",

@@ -92,11 +92,13 @@ def _cured(finding: Finding, recorded: _Outcome, outcomes: dict[str, _Outcome]) 
     gone = [(knobs, o) for knobs, o in tried if finding.kind not in o.kinds]
     before = recorded.figures[finding.target]
     shrunk = [(knobs, o) for knobs, o in tried if _lowers(before, o.figures[finding.target])]
-    for knobs, outcome in (*gone[:1], *shrunk[:1]):
-        effect = _effect(recorded.figures, outcome.figures, finding.target)
-        cure = WhatIf(knobs, effect, finding.target, removes=bool(gone))
-        return finding.with_cure(cure, finding.candidates)
-    return finding.with_cure(None, finding.candidates)
+    chosen = gone[:1] or shrunk[:1]
+    if not chosen:
+        return finding.with_cure(None, finding.candidates)
+    ((knobs, outcome),) = chosen
+    effect = _effect(recorded.figures, outcome.figures, finding.target)
+    return finding.with_cure(WhatIf(knobs, effect, finding.target, removes=bool(gone)),
+                             finding.candidates)  # fmt: skip
 
 
 def _lowers(before: float | None, after: float | None) -> bool:

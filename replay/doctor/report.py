@@ -14,7 +14,8 @@ from stepscope.safe_text import safe_text
 from .diagnose import Diagnosis
 from .finding import Finding, Severity
 
-_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
+SEVERITY_STYLES = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
+"""How each severity is drawn, on the command line and in the TUI."""
 
 
 def print_diagnosis(console: Console, diagnosis: Diagnosis) -> None:
@@ -22,7 +23,7 @@ def print_diagnosis(console: Console, diagnosis: Diagnosis) -> None:
     console.print(f"{escape(safe_text(str(diagnosis.trace)))}: steps {first}..{last}, "
                   f"{_count(diagnosis.findings)}")  # fmt: skip
     for finding in diagnosis.findings:
-        style = _STYLE[finding.severity]
+        style = SEVERITY_STYLES[finding.severity]
         console.print()
         console.print(f"[{style}]{finding.severity.label}[/] {finding.kind}: "
                       f"{escape(safe_text(finding.summary))}")  # fmt: skip

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.text import Text
-from stepscope.replay.doctor import Finding, Severity
+from stepscope.replay.doctor import SEVERITY_STYLES, Finding
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -21,13 +21,11 @@ from stepscope.safe_text import elided
 MAX_SHOWN = 300
 """Characters of a finding's summary drawn in the list (it quotes request ids)."""
 
-_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "dim"}
-
 
 def finding_text(finding: Finding) -> Text:
     """One finding as the list draws it: severity, kind, steps, summary (never markup)."""
     first, last = finding.steps
-    text = Text(f"{finding.severity.label:<8} ", style=_STYLE[finding.severity])
+    text = Text(f"{finding.severity.label:<8} ", style=SEVERITY_STYLES[finding.severity])
     text.append(f"{finding.kind}  steps {first}..{last}\n", style="bold")
     text.append(elided(finding.summary, MAX_SHOWN))
     return text
