@@ -120,7 +120,8 @@ CREATE TABLE _steps (
     blocked_request_index INTEGER,  -- the waiting head that could not be admitted (NULL: none)
     schedule_ns BIGINT,  -- wall time of schedule()
     model_ns BIGINT,  -- wall time of the model runner
-    update_ns BIGINT  -- wall time of update_from_output()
+    update_ns BIGINT,  -- wall time of update_from_output()
+    ended_at_ns BIGINT  -- wall clock when the step was handed to the recorder, its update done (Unix epoch, ns; NULL before schema 8)
 );
 
 -- The SchedulerOutput and what the model sampled: one row per scheduled request.

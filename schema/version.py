@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -25,9 +25,12 @@ SCHEMA_VERSION = 7
 7: `_config.block_hasher` and `none_hash`: a trace recorded from vLLM hashes its blocks as
    vLLM did, so its checkpoints restore hash for hash. In an older trace they read as NULL,
    stepscope's own hasher.
+8: `_steps.ended_at_ns`, the wall clock when each step ended (`snapshot --last 10m`, the
+   TUI's clock); NULL in an older trace. A recording can also be a folder of segments
+   (`recording_layout.py`), each of whose Parquet files holds tables of this version.
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, SCHEMA_VERSION})
 
 TABLES_ADDED = {
     "_spec_decode": 4,

@@ -52,5 +52,8 @@ def without_timings(trace: Path, copy: Path) -> Path:
     """A copy of the trace as a recorder without step timings writes it."""
     shutil.copy(trace, copy)
     with duckdb.connect(str(copy)) as con:
-        con.execute("UPDATE _steps SET schedule_ns = NULL, model_ns = NULL, update_ns = NULL")
+        con.execute(
+            "UPDATE _steps SET schedule_ns = NULL, model_ns = NULL, update_ns = NULL, "
+            "ended_at_ns = NULL"
+        )
     return copy

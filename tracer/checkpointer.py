@@ -1,4 +1,5 @@
-"""Takes a checkpoint into the trace every N steps, at a step's start (`StepLoop.on_step_start`)."""
+"""Takes checkpoints into the trace at a step's start (`StepLoop.on_step_start`): every N
+steps, and at the start of every segment of a segmented recording."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from stepscope.engine.checkpoint import take_checkpoint
 from stepscope.engine.engine_loop import StepLoop
 
 from .recorder import TraceRecorder
+from .segments import SegmentEvery
 
 DEFAULT_CHECKPOINT_EVERY = 1000
 """Steps between checkpoints unless told otherwise: on the chat traffic of `benchmarks/` it
@@ -19,25 +21,63 @@ checkpoint_cost), while a replay from any step runs at most this many steps sile
 class Checkpointer:
     """The loop's `on_step_start`: every `every` steps (not at step 0, whose state is
     empty), a snapshot of the engine's state to the recorder (whose writer thread builds
-    its rows); `take_ns` is the snapshot's time, the engine thread's whole part."""
+    its rows); `take_ns` is the snapshot's time, the engine thread's whole part. With
+    `segments`, a segment opens at the first step one is due, with a checkpoint unless
+    the recording is `redacted` (its block hashes are of tokens it does not hold)."""
 
-    def __init__(self, loop: StepLoop[Any], recorder: TraceRecorder, every: int) -> None:
-        assert every > 0
+    def __init__(
+        self,
+        loop: StepLoop[Any],
+        recorder: TraceRecorder,
+        every: int | None,
+        segments: SegmentEvery | None = None,
+        *,
+        redacted: bool = False,
+    ) -> None:
         self.loop = loop
         self.recorder = recorder
-        self.every = every
+        self.every = None if redacted else every
+        self.segments = segments
+        self.redacted = redacted
+        self.segment_start: tuple[int, float] | None = None
+        """The step the open segment began at, and when (monotonic)."""
 
     def __call__(self, step: int) -> None:
-        if step % self.every or step == 0:
-            return
+        if self.segments is not None and self._segment_due(step):
+            self.segment_start = (step, time.monotonic())
+            if self.redacted:
+                self.recorder.open_segment_at(step)
+            else:
+                self._take(step, opens_segment=True)
+        elif self.every and step % self.every == 0 and step:
+            self._take(step, opens_segment=False)
+
+    def _segment_due(self, step: int) -> bool:
+        assert self.segments is not None
+        if self.segment_start is None:
+            self.segment_start = (step, time.monotonic())
+            return False
+        first, started = self.segment_start
+        return self.segments.due(step - first, time.monotonic() - started)
+
+    def _take(self, step: int, *, opens_segment: bool) -> None:
         started = time.perf_counter_ns()
         loop = self.loop
         pending_step = loop.batch_steps[0] if loop.batch_steps else None
         checkpoint = take_checkpoint(loop.core, step, pending_step)
-        self.recorder.record_checkpoint(checkpoint, time.perf_counter_ns() - started)
+        took = time.perf_counter_ns() - started
+        self.recorder.record_checkpoint(checkpoint, took, opens_segment=opens_segment)
 
     @staticmethod
-    def attach(loop: StepLoop[Any], recorder: TraceRecorder, every: int | None) -> None:
-        """Take checkpoints every `every` steps in `loop` (None or 0: none)."""
-        if every:
-            loop.on_step_start = Checkpointer(loop, recorder, every)
+    def attach(
+        loop: StepLoop[Any],
+        recorder: TraceRecorder,
+        every: int | None,
+        segments: SegmentEvery | None = None,
+        *,
+        redacted: bool = False,
+    ) -> None:
+        """Take checkpoints every `every` steps in `loop` (None or 0: none) and at segments'
+        starts."""
+        if every or segments is not None:
+            loop.on_step_start = Checkpointer(loop, recorder, every, segments, redacted=redacted)

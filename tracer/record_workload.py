@@ -18,6 +18,7 @@ from stepscope import __version__
 from .checkpointer import DEFAULT_CHECKPOINT_EVERY, Checkpointer
 from .recorder import TraceRecorder
 from .redact import Redactor
+from .segments import SegmentSettings
 
 
 class StepSink(Protocol):
@@ -72,6 +73,7 @@ def record_workload(
     checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY,
     start: SchedulerCheckpoint | None = None,
     to_step: int | None = None,
+    segments: SegmentSettings | None = None,
 ) -> RecordSummary:
     """Run the workload with a recorder attached; the trace is marked complete at the end.
 
@@ -80,7 +82,8 @@ def record_workload(
     the run resumes at that checkpoint's step (the model runner taken up there already);
     with `to_step` it stops after that step, and the trace says it is incomplete. If the
     run stops early (an exception, Ctrl-C), every step recorded so far is kept and the
-    trace says it is incomplete.
+    trace says it is incomplete. With `segments` the trace is a recording folder of
+    segments, each opening with a checkpoint.
     """
     if path.exists():
         raise InputError(f"{path}: already exists (remove it or choose another -o)")
@@ -90,6 +93,7 @@ def record_workload(
         trace_meta(workload, meta),
         redactor=redactor,
         flush_every_steps=flush_every_steps,
+        segments=segments,
     )
     loop = EngineLoop(
         workload,
@@ -99,7 +103,13 @@ def record_workload(
         keep_output_tokens=False,
         keep_finishes=False,
     )
-    Checkpointer.attach(loop, recorder, None if redactor is not None else checkpoint_every)
+    Checkpointer.attach(
+        loop,
+        recorder,
+        checkpoint_every,
+        None if segments is None else segments.every,
+        redacted=redactor is not None,
+    )
     complete = False
     steps = loop.run()
     try:

@@ -36,6 +36,7 @@ from .columns import TableBuffer, buffer_for
 from .held_signals import signals_held
 from .redact import Redactor, redacted_config
 from .request_rows import request_row
+from .segments import SegmentSettings, SegmentWriter
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .step_summary_row import engine_step_row, idle_step_row
@@ -43,6 +44,9 @@ from .writer import CHECKPOINTS, REQUEST_ABORTS, TraceWriter
 
 FLUSH_ROWS = 131_072
 """`_scheduled` rows per batch at most: about one DuckDB row group (122,880 rows)."""
+SEGMENT_FLUSH_INTERVAL_S = 1.0
+"""A segmented recording hands its steps over at least this often: a reader of the open
+segment sees the steps of up to about that long ago."""
 _FINISH_REASON = EngineCoreOutput._fields.index("finish_reason")
 
 
@@ -66,15 +70,33 @@ class TraceRecorder:
         flush_rows: int = FLUSH_ROWS,
         *,
         compact: bool = True,
+        segments: SegmentSettings | None = None,
     ) -> None:
         meta = {**meta, "redacted": str(redactor is not None).lower()}
-        self.writer = TraceWriter(path, meta, compact=compact)
+        if segments is not None:
+            flush_interval_s = min(flush_interval_s, SEGMENT_FLUSH_INTERVAL_S)
+        self.writer: TraceWriter | SegmentWriter = (
+            TraceWriter(path, meta, compact=compact)
+            if segments is None
+            else SegmentWriter(path, meta, segments)
+        )
+        self.segmented = segments is not None
         self.workload = workload
         self.redactor = redactor
-        self.specs: list[RequestSpec | None] = list(workload.requests)
-        """Each request's spec until its `_requests` row is recorded, then None: a live
-        engine's recording would otherwise hold every prompt it was sent."""
+        self.specs: dict[int, RequestSpec] = dict(enumerate(workload.requests))
+        """Each request's spec until its `_requests` row is recorded: a live engine's
+        recording would otherwise hold every prompt it was sent."""
         self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
+        self._num_indexed = len(workload.requests)
+        self._carried_rows: dict[int, dict[str, object]] = {}
+        """Segmented: the `_requests` row of each unfinished request, which every segment
+        it runs in holds, so each segment replays on its own."""
+        self._opening: _Opening | None = None
+        """Where the next segment opens (or recording resumes after a gap), held until that
+        step is recorded."""
+        self._segment_open = False
+        self._in_gap = False
+        """Steps are being dropped: nothing is recorded until a checkpoint resumes it."""
         self._row_aborts: dict[int, tuple[int, bool]] = {}
         """The abort (step, before update) in a recorded `_requests` row, by request index."""
         self.flush_every_steps = flush_every_steps
@@ -117,19 +139,28 @@ class TraceRecorder:
         """Record `spec` for its request: a known id keeps its index, a new one gets the next."""
         index = self.request_index.get(spec.request_id)
         if index is None:
-            self.request_index[spec.request_id] = len(self.specs)
-            self.specs.append(spec)
-        else:
-            self.specs[index] = spec
+            index = self.request_index[spec.request_id] = self._num_indexed
+            self._num_indexed += 1
+        self.specs[index] = spec
 
     # ----- steps --------------------------------------------------------------
 
-    def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
+    def record_step(
+        self, record: StepRecord, scheduler: QueueState, ended_at_ns: int | None = None
+    ) -> None:
         """Record one loop step; call it as the record is yielded (queues are read live).
 
-        A step is recorded whole or not at all: if recording it fails, its partial
-        rows are dropped and every earlier step is kept.
+        `ended_at_ns` is the wall clock the step ended at (None: now). A step is recorded
+        whole or not at all: if recording it fails, its partial rows are dropped and every
+        earlier step is kept.
         """
+        ended_at_ns = time.time_ns() if ended_at_ns is None else ended_at_ns
+        if self._opening is not None and record.step >= self._opening.step:
+            self._open_segment(self._opening)
+        if self._in_gap:
+            return  # a step the engine handed over before it knew of the gap
+        if self.segmented and not self._segment_open:
+            self._start_writing_segment(record.step, starts_with_checkpoint=False)
         lengths = {name: buffer.num_rows for name, buffer in self._buffers.items()}
         num_aborts = len(self._aborts)
         try:
@@ -137,9 +168,9 @@ class TraceRecorder:
             self._record_arrivals(record, seq)
             if record.engine_step is None:
                 self._record_late_aborts(record, seq)
-                self._record_idle_step(record.step, scheduler)
+                self._record_idle_step(record.step, scheduler, ended_at_ns)
             else:
-                self._record_engine_step(record, record.engine_step, scheduler, seq)
+                self._record_engine_step(record, record.engine_step, scheduler, seq, ended_at_ns)
         except BaseException:
             for name, buffer in self._buffers.items():
                 buffer.truncate(lengths[name])
@@ -161,9 +192,91 @@ class TraceRecorder:
             self._record_request(rc.request_id)
             self._table_lengths[self.request_index[rc.request_id]] = len(rc.block_ids)
 
-    def record_checkpoint(self, checkpoint: SchedulerCheckpoint, take_ns: int) -> None:
-        """Record the state at the start of a step; it is written with the steps buffered."""
-        self._checkpoints.append(PendingCheckpoint.of(checkpoint, self.request_index, take_ns))
+    def record_checkpoint(
+        self, checkpoint: SchedulerCheckpoint, take_ns: int, *, opens_segment: bool = False
+    ) -> None:
+        """Record the state at the start of a step; it is written with the steps buffered.
+
+        One that `opens_segment` starts a new segment at its step (or, after a gap, resumes
+        recording there): it is held until that step is recorded.
+        """
+        pending = PendingCheckpoint.of(checkpoint, self.request_index, take_ns)
+        if opens_segment:
+            self._opening = _Opening(checkpoint.step, pending)
+        elif not self._in_gap:
+            self._checkpoints.append(pending)
+
+    def open_segment_at(self, step: int) -> None:
+        """Start a new segment at `step` without a checkpoint (a redacted recording's: its
+        segments do not replay on their own)."""
+        self._opening = _Opening(step, None)
+
+    def gap_starts(self, step: int) -> None:
+        """Steps from `step` on are dropped until a checkpoint that opens a segment: what
+        was recorded before it is kept, and its segment ends there."""
+        self._in_gap = True
+        self._schedule_calls.clear()
+        self._schedule_start, self.decisions = None, []
+        self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
+        self.flush()
+        if self._segment_open:
+            self.writer.end_segment("fell_behind")
+            self._segment_open = False
+        self.writer.set_meta({"dropped_steps_from": str(step)})
+
+    def _open_segment(self, opening: _Opening) -> None:
+        """A segment starts at `opening.step`: the steps before it are handed over, then
+        the rows a run from its checkpoint needs (its requests') go first."""
+        self._opening = None
+        step, pending = opening.step, opening.checkpoint
+        later = [c for c in self._checkpoints if c.checkpoint.step >= step]
+        self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
+        self.flush()
+        if self.segmented:
+            if self._segment_open:
+                self.writer.end_segment("rotated")
+            self._start_writing_segment(step, starts_with_checkpoint=pending is not None)
+        if pending is None:
+            self._carry_rows()
+        else:
+            self._carry_requests(pending.checkpoint, after_gap=self._in_gap)
+            later.insert(0, pending)
+        self._in_gap = False
+        self._checkpoints = later
+
+    def _start_writing_segment(self, step: int, *, starts_with_checkpoint: bool) -> None:
+        self.writer.open_segment(step, starts_with_checkpoint=starts_with_checkpoint)
+        self._segment_open = True
+
+    def _carry_requests(self, checkpoint: SchedulerCheckpoint, *, after_gap: bool) -> None:
+        """The `_requests` rows of the requests unfinished at `checkpoint`: new ones for those
+        that arrived in a gap, again for the rest when a segment opens; every other request
+        is forgotten (it finished before the checkpoint)."""
+        carried: dict[int, dict[str, object]] = {}
+        for rc in checkpoint.requests:
+            index = self.request_index[rc.request_id]
+            self._table_lengths[index] = len(rc.block_ids)
+            if index in self.specs:
+                self._record_request(rc.request_id)
+            elif self.segmented:
+                self._buffers["_requests"].append_row(self._carried_rows[index])
+            if self.segmented:
+                carried[index] = self._carried_rows[index]
+        self._carried_rows = carried
+        if after_gap:
+            self._forget_arrived_before(checkpoint)
+
+    def _carry_rows(self) -> None:
+        """With no checkpoint: the rows of every request not known to have finished."""
+        for row in self._carried_rows.values():
+            self._buffers["_requests"].append_row(row)
+
+    def _forget_arrived_before(self, checkpoint: SchedulerCheckpoint) -> None:
+        """Drop the specs of requests that arrived and finished in a gap (never recorded)."""
+        unfinished = {self.request_index[rc.request_id] for rc in checkpoint.requests}
+        for index, spec in list(self.specs.items()):
+            if spec.arrival_step < checkpoint.step and index not in unfinished:
+                del self.specs[index]
 
     def flush(self) -> None:
         """Hand the buffered rows to the writer as one batch (one transaction).
@@ -217,6 +330,7 @@ class TraceRecorder:
             self._event(record.step, seq, request_id, "arrive", None)
         for request_id in record.rejected:
             self._record_request(request_id)
+            self._carried_rows.pop(self.request_index[request_id], None)
             self._event(record.step, seq, request_id, "reject", "prompt length")
         for request_id in record.aborted:
             self._event(record.step, seq, request_id, "abort", None)
@@ -235,7 +349,8 @@ class TraceRecorder:
         """
         index = self.request_index[request_id]
         self._table_lengths.pop(index, None)
-        spec = self.specs[index]
+        self._carried_rows.pop(index, None)
+        spec = self.specs.get(index)
         if spec is None:  # its row is recorded
             if self._row_aborts.get(index) == (step, before_update):
                 return
@@ -251,10 +366,12 @@ class TraceRecorder:
     def _record_request(self, request_id: str) -> None:
         """The request's `_requests` row; from then on only an abort in it is kept."""
         index = self.request_index[request_id]
-        spec = self.specs[index]
+        spec = self.specs.pop(index, None)
         assert spec is not None, f"request {request_id}: its row is recorded already"
-        self._buffers["_requests"].append_row(request_row(index, request_id, spec, self.redactor))
-        self.specs[index] = None
+        row = request_row(index, request_id, spec, self.redactor)
+        self._buffers["_requests"].append_row(row)
+        if self.segmented:
+            self._carried_rows[index] = row
         if spec.abort_step is not None:
             self._row_aborts[index] = (spec.abort_step, spec.abort_before_update)
 
@@ -276,11 +393,17 @@ class TraceRecorder:
         columns["detail"].append(detail)
         columns["stop_reason"].append(stop_reason)
 
-    def _record_idle_step(self, step: int, scheduler: QueueState) -> None:
-        self._append_step_row(idle_step_row(self._buffers["_steps"].columns, step, scheduler))
+    def _record_idle_step(self, step: int, scheduler: QueueState, ended_at_ns: int) -> None:
+        columns = self._buffers["_steps"].columns
+        self._append_step_row(idle_step_row(columns, step, scheduler, ended_at_ns))
 
     def _record_engine_step(
-        self, record: StepRecord, engine_step: EngineStep, scheduler: QueueState, seq: Seq
+        self,
+        record: StepRecord,
+        engine_step: EngineStep,
+        scheduler: QueueState,
+        seq: Seq,
+        ended_at_ns: int,
     ) -> None:
         assert self._schedule_calls, "the scheduler was not given this probe"
         call = self._schedule_calls.popleft()
@@ -310,9 +433,11 @@ class TraceRecorder:
         for output in finished:
             stop = self._stop_reason(output.stop_reason)
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
-            self._table_lengths.pop(self.request_index[output.request_id], None)
+            index = self.request_index[output.request_id]
+            self._table_lengths.pop(index, None)
+            self._carried_rows.pop(index, None)
         blocked = end.blocked_request_id
-        row = engine_step_row(step, engine_step, scheduler, start, end)
+        row = engine_step_row(step, engine_step, scheduler, start, end, ended_at_ns)
         row.update(
             blocked_request_index=None if blocked is None else self.request_index[blocked],
             update_step=record.update_step,
@@ -355,6 +480,14 @@ class TraceRecorder:
         if not isinstance(stop_reason, int):
             return None
         return stop_reason if self.redactor is None else self.redactor.token(stop_reason)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Opening:
+    """A segment to open at `step`, with the checkpoint it starts with (None: redacted)."""
+
+    step: int
+    checkpoint: PendingCheckpoint | None
 
 
 def _config_table(config: EngineConfig) -> pa.Table:

@@ -8,8 +8,10 @@ from stepscope.engine import EngineStep, step_counts
 from stepscope.engine.probe import QueueState, ScheduleEnd, ScheduleStart
 
 
-def idle_step_row(columns: Iterable[str], step: int, scheduler: QueueState) -> dict[str, object]:
-    """A step with nothing scheduled: only its queue lengths and free blocks."""
+def idle_step_row(
+    columns: Iterable[str], step: int, scheduler: QueueState, ended_at_ns: int
+) -> dict[str, object]:
+    """A step with nothing scheduled: only its queue lengths, free blocks and end."""
     num_running, num_waiting = scheduler.get_request_counts()
     free = scheduler.get_num_free_blocks()
     row: dict[str, object] = dict.fromkeys(columns)
@@ -20,6 +22,7 @@ def idle_step_row(columns: Iterable[str], step: int, scheduler: QueueState) -> d
         num_free_blocks_after_update=free,
         num_running_after=num_running,
         num_waiting_after=num_waiting,
+        ended_at_ns=ended_at_ns,
     )
     return row
 
@@ -30,6 +33,7 @@ def engine_step_row(
     scheduler: QueueState,
     start: ScheduleStart,
     end: ScheduleEnd,
+    ended_at_ns: int,
 ) -> dict[str, object]:
     """A scheduled step's row; the caller fills in what it counted (preemptions, finishes,
     the blocked request's index, the update step)."""
@@ -63,4 +67,5 @@ def engine_step_row(
         "schedule_ns": engine_step.schedule_ns,
         "model_ns": engine_step.model_ns,
         "update_ns": engine_step.update_ns,
+        "ended_at_ns": ended_at_ns,
     }

@@ -1,0 +1,102 @@
+"""How a recording is cut into segments and how much of it is kept.
+
+segment: 5000steps    a segment closes after this many steps
+         60s          ... or once it has been open this long (monotonic clock)
+retain:  2GB          the oldest closed segments go while the folder holds more
+         24h          ... or once they closed this long ago
+         2GB,24h      both
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_STEPS = re.compile(r"(\d+)\s*steps?")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h|d)")
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_BYTES = {
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentEvery:
+    """When the open segment closes: after `steps` steps, or once open `seconds` (one is set)."""
+
+    steps: int | None = None
+    seconds: float | None = None
+
+    def due(self, steps_in_segment: int, seconds_open: float) -> bool:
+        if self.steps is not None:
+            return steps_in_segment >= self.steps
+        assert self.seconds is not None
+        return seconds_open >= self.seconds
+
+    def __str__(self) -> str:
+        return f"{self.steps}steps" if self.steps is not None else f"{self.seconds:g}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """The oldest closed segments are deleted past `max_bytes` or `max_age_s` (None: no bound)."""
+
+    max_bytes: int | None = None
+    max_age_s: float | None = None
+
+    def __str__(self) -> str:
+        bounds = []
+        if self.max_bytes is not None:
+            bounds.append(f"{self.max_bytes}B")
+        if self.max_age_s is not None:
+            bounds.append(f"{self.max_age_s:g}s")
+        return ",".join(bounds) or "all"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentSettings:
+    """A segmented recording's settings."""
+
+    every: SegmentEvery
+    retain: Retention = Retention()
+
+
+def parse_segment_every(raw: str, setting: str) -> SegmentEvery:
+    """`5000steps` or `60s` (also `m`, `h`); anything else is a ValueError naming `setting`."""
+    text = raw.strip().lower()
+    steps = _STEPS.fullmatch(text)
+    if steps is not None and int(steps.group(1)) > 0:
+        return SegmentEvery(steps=int(steps.group(1)))
+    duration = _DURATION.fullmatch(text)
+    if duration is not None and float(duration.group(1)) > 0:
+        return SegmentEvery(seconds=float(duration.group(1)) * _SECONDS[duration.group(2)])
+    raise ValueError(
+        f"{setting}={raw!r}: expected the steps or the time a segment spans (5000steps, 60s)"
+    )
+
+
+def parse_retention(raw: str, setting: str) -> Retention:
+    """`2GB`, `24h` or `2GB,24h`; anything else is a ValueError naming `setting`."""
+    max_bytes: int | None = None
+    max_age_s: float | None = None
+    for item in (part.strip().lower() for part in raw.split(",")):
+        size = _SIZE.fullmatch(item)
+        duration = _DURATION.fullmatch(item)
+        if size is not None and max_bytes is None and float(size.group(1)) > 0:
+            max_bytes = int(float(size.group(1)) * _BYTES[size.group(2)])
+        elif duration is not None and max_age_s is None and float(duration.group(1)) > 0:
+            max_age_s = float(duration.group(1)) * _SECONDS[duration.group(2)]
+        else:
+            raise ValueError(
+                f"{setting}={raw!r}: expected a size, an age or both to keep (2GB, 24h, 2GB,24h)"
+            )
+    return Retention(max_bytes, max_age_s)

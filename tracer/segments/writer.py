@@ -1,0 +1,377 @@
+"""Writes a recording as a folder of segments from a background thread.
+
+The recorder hands over batches as it does to `TraceWriter`; each becomes a part of the
+open segment, its files written under a temporary name and renamed into place, so a
+reader sees whole steps only and a process killed at any point loses at most the batch
+being written. Closing a segment merges its parts into its closed, compact form (renamed
+into place whole), then the retention rule deletes the oldest closed segments. The open
+segment's parts stay one segment longer: a reader that listed them can finish.
+
+A failure (a full disk, a folder that cannot be written) stops the writer: it is raised
+on the engine's next call, as `TraceWriteError`, and every segment and part written
+before it stays readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import os
+import queue
+import shutil
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import pyarrow as pa
+from stepscope.schema.recording_layout import (
+    CLOSING_SUFFIX,
+    LOCK,
+    TEMPORARY_SUFFIX,
+    folder_bytes,
+    part_name,
+    segment_name,
+    table_file,
+    write_manifest,
+)
+from stepscope.schema.version import SCHEMA_VERSION
+
+from ..checkpoint_rows import pending_checkpoint_tables
+from ..writer import CHECKPOINTS, QUEUE_DEPTH, Batch, TraceWriteError
+from .parquet_files import file_schema, read_file, write_part_file, write_segment_file
+from .settings import SegmentSettings
+
+_DELETING_SUFFIX = ".deleting"
+_META_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string())])
+
+
+@dataclass(frozen=True)
+class _Meta:
+    meta: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _Open:
+    first_step: int
+    starts_with_checkpoint: bool
+
+
+@dataclass(frozen=True)
+class _End:
+    ended_by: str
+    """rotated, fell_behind (steps were dropped after it) or closed (the recording ended)."""
+
+
+@dataclass(frozen=True)
+class _Close:
+    meta: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _ClosedSegment:
+    folder: Path
+    num_bytes: int
+    closed_at: float
+    """Wall clock (seconds since the epoch) when it closed."""
+
+
+class SegmentWriter:
+    """Owns a recording folder: its manifest, its lock, and the open segment."""
+
+    def __init__(self, folder: Path, meta: Mapping[str, str], settings: SegmentSettings) -> None:
+        self.path = folder
+        self.settings = settings
+        self.rows_written = 0
+        self.write_cpu_s = 0.0
+        """CPU time of the writer thread so far: parts, merges and retention."""
+        self._lock_file = _create_folder(folder, settings)
+        self._meta: dict[str, str] = {
+            "schema_version": str(SCHEMA_VERSION),
+            "complete": "false",
+            **meta,
+        }
+        """Every `_meta` key set so far, in the order set: each segment's meta starts so."""
+        self._pending_meta: dict[str, str] = dict(self._meta)
+        self._config: pa.Table | None = None
+        self._open: Path | None = None
+        self._first_step = 0
+        self._last_step: int | None = None
+        """The last step written into the open segment (None: none yet)."""
+        self._num_parts = 0
+        self._open_bytes = 0
+        self._stale_open: Path | None = None
+        self._closed: deque[_ClosedSegment] = deque()
+        self._told_too_big = False
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_DEPTH)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, name="stepscope-segment-writer", daemon=True
+        )
+        self._thread.start()
+
+    # ----- the recorder's calls ------------------------------------------------
+
+    def submit(self, batch: Batch) -> None:
+        """Queue a batch (rows of whole steps) for the open segment; blocks only while full."""
+        self._put(batch)
+
+    def set_meta(self, meta: Mapping[str, str], *, checkpoint: bool = False) -> None:
+        """Queue `meta`; it is written at once, after the batches queued before it."""
+        del checkpoint  # every meta update is written at once: a part of its own
+        self._put(_Meta(dict(meta)))
+
+    def open_segment(self, first_step: int, *, starts_with_checkpoint: bool) -> None:
+        """Start a segment whose first step is `first_step` (the last one must have ended)."""
+        self._put(_Open(first_step, starts_with_checkpoint))
+
+    def end_segment(self, ended_by: str) -> None:
+        """Close the open segment (none open: nothing to do)."""
+        self._put(_End(ended_by))
+
+    def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
+        """Write what is queued, close the open segment, and let the folder go."""
+        if self._thread.is_alive():
+            self._queue.put(_Close({**(final_meta or {}), "complete": str(complete).lower()}))
+            self._thread.join()
+        self._raise_if_failed()
+
+    def wait(self) -> None:
+        """Block until everything queued so far is written (or the writer failed)."""
+        self._queue.join()
+        self._raise_if_failed()
+
+    def _put(self, item: object) -> None:
+        self._raise_if_failed()
+        self._queue.put(item)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise TraceWriteError(f"{self.path}: writing the recording failed: {self._error}")
+
+    # ----- the writer thread ------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while self._handle(self._queue.get()):
+                self.write_cpu_s = time.thread_time()
+        except BaseException as error:  # raised on the engine thread at its next call
+            self._error = error
+            self._drain()
+        finally:
+            self.write_cpu_s = time.thread_time()
+            self._release_lock()
+
+    def _handle(self, item: object) -> bool:
+        """Carry out one queued item; False once the folder is let go."""
+        try:
+            if isinstance(item, _Meta):
+                self._meta.update(item.meta)
+                self._pending_meta.update(item.meta)
+                if self._open is not None:
+                    self._write_part({})
+            elif isinstance(item, _Open):
+                self._open_segment(item)
+            elif isinstance(item, _End):
+                self._end_segment(item)
+            elif isinstance(item, _Close):
+                self._close(item)
+                return False
+            else:
+                assert isinstance(item, Mapping)
+                self._write_batch(item)
+            return True
+        finally:
+            self._queue.task_done()
+
+    def _write_batch(self, batch: Batch) -> None:
+        tables = dict(batch)
+        config = tables.pop("_config", None)
+        if config is not None:
+            self._config = config
+        if CHECKPOINTS in tables:
+            tables.update(pending_checkpoint_tables(tables.pop(CHECKPOINTS)))
+        if not tables:
+            return
+        if self._open is None:
+            raise RuntimeError(f"rows of {', '.join(sorted(tables))} while no segment is open")
+        self._write_part(tables)
+
+    def _open_segment(self, item: _Open) -> None:
+        assert self._open is None, "a segment is open already"
+        self._first_step = item.first_step
+        self._open = self.path / segment_name(item.first_step, is_open=True)
+        self._open.mkdir()
+        self._last_step = None
+        self._num_parts = 0
+        self._open_bytes = 0
+        self._pending_meta = {
+            **self._meta,
+            "segment_first_step": str(item.first_step),
+            "segment_checkpoint": str(item.starts_with_checkpoint).lower(),
+        }
+        first = {} if self._config is None else {"_config": self._config}
+        self._write_part(first)
+
+    def _write_part(self, tables: Mapping[str, pa.Table]) -> None:
+        """The tables, and the meta set since the last part, as the open segment's next part."""
+        assert self._open is not None
+        if self._pending_meta:
+            tables = {**tables, "_meta": _meta_table(self._pending_meta)}
+            self._pending_meta = {}
+        final = self._open / part_name(self._num_parts)
+        scratch = final.with_name(final.name + TEMPORARY_SUFFIX)
+        try:
+            scratch.mkdir()
+            for name, rows in tables.items():
+                write_part_file(rows, scratch / table_file(name))
+                if name != "_meta":
+                    self.rows_written += rows.num_rows
+            os.replace(scratch, final)
+            if "_steps" in tables:
+                self._last_step = tables["_steps"]["step"][-1].as_py()
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        self._num_parts += 1
+        self._open_bytes += folder_bytes(final)
+
+    def _end_segment(self, item: _End) -> None:
+        if self._open is None:
+            return
+        last = self._first_step - 1 if self._last_step is None else self._last_step
+        facts = {
+            "segment_last_step": str(last),
+            "segment_end": item.ended_by,
+            "segment_closed_at": _now_iso(),
+        }
+        self._merge(self._open, facts)
+        self._open = None
+        self._apply_retention()
+
+    def _merge(self, open_folder: Path, facts: Mapping[str, str]) -> None:
+        """The open segment's parts as one closed segment, renamed into place whole."""
+        closing = self.path / (segment_name(self._first_step) + CLOSING_SUFFIX)
+        shutil.rmtree(closing, ignore_errors=True)
+        closing.mkdir()
+        parts = sorted(p for p in open_folder.iterdir() if not p.name.endswith(TEMPORARY_SUFFIX))
+        for file_name in sorted({f.name for part in parts for f in part.iterdir()}):
+            files = [part / file_name for part in parts if (part / file_name).is_file()]
+            if file_name == table_file("_meta"):
+                rows = _meta_table({**dict(self._segment_meta(files)), **facts})
+                write_segment_file("_meta", _META_SCHEMA, _reader([], [rows]), closing / file_name)
+                continue
+            name = "_" + file_name.removesuffix(".parquet")
+            write_segment_file(name, file_schema(files[0]), _reader(files), closing / file_name)
+        closed = self.path / segment_name(self._first_step)
+        os.replace(closing, closed)
+        self._delete(self._stale_open)
+        self._stale_open = open_folder
+        self._closed.append(_ClosedSegment(closed, folder_bytes(closed), time.time()))
+
+    @staticmethod
+    def _segment_meta(files: list[Path]) -> list[tuple[str, str]]:
+        """The segment's meta as its parts set it, the last value of each key kept."""
+        meta: dict[str, str] = {}
+        for path in files:
+            for row in read_file(path).to_pylist():
+                meta[row["key"]] = row["value"]
+        return list(meta.items())
+
+    def _apply_retention(self) -> None:
+        """Delete the oldest closed segments past the size or age bound (never the newest)."""
+        retain = self.settings.retain
+        now = time.time()
+        while len(self._closed) > 1:
+            oldest = self._closed[0]
+            total = sum(segment.num_bytes for segment in self._closed) + self._open_bytes
+            too_big = retain.max_bytes is not None and total > retain.max_bytes
+            too_old = retain.max_age_s is not None and now - oldest.closed_at > retain.max_age_s
+            if not (too_big or too_old):
+                return
+            self._closed.popleft()
+            self._delete(oldest.folder)
+
+    def _delete(self, folder: Path | None) -> None:
+        """Remove `folder`: renamed first, so a reader never lists it half-deleted."""
+        if folder is None:
+            return
+        doomed = folder.with_name(folder.name + _DELETING_SUFFIX)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(folder, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def _close(self, item: _Close) -> None:
+        self._meta.update(item.meta)
+        self._pending_meta.update(item.meta)
+        if self._open is not None:
+            self._write_part({})
+            self._end_segment(_End("closed"))
+        self._delete(self._stale_open)
+        self._stale_open = None
+
+    def _drain(self) -> None:
+        """After a failure, take what is queued without writing, so no caller waits."""
+        threading.Thread(target=self._discard_forever, daemon=True).start()
+
+    def _discard_forever(self) -> None:
+        while True:
+            item = self._queue.get()
+            self._queue.task_done()
+            if isinstance(item, _Close):
+                return
+
+    def _release_lock(self) -> None:
+        with contextlib.suppress(OSError):
+            (self.path / LOCK).unlink()
+        with contextlib.suppress(OSError):
+            self._lock_file.close()
+
+
+def _create_folder(folder: Path, settings: SegmentSettings) -> IO[str]:
+    """Make the recording folder (new, or empty), its manifest, and the writer's lock."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if any(folder.iterdir()):
+            raise TraceWriteError(f"{folder}: already exists and is not empty")
+        lock = (folder / LOCK).open("w", encoding="ascii")
+        lock.write(str(os.getpid()))
+        lock.flush()
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        write_manifest(
+            folder,
+            {
+                "created_at": _now_iso(),
+                "segment": str(settings.every),
+                "retain": str(settings.retain),
+            },
+        )
+    except OSError as error:
+        raise TraceWriteError(f"{folder}: cannot create the recording: {error}") from None
+    return lock
+
+
+def _reader(
+    files: list[Path], tables: list[pa.Table] | None = None
+) -> Callable[[], Iterator[pa.Table]]:
+    """The files' rows (or `tables`), a file at a time, read afresh at each call."""
+    if tables is not None:
+        return lambda: iter(tables)
+    return lambda: (read_file(path) for path in files)
+
+
+def _meta_table(meta: Mapping[str, str]) -> pa.Table:
+    return pa.table(
+        {
+            "key": pa.array(list(meta), pa.string()),
+            "value": pa.array(list(meta.values()), pa.string()),
+        }
+    )
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
