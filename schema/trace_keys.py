@@ -62,16 +62,36 @@ def _null_key(
 
 
 def _request_index_problem(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
-    """`_requests` numbered 0..n-1 once each, and every reference in that range."""
+    """`_requests` numbered once each, 0..n-1 (or, in a window of a trace, the numbers of
+    the requests it holds), and every reference naming one of them."""
     count, distinct, low, high = con.sql(query(__package__, "request_numbering")).fetchall()[0]
-    if count and (distinct != count or low != 0 or high != count - 1):
-        return f"{path}: _requests.request_index is not 0..{count - 1}, each once"
+    if count and (distinct != count or low < 0):
+        return f"{path}: _requests.request_index holds a number twice, or one below 0"
+    dense = not count or (low == 0 and high == count - 1)
     for table in REQUEST_REFERENCES:
-        # A table's name from the constant above, spliced in.
-        low, high = con.sql(
-            f"SELECT min(request_index), max(request_index) FROM {table}"
-        ).fetchall()[0]
-        if low is not None and (low < 0 or high >= count):
-            index = low if low < 0 else high
-            return f"{path}: {table}.request_index {index} names no request (of {count})"
+        problem = (
+            _out_of_range(con, path, table, count)
+            if dense
+            else _unknown_reference(con, path, table)
+        )
+        if problem is not None:
+            return problem
+    return None
+
+
+def _out_of_range(con: duckdb.DuckDBPyConnection, path: Path, table: str, count: int) -> str | None:
+    """A reference outside 0..count-1 (read from the table's statistics, mostly)."""
+    # A table's name from the constants above, spliced in.
+    low, high = con.sql(f"SELECT min(request_index), max(request_index) FROM {table}").fetchall()[0]
+    if low is not None and (low < 0 or high >= count):
+        index = low if low < 0 else high
+        return f"{path}: {table}.request_index {index} names no request (of {count})"
+    return None
+
+
+def _unknown_reference(con: duckdb.DuckDBPyConnection, path: Path, table: str) -> str | None:
+    """A reference to a request the window does not hold."""
+    rows = con.execute(query(__package__, "unknown_request_reference"), [table]).fetchall()
+    if rows:
+        return f"{path}: {table}.request_index {rows[0][0]} names no request of the trace"
     return None

@@ -26,6 +26,7 @@ from .commands.info import info
 from .commands.record import record
 from .commands.replay import replay
 from .commands.run import run
+from .commands.snapshot import snapshot
 from .commands.sql import sql
 from .commands.sweep import sweep
 from .commands.tui import tui
@@ -57,7 +58,21 @@ def _options(
     """Record, replay and diff a vLLM-style LLM-serving scheduler, step by step."""
 
 
-for command in (run, record, info, sql, doctor, replay, diff, check, tui, export, sweep, demo):
+for command in (
+    run,
+    record,
+    info,
+    sql,
+    doctor,
+    replay,
+    diff,
+    check,
+    tui,
+    export,
+    snapshot,
+    sweep,
+    demo,
+):
     app.command()(command)
 
 

@@ -7,11 +7,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from stepscope.tracer.vllm.attach.settings import redact, trace_path
+from stepscope.tracer.segments import Retention, SegmentEvery, SegmentSettings
+from stepscope.tracer.vllm.attach.dp_rank import DataParallelRank
+from stepscope.tracer.vllm.attach.settings import redact, segments, trace_path
 
 
 def _config(**stepscope: object) -> SimpleNamespace:
-    return SimpleNamespace(additional_config={"stepscope": stepscope} if stepscope else {})
+    return SimpleNamespace(
+        additional_config={"stepscope": stepscope} if stepscope else {}, instance_id="server-7"
+    )
 
 
 def test_unset_means_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,3 +53,66 @@ def test_vllm_config_when_the_environment_is_silent(
     assert not redact(_config())
     monkeypatch.setenv("STEPSCOPE_TRACE", str(tmp_path / "env.duckdb"))
     assert trace_path(config) == tmp_path / "env.duckdb"
+
+
+def test_a_segment_setting_makes_the_recording_a_folder_per_engine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_TRACE", str(tmp_path) + os.sep)
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "60s")
+    monkeypatch.setenv("STEPSCOPE_TRACE_RETAIN", "2GB,24h")
+    path = trace_path(_config())
+    assert path is not None and path.parent == tmp_path and path.suffix == ""
+    assert path.name.startswith("vllm-") and path.name.endswith(f"-{os.getpid()}")
+    assert segments(_config()) == SegmentSettings(
+        SegmentEvery(seconds=60.0), Retention(max_bytes=2 * 10**9, max_age_s=24 * 3600.0)
+    )
+    ranked = trace_path(_config(), DataParallelRank(1, 2))
+    assert ranked is not None and ranked.name == "rank1" and ranked.parent.name == "vllm-server-7"
+    monkeypatch.setenv("STEPSCOPE_TRACE", str(tmp_path / "run-{rank}"))
+    assert trace_path(_config(), DataParallelRank(1, 2)) == tmp_path / "run-1"
+
+
+def test_a_segmented_recording_named_as_a_file_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPSCOPE_TRACE", "/traces/run.duckdb")
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "5000steps")
+    with pytest.raises(ValueError, match=r"^STEPSCOPE_TRACE='/traces/run.duckdb': a segmented"):
+        trace_path(_config())
+
+
+def test_segments_through_vllm_config_when_the_environment_is_silent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("STEPSCOPE_TRACE_SEGMENT", raising=False)
+    monkeypatch.delenv("STEPSCOPE_TRACE_RETAIN", raising=False)
+    assert segments(_config()) is None
+    config = _config(segment="5000steps", retain="512MB")
+    assert segments(config) == SegmentSettings(SegmentEvery(steps=5000), Retention(512 * 10**6))
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "2m")
+    assert segments(config) == SegmentSettings(SegmentEvery(seconds=120.0), Retention(512 * 10**6))
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "message"),
+    [
+        ("STEPSCOPE_TRACE_SEGMENT", "5000", "expected the steps or the time a segment spans"),
+        ("STEPSCOPE_TRACE_SEGMENT", "0s", "expected the steps or the time a segment spans"),
+        ("STEPSCOPE_TRACE_RETAIN", "2 parsecs", "expected a size, an age or both"),
+        ("STEPSCOPE_TRACE_RETAIN", "2GB,3GB", "expected a size, an age or both"),
+    ],
+)
+def test_a_malformed_segment_setting_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "60s")
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ValueError, match=rf"^{env}='{value}': {message}") as raised:
+        segments(_config())
+    assert "\n" not in str(raised.value)
+
+
+def test_a_retention_without_segments_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STEPSCOPE_TRACE_SEGMENT", raising=False)
+    monkeypatch.setenv("STEPSCOPE_TRACE_RETAIN", "2GB")
+    with pytest.raises(ValueError, match="needs STEPSCOPE_TRACE_SEGMENT"):
+        segments(_config())

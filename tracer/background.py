@@ -1,4 +1,5 @@
-"""A recorder whose rows are built off the engine thread.
+"""A recorder whose rows are built off the engine thread, and which drops steps rather
+than make the engine wait.
 
 A live vLLM engine thread spends its time in `schedule()` and
 `update_from_output()`; turning a step into rows is as much work again. Here the
@@ -6,11 +7,18 @@ engine thread only hands the step's frozen records, and the queue counts it read
 at that moment, to a builder thread that owns the `TraceRecorder`; the builder
 runs while the engine thread waits on the model. Calls reach the recorder in the
 order they were made, so the trace is the one the recorder would write inline.
+
+When the builder falls `BACKLOG_STEPS` steps behind (a slow disk, a starved core),
+the engine thread stops handing steps over: the steps from there are dropped and
+counted, the recording's segment ends where the builder's rows end, and once the
+builder has caught up the engine's checkpointer takes a checkpoint (`wants_checkpoint`,
+`resume_at`) from which recording resumes, in a new segment. A replay resumes there.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -23,12 +31,20 @@ from stepscope.engine.probe import Decision, QueueState, ScheduleEnd, ScheduleSt
 from stepscope.engine.workload import RequestSpec
 
 from .held_signals import signals_held
-from .recorder import TraceRecorder
+from .recorder import SEGMENT_FLUSH_INTERVAL_S, TraceRecorder
 
 logger = logging.getLogger("stepscope.tracer")
 
-BACKLOG_CALLS = 4096
-"""Calls the builder may fall behind before the engine thread waits for it."""
+BACKLOG_STEPS = 512
+"""Steps the builder may fall behind before the engine thread drops steps instead of
+handing them over."""
+MAX_QUEUED_CALLS = 65_536
+"""Calls of any kind queued at most: past it the builder is stuck (a disk that hangs), and
+the recording stops rather than hold the engine's arrivals without bound."""
+
+
+class RecorderStalled(RuntimeError):
+    """The builder has not taken a call for so long that the recording gives up."""
 
 
 @dataclass(frozen=True)
@@ -67,12 +83,22 @@ class BackgroundRecorder:
         self.recorder = recorder
         self.decisions: list[Decision] = []
         """The current `schedule()` call's decisions, appended to on the engine thread."""
+        self.num_dropped_steps = 0
+        """Steps not recorded because the builder had fallen behind."""
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._caught_up = threading.Event()
         self._error: BaseException | None = None
         self._reported = False
         """The engine thread (or the log, at close) has been told of `_error`."""
         self._start: ScheduleStart | None = None
+        self._steps_handed_over = 0
+        """Steps queued for the builder (written by the engine thread only)."""
+        self._steps_built = 0
+        """Of those, steps the builder has recorded (written by the builder only)."""
+        self._dropping = False
+        """In a gap: schedule calls and checkpoints are dropped until `resume_at`."""
+        self._drop_before: float = 0
+        """Steps before this one are dropped (infinity while in a gap)."""
         self._thread = threading.Thread(target=self._run, name="stepscope-row-builder", daemon=True)
         self._thread.start()
 
@@ -82,21 +108,62 @@ class BackgroundRecorder:
     def on_schedule_end(self, record: ScheduleEnd) -> None:
         start, decisions, self.decisions = self._start, self.decisions, []
         assert start is not None, "on_schedule_start was not called"
-        self._submit(lambda: self._schedule_call(start, decisions, record))
+        if not self._dropping:
+            self._submit(lambda: self._schedule_call(start, decisions, record))
 
     def register_request(self, spec: RequestSpec) -> None:
         self._submit(lambda: self.recorder.register_request(spec))
 
     def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
+        if record.step < self._drop_before:
+            self.num_dropped_steps += 1
+            return
+        if self._steps_handed_over - self._steps_built >= BACKLOG_STEPS:
+            self._start_gap(record.step)
+            return
         counts = QueueCounts.read(scheduler)
         ended_at_ns = time.time_ns()
-        self._submit(lambda: self.recorder.record_step(record, counts, ended_at_ns))
+        self._steps_handed_over += 1
+        self._submit(lambda: self._build_step(record, counts, ended_at_ns))
 
     def record_checkpoint(
-        self, checkpoint: Callable[[], SchedulerCheckpoint], take_ns: int
+        self,
+        checkpoint: SchedulerCheckpoint | Callable[[], SchedulerCheckpoint],
+        take_ns: int,
+        *,
+        opens_segment: bool = False,
     ) -> None:
-        """A checkpoint the builder thread makes (from a snapshot the engine thread took)."""
-        self._submit(lambda: self.recorder.record_checkpoint(checkpoint(), take_ns))
+        """A checkpoint, or a function the builder thread makes it with (from a snapshot
+        the engine thread took)."""
+        if self._dropping:
+            return
+
+        def record() -> None:
+            made = checkpoint if isinstance(checkpoint, SchedulerCheckpoint) else checkpoint()
+            self.recorder.record_checkpoint(made, take_ns, opens_segment=opens_segment)
+
+        self._submit(record)
+
+    def open_segment_at(self, step: int) -> None:
+        """A new segment at `step` with no checkpoint (a redacted recording's)."""
+        self._submit(lambda: self.recorder.open_segment_at(step))
+
+    @property
+    def wants_checkpoint(self) -> bool:
+        """In a gap, with the builder caught up: the next step's checkpoint resumes recording."""
+        return self._dropping and self._steps_handed_over == self._steps_built
+
+    def resume_at(self, step: int) -> None:
+        """Recording resumes at `step`, whose checkpoint (opening a segment) is being taken:
+        calls from here on belong to it or later steps; steps before it are still dropped."""
+        self._dropping = False
+        self._drop_before = step
+        logger.warning(
+            "stepscope: the recorder caught up; recording resumes at step %d "
+            "(%d steps dropped so far)",
+            step,
+            self.num_dropped_steps,
+        )
 
     def mark(self, *, complete: bool, meta: Mapping[str, str] | None = None) -> None:
         self._submit(lambda: self.recorder.mark(complete=complete, meta=meta))
@@ -108,6 +175,9 @@ class BackgroundRecorder:
         raised: a closing engine must not fail for its recording. Ctrl-C or a stop
         signal waits until the file is closed.
         """
+        if isinstance(self._error, RecorderStalled):
+            logger.error("stepscope: %s; the recording stops here", self._error)
+            return  # the builder is stuck: joining it would stop the engine too
         with signals_held():
             if self._thread.is_alive():
                 self._calls.put(_STOP)
@@ -115,7 +185,21 @@ class BackgroundRecorder:
             if self._error is not None and not self._reported:
                 self._reported = True
                 logger.error("stepscope: building the trace's rows failed: %s", self._error)
-            self.recorder.close(complete=complete and self._error is None, final_meta=final_meta)
+            final = {**(final_meta or {}), "dropped_steps": str(self.num_dropped_steps)}
+            self.recorder.close(complete=complete and self._error is None, final_meta=final)
+
+    def _start_gap(self, step: int) -> None:
+        """The builder is `BACKLOG_STEPS` behind: drop steps from `step` on."""
+        self._dropping = True
+        self._drop_before = math.inf
+        self.num_dropped_steps += 1
+        self._submit(lambda: self.recorder.gap_starts(step))
+        logger.warning(
+            "stepscope: the recorder fell %d steps behind; dropping steps from step %d "
+            "until it catches up (the engine is not slowed)",
+            BACKLOG_STEPS,
+            step,
+        )
 
     def _schedule_call(
         self, start: ScheduleStart, decisions: list[Decision], end: ScheduleEnd
@@ -124,15 +208,24 @@ class BackgroundRecorder:
         self.recorder.decisions = decisions
         self.recorder.on_schedule_end(end)
 
+    def _build_step(self, record: StepRecord, counts: QueueCounts, ended_at_ns: int) -> None:
+        try:
+            self.recorder.record_step(record, counts, ended_at_ns)
+        finally:
+            self._steps_built += 1
+
     def _submit(self, call: _Call) -> None:
         self._raise_if_failed()
         calls = self._calls
+        if calls.qsize() >= MAX_QUEUED_CALLS:
+            self._error = RecorderStalled(
+                f"the recorder's builder took none of {MAX_QUEUED_CALLS} queued calls"
+            )
+            self._raise_if_failed()
         calls.put(call)
-        if calls.qsize() > BACKLOG_CALLS:
-            self._wait_for_builder()
 
-    def _wait_for_builder(self) -> None:
-        """Back-pressure: the engine thread waits until the builder has done what is queued."""
+    def wait(self) -> None:
+        """Block until the builder has done what is queued (for tests and benchmarks)."""
         self._caught_up.clear()
         self._calls.put(self._caught_up.set)
         self._caught_up.wait()
@@ -145,7 +238,13 @@ class BackgroundRecorder:
             raise self._error
 
     def _run(self) -> None:
-        while (call := self._calls.get()) is not _STOP:
+        while True:
+            try:
+                call = self._calls.get(timeout=SEGMENT_FLUSH_INTERVAL_S)
+            except queue.Empty:
+                call = self.recorder.flush_if_stale
+            if call is _STOP:
+                return
             try:
                 call()
             except BaseException as error:

@@ -9,6 +9,7 @@ from typing import Any
 from stepscope.engine.checkpoint import take_checkpoint
 from stepscope.engine.engine_loop import StepLoop
 
+from .background import BackgroundRecorder
 from .recorder import TraceRecorder
 from .segments import SegmentEvery
 
@@ -22,13 +23,14 @@ class Checkpointer:
     """The loop's `on_step_start`: every `every` steps (not at step 0, whose state is
     empty), a snapshot of the engine's state to the recorder (whose writer thread builds
     its rows); `take_ns` is the snapshot's time, the engine thread's whole part. With
-    `segments`, a segment opens at the first step one is due, with a checkpoint unless
-    the recording is `redacted` (its block hashes are of tokens it does not hold)."""
+    `segments`, a segment opens at the first step one is due, and after a gap where the
+    recorder asks to resume, with a checkpoint unless the recording is `redacted` (its
+    block hashes are of tokens it does not hold)."""
 
     def __init__(
         self,
         loop: StepLoop[Any],
-        recorder: TraceRecorder,
+        recorder: TraceRecorder | BackgroundRecorder,
         every: int | None,
         segments: SegmentEvery | None = None,
         *,
@@ -43,7 +45,10 @@ class Checkpointer:
         """The step the open segment began at, and when (monotonic)."""
 
     def __call__(self, step: int) -> None:
-        if self.segments is not None and self._segment_due(step):
+        resumes = self.recorder.wants_checkpoint
+        if resumes:
+            self.recorder.resume_at(step)
+        if resumes or (self.segments is not None and self._segment_due(step)):
             self.segment_start = (step, time.monotonic())
             if self.redacted:
                 self.recorder.open_segment_at(step)
@@ -71,7 +76,7 @@ class Checkpointer:
     @staticmethod
     def attach(
         loop: StepLoop[Any],
-        recorder: TraceRecorder,
+        recorder: TraceRecorder | BackgroundRecorder,
         every: int | None,
         segments: SegmentEvery | None = None,
         *,

@@ -75,10 +75,11 @@ class TraceRecorder:
         meta = {**meta, "redacted": str(redactor is not None).lower()}
         if segments is not None:
             flush_interval_s = min(flush_interval_s, SEGMENT_FLUSH_INTERVAL_S)
+        self._segment_writer = None if segments is None else SegmentWriter(path, meta, segments)
         self.writer: TraceWriter | SegmentWriter = (
             TraceWriter(path, meta, compact=compact)
-            if segments is None
-            else SegmentWriter(path, meta, segments)
+            if self._segment_writer is None
+            else self._segment_writer
         )
         self.segmented = segments is not None
         self.workload = workload
@@ -91,6 +92,9 @@ class TraceRecorder:
         self._carried_rows: dict[int, dict[str, object]] = {}
         """Segmented: the `_requests` row of each unfinished request, which every segment
         it runs in holds, so each segment replays on its own."""
+        self._finished_rows: dict[int, dict[str, object]] = {}
+        """Segmented: the rows of requests finished since the last segment opened (its
+        checkpoint may still name them: finished, not yet shipped as finished)."""
         self._opening: _Opening | None = None
         """Where the next segment opens (or recording resumes after a gap), held until that
         step is recorded."""
@@ -136,9 +140,10 @@ class TraceRecorder:
         return self._schedule_calls[0].decisions if self._schedule_calls else self.decisions
 
     def register_request(self, spec: RequestSpec) -> None:
-        """Record `spec` for its request: a known id keeps its index, a new one gets the next."""
+        """Record `spec` for its request: a known id whose row is still to be recorded keeps
+        its index (a planned request arriving); any other gets the next."""
         index = self.request_index.get(spec.request_id)
-        if index is None:
+        if index is None or index not in self.specs:
             index = self.request_index[spec.request_id] = self._num_indexed
             self._num_indexed += 1
         self.specs[index] = spec
@@ -219,8 +224,8 @@ class TraceRecorder:
         self._schedule_start, self.decisions = None, []
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
         self.flush()
-        if self._segment_open:
-            self.writer.end_segment("fell_behind")
+        if self._segment_writer is not None and self._segment_open:
+            self._segment_writer.end_segment("fell_behind")
             self._segment_open = False
         self.writer.set_meta({"dropped_steps_from": str(step)})
 
@@ -232,44 +237,70 @@ class TraceRecorder:
         later = [c for c in self._checkpoints if c.checkpoint.step >= step]
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
         self.flush()
-        if self.segmented:
+        if self._segment_writer is not None:
             if self._segment_open:
-                self.writer.end_segment("rotated")
+                self._segment_writer.end_segment("rotated")
             self._start_writing_segment(step, starts_with_checkpoint=pending is not None)
         if pending is None:
             self._carry_rows()
         else:
-            self._carry_requests(pending.checkpoint, after_gap=self._in_gap)
+            self._carry_requests(pending, after_gap=self._in_gap)
             later.insert(0, pending)
         self._in_gap = False
         self._checkpoints = later
 
     def _start_writing_segment(self, step: int, *, starts_with_checkpoint: bool) -> None:
-        self.writer.open_segment(step, starts_with_checkpoint=starts_with_checkpoint)
+        assert self._segment_writer is not None
+        self._segment_writer.open_segment(step, starts_with_checkpoint=starts_with_checkpoint)
         self._segment_open = True
 
-    def _carry_requests(self, checkpoint: SchedulerCheckpoint, *, after_gap: bool) -> None:
-        """The `_requests` rows of the requests unfinished at `checkpoint`: new ones for those
-        that arrived in a gap, again for the rest when a segment opens; every other request
-        is forgotten (it finished before the checkpoint)."""
-        carried: dict[int, dict[str, object]] = {}
-        for rc in checkpoint.requests:
-            index = self.request_index[rc.request_id]
-            self._table_lengths[index] = len(rc.block_ids)
+    def _carry_requests(self, pending: PendingCheckpoint, *, after_gap: bool) -> None:
+        """The `_requests` rows of every request the checkpoint names: new ones for those
+        that arrived in a gap, again for the rest when a segment opens; from here on only
+        the unfinished ones are kept (the rest finished before the checkpoint)."""
+        requests = self._buffers["_requests"]
+        for request_id, index in sorted(pending.request_index.items(), key=lambda item: item[1]):
             if index in self.specs:
-                self._record_request(rc.request_id)
+                self._record_request(request_id)
             elif self.segmented:
-                self._buffers["_requests"].append_row(self._carried_rows[index])
-            if self.segmented:
-                carried[index] = self._carried_rows[index]
-        self._carried_rows = carried
+                requests.append_row(self._carried_rows.get(index) or self._finished_rows[index])
+        for rc in pending.checkpoint.requests:
+            self._table_lengths[self.request_index[rc.request_id]] = len(rc.block_ids)
+        if self.segmented:
+            unfinished = (self.request_index[rc.request_id] for rc in pending.checkpoint.requests)
+            self._carried_rows = {index: self._carried_rows[index] for index in unfinished}
+            self._finished_rows = {}
+            self._row_aborts = {
+                index: abort
+                for index, abort in self._row_aborts.items()
+                if index in self._carried_rows
+            }
+            self._forget_finished_ids(pending)
         if after_gap:
-            self._forget_arrived_before(checkpoint)
+            self._forget_arrived_before(pending.checkpoint)
+
+    def _forget_finished_ids(self, pending: PendingCheckpoint) -> None:
+        """Keep the ids of requests still to come, unfinished, or named by the checkpoint
+        (finished, not yet shipped): a server's recording would otherwise hold every id it
+        was sent."""
+        named = set(pending.request_index)
+        self.request_index = {
+            request_id: index
+            for request_id, index in self.request_index.items()
+            if index in self.specs or index in self._carried_rows or request_id in named
+        }
 
     def _carry_rows(self) -> None:
         """With no checkpoint: the rows of every request not known to have finished."""
         for row in self._carried_rows.values():
             self._buffers["_requests"].append_row(row)
+        self._finished_rows = {}
+
+    def _finished(self, index: int) -> None:
+        """The request at `index` has finished: its row is kept only until a segment opens."""
+        row = self._carried_rows.pop(index, None)
+        if row is not None:
+            self._finished_rows[index] = row
 
     def _forget_arrived_before(self, checkpoint: SchedulerCheckpoint) -> None:
         """Drop the specs of requests that arrived and finished in a gap (never recorded)."""
@@ -301,6 +332,19 @@ class TraceRecorder:
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
 
+    def flush_if_stale(self) -> None:
+        """Flush when steps have waited in the buffers `flush_interval_s` (an engine that has
+        gone quiet still shows its last steps to the readers of a recording)."""
+        if self._steps_since_flush and time.monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    wants_checkpoint = False
+    """An inline recorder never drops steps, so never asks for a checkpoint to resume at."""
+
+    def resume_at(self, step: int) -> None:
+        """Never called: an inline recorder has no gap."""
+        raise AssertionError(f"resume_at({step}) on a recorder that drops no steps")
+
     def mark(self, *, complete: bool, meta: Mapping[str, str] | None = None) -> None:
         """Commit every step recorded so far and say whether the trace is complete as it stands.
 
@@ -330,7 +374,7 @@ class TraceRecorder:
             self._event(record.step, seq, request_id, "arrive", None)
         for request_id in record.rejected:
             self._record_request(request_id)
-            self._carried_rows.pop(self.request_index[request_id], None)
+            self._finished(self.request_index[request_id])
             self._event(record.step, seq, request_id, "reject", "prompt length")
         for request_id in record.aborted:
             self._event(record.step, seq, request_id, "abort", None)
@@ -349,12 +393,16 @@ class TraceRecorder:
         """
         index = self.request_index[request_id]
         self._table_lengths.pop(index, None)
-        self._carried_rows.pop(index, None)
+        self._finished(index)
         spec = self.specs.get(index)
         if spec is None:  # its row is recorded
             if self._row_aborts.get(index) == (step, before_update):
                 return
             self._row_aborts[index] = (step, before_update)
+            row = self._finished_rows.get(index)
+            if row is not None:  # a segment that opens next may carry it again
+                aborted = {"abort_step": step, "abort_before_update": before_update}
+                self._finished_rows[index] = {**row, **aborted}
         elif spec.abort_step == step and spec.abort_before_update == before_update:
             return
         else:
@@ -435,7 +483,7 @@ class TraceRecorder:
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
             index = self.request_index[output.request_id]
             self._table_lengths.pop(index, None)
-            self._carried_rows.pop(index, None)
+            self._finished(index)
         blocked = end.blocked_request_id
         row = engine_step_row(step, engine_step, scheduler, start, end, ended_at_ns)
         row.update(

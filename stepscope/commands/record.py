@@ -15,6 +15,7 @@ from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
+from stepscope.schema.recording_layout import folder_bytes
 from stepscope.stop_signals import stop_reason, stops_like_ctrl_c
 from stepscope.tracer.checkpointer import DEFAULT_CHECKPOINT_EVERY
 from stepscope.tracer.otel import (
@@ -25,6 +26,12 @@ from stepscope.tracer.otel import (
 )
 from stepscope.tracer.record_workload import StepSink, record_workload
 from stepscope.tracer.redact import Redactor
+from stepscope.tracer.segments import (
+    Retention,
+    SegmentSettings,
+    parse_retention,
+    parse_segment_every,
+)
 
 from .options import (
     DeviceOption,
@@ -44,6 +51,8 @@ from .record_options import (
     OutputOption,
     RecordDtypeOption,
     RedactOption,
+    RetainOption,
+    SegmentOption,
     WorkloadArgument,
 )
 
@@ -61,19 +70,29 @@ def record(
     redact: RedactOption = False,
     flush_every: FlushEveryOption = 256,
     checkpoint_every: CheckpointEveryOption = None,
+    segment: SegmentOption = None,
+    retain: RetainOption = None,
     otel: OtelOption = None,
     engine: RecordEngineOption = RecordEngine.STEPSCOPE,
     scheduler_cls: SchedulerClsOption = None,
     engine_args: EngineArgsOption = None,
 ) -> None:
-    """Run a workload and record every step into a DuckDB trace.
+    """Run a workload and record every step into a DuckDB trace (or, with --segment, a
+    folder of segments).
 
     Ctrl-C, SIGTERM and SIGHUP stop it cleanly: the steps so far are kept in a trace
     marked incomplete, one line says so, and the exit status is 130, 143 or 129."""
-    check_outputs([new_file("-o", output)], [workload, from_trace])
+    segments = _segment_settings(segment, retain)
+    what = "a DuckDB trace" if segments is None else "a recording folder"
+    check_outputs([new_file("-o", output, what)], [workload, from_trace])
     loaded = apply_knobs(_workload(workload, from_trace), knobs or [])
     console = Console(stderr=True)
     _check_engine_options(engine, scheduler_cls, engine_args, otel, checkpoint_every)
+    if segments is not None and engine is not RecordEngine.STEPSCOPE:
+        raise InputError(
+            "--segment needs --engine stepscope (a vLLM engine records segments with "
+            "STEPSCOPE_TRACE_SEGMENT)"
+        )
     if redact and checkpoint_every:
         raise InputError(
             "--checkpoint-every with --redact: a redacted trace holds no checkpoints (their "
@@ -108,12 +127,27 @@ def record(
                 checkpoint_every=(
                     DEFAULT_CHECKPOINT_EVERY if checkpoint_every is None else checkpoint_every
                 ),
+                segments=segments,
                 otel=otel,
                 console=console,
             )
     except KeyboardInterrupt as stop:
         _print_kept(console, output, len(loaded.requests), stop)
         raise
+
+
+def _segment_settings(segment: str | None, retain: str | None) -> SegmentSettings | None:
+    """`--segment` and `--retain` read, each a one-line error when malformed."""
+    if segment is None:
+        if retain is not None:
+            raise InputError("--retain needs --segment (only a folder of segments is trimmed)")
+        return None
+    try:
+        every = parse_segment_every(segment, "--segment")
+        kept = Retention() if retain is None else parse_retention(retain, "--retain")
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    return SegmentSettings(every, kept)
 
 
 def _check_engine_options(
@@ -146,6 +180,7 @@ def _record_with_stepscope(
     redact: bool,
     flush_every: int,
     checkpoint_every: int,
+    segments: SegmentSettings | None,
     otel: str | None,
     console: Console,
 ) -> None:
@@ -166,6 +201,7 @@ def _record_with_stepscope(
                 sinks=sinks,
                 flush_every_steps=flush_every,
                 checkpoint_every=checkpoint_every,
+                segments=segments,
             )
     finally:
         if spans is not None:
@@ -222,7 +258,7 @@ def _record_with_vllm(
 def _print_summary(
     console: Console, output: Path, num_steps: int, num_requests: int, *, complete: bool
 ) -> None:
-    size_mb = output.stat().st_size / 1e6
+    size_mb = (folder_bytes(output) if output.is_dir() else output.stat().st_size) / 1e6
     state = "complete" if complete else "incomplete"
     console.print(
         safe_text(

@@ -60,6 +60,25 @@ CheckpointEveryOption = Annotated[
         f"anywhere (default {DEFAULT_CHECKPOINT_EVERY}; 0: none; a redacted trace takes none).",
     ),
 ]
+SegmentOption = Annotated[
+    str | None,
+    typer.Option(
+        "--segment",
+        metavar="STEPS|TIME",
+        help="Record into a folder of segments (-o names the folder), one closed every "
+        "STEPS steps (5000steps) or TIME (60s, 10m), each opening with a checkpoint so it "
+        "replays on its own; readable while it is written.",
+    ),
+]
+RetainOption = Annotated[
+    str | None,
+    typer.Option(
+        "--retain",
+        metavar="SIZE,AGE",
+        help="With --segment: delete the oldest closed segments past SIZE (2GB) or AGE "
+        "(24h), or both (2GB,24h). Default: keep them all.",
+    ),
+]
 OtelOption = Annotated[
     str | None,
     typer.Option(

@@ -5,45 +5,77 @@ sampled tokens are part of the state), and handed to the recorder with their ste
 An iteration can start and never become a step: an abort from the frontend arriving
 after the engine's last batch (vLLM's output processor aborts a request it stopped on a
 stop string), then nothing more to schedule. Its checkpoint is dropped with it; a trace
-holds checkpoints only at steps it holds."""
+holds checkpoints only at steps it holds.
+
+A segmented recording opens each segment with a checkpoint, taken when the segment is
+due, or when the recorder has caught up after dropping steps (it resumes there); where
+no checkpoint can be taken (a redacted recording, several KV cache groups) the segment
+opens without one."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from stepscope.engine import ModelRunnerOutput
 from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.tracer.background import BackgroundRecorder
+from stepscope.tracer.segments import SegmentEvery
 
 from .checkpoint import PendingSnapshot, VllmSnapshot, take_snapshot
 from .checkpoint_interval import CheckpointInterval
 from .iterations import Iteration
 
 
+@dataclass(frozen=True)
+class _Complete:
+    """A checkpoint complete and waiting for its step."""
+
+    step: int
+    checkpoint: Callable[[], SchedulerCheckpoint]
+    take_ns: int
+    opens_segment: bool
+
+
 class VllmCheckpointer:
-    """Takes a checkpoint at the start of each iteration its interval says is due.
+    """Takes a checkpoint at the start of each iteration its interval says is due, or
+    that opens a segment.
 
     The engine thread's part is `take_snapshot`; the conversion and the rows are built
     off it (`BackgroundRecorder.record_checkpoint`).
     """
 
     def __init__(
-        self, scheduler: Any, recorder: BackgroundRecorder, interval: CheckpointInterval
+        self,
+        scheduler: Any,
+        recorder: BackgroundRecorder,
+        interval: CheckpointInterval | None,
+        segments: SegmentEvery | None = None,
+        *,
+        can_checkpoint: bool = True,
+        on_segment_open: Callable[[], None] = lambda: None,
     ) -> None:
         self.scheduler = scheduler
+        self.on_segment_open = on_segment_open
+        """Called on the engine thread when a segment opens (the session forgets old ids)."""
         self.recorder = recorder
-        self.interval = interval
+        self.interval = interval if can_checkpoint else None
+        self.segments = segments
+        self.can_checkpoint = can_checkpoint
         self.last_taken = time.monotonic()
         """When the last checkpoint was taken (at first: when recording began)."""
+        self.segment_start = (0, self.last_taken)
+        """The step the open segment began at, and when (monotonic)."""
         self.considered_step = 0
         """The latest step whose start was considered (step 0 never has a checkpoint)."""
-        self.awaiting: tuple[VllmSnapshot, int] | None = None
-        """A snapshot, and its time, whose queued batch's output is still to come."""
-        self.complete: deque[tuple[int, Callable[[], SchedulerCheckpoint], int]] = deque()
-        """Checkpoints complete and waiting for their step, oldest first (step, build, time)."""
+        self.awaiting: tuple[VllmSnapshot, int, bool] | None = None
+        """A snapshot, its time and whether it opens a segment, whose queued batch's output
+        is still to come."""
+        self.complete: deque[_Complete] = deque()
+        """Checkpoints complete and waiting for their step, oldest first."""
 
     def at_iteration_start(self, step: int, in_flight: Mapping[int, Iteration]) -> None:
         """The scheduler is about to be touched by `step` (its arrivals, aborts or calls)."""
@@ -51,8 +83,31 @@ class VllmCheckpointer:
             return
         self.considered_step = step
         now = time.monotonic()
-        if not self.interval.due(step, now - self.last_taken) or len(in_flight) > 1:
+        if len(in_flight) > 1:
             return  # more than one batch in flight is pipeline parallelism: outside the subset
+        opens = self._opens_segment(step, now)
+        if opens and not self.can_checkpoint:
+            self.recorder.open_segment_at(step)
+            return
+        if opens or (self.interval is not None and self.interval.due(step, now - self.last_taken)):
+            self._take(step, in_flight, now, opens_segment=opens)
+
+    def _opens_segment(self, step: int, now: float) -> bool:
+        """Whether a segment opens at `step`: one is due, or recording resumes after a gap."""
+        resumes = self.recorder.wants_checkpoint
+        first, started = self.segment_start
+        due = self.segments is not None and self.segments.due(step - first, now - started)
+        if not (resumes or due):
+            return False
+        if resumes:
+            self.recorder.resume_at(step)
+        self.segment_start = (step, now)
+        self.on_segment_open()
+        return True
+
+    def _take(
+        self, step: int, in_flight: Mapping[int, Iteration], now: float, *, opens_segment: bool
+    ) -> None:
         self.last_taken = now
         started = time.perf_counter_ns()
         pending = None
@@ -62,16 +117,16 @@ class VllmCheckpointer:
         snapshot = take_snapshot(self.scheduler, step, pending)
         take_ns = time.perf_counter_ns() - started
         if pending is None:
-            self.complete.append((step, snapshot.checkpoint, take_ns))
+            self.complete.append(_Complete(step, snapshot.checkpoint, take_ns, opens_segment))
         else:
-            self.awaiting = (snapshot, take_ns)
+            self.awaiting = (snapshot, take_ns, opens_segment)
 
     def on_batch_processed(self, step: int, runner_output: ModelRunnerOutput) -> None:
         """The output of the batch scheduled at `step` has been processed."""
         awaiting = self.awaiting
         if awaiting is None:
             return
-        snapshot, take_ns = awaiting
+        snapshot, take_ns, opens_segment = awaiting
         pending = snapshot.pending
         assert pending is not None
         if pending.step != step:
@@ -81,11 +136,14 @@ class VllmCheckpointer:
             zip(runner_output.req_ids, map(tuple, runner_output.sampled_token_ids), strict=True)
         )
         batch = pending.batch(sampled)
-        self.complete.append((snapshot.step, lambda: snapshot.checkpoint(batch), take_ns))
+        build = lambda: snapshot.checkpoint(batch)  # noqa: E731
+        self.complete.append(_Complete(snapshot.step, build, take_ns, opens_segment))
 
     def on_step_recorded(self, step: int) -> None:
         """`step` is about to be recorded: its checkpoint, if it has one, goes with it."""
         complete = self.complete
-        while complete and complete[0][0] <= step:
-            _, checkpoint, take_ns = complete.popleft()
-            self.recorder.record_checkpoint(checkpoint, take_ns)
+        while complete and complete[0].step <= step:
+            taken = complete.popleft()
+            self.recorder.record_checkpoint(
+                taken.checkpoint, taken.take_ns, opens_segment=taken.opens_segment
+            )

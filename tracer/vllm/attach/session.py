@@ -45,7 +45,7 @@ from stepscope.engine import (
     Workload,
 )
 from stepscope.engine.workload import RequestSpec
-from stepscope.tracer.background import BackgroundRecorder
+from stepscope.tracer.background import BackgroundRecorder, RecorderStalled
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.redact import Redactor
 from stepscope.tracer.writer import TraceWriteError
@@ -87,6 +87,7 @@ class VllmRecording:
         redactor: Redactor | None = None,
     ) -> None:
         interval = settings.checkpoint_interval(scheduler.vllm_config)
+        segments = settings.segments(scheduler.vllm_config)
         config = convert.engine_config(scheduler)
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
@@ -98,14 +99,24 @@ class VllmRecording:
                 workload,
                 {**meta, "outside_subset": "; ".join(sorted(self.reasons))},
                 redactor=redactor,
+                segments=segments,
             )
         )
+        can_checkpoint = redactor is None and _one_kv_cache_group(scheduler)
         self.checkpointer = (
-            VllmCheckpointer(scheduler, self.recorder, interval)
-            if interval is not None and redactor is None and _one_kv_cache_group(scheduler)
+            VllmCheckpointer(
+                scheduler,
+                self.recorder,
+                interval,
+                None if segments is None else segments.every,
+                can_checkpoint=can_checkpoint,
+                on_segment_open=self._forget_finished_ids,
+            )
+            if segments is not None or (interval is not None and can_checkpoint)
             else None
         )
-        """None: no checkpoints (turned off, a redacted recording, or several KV cache groups)."""
+        """None: no checkpoints (turned off, a redacted recording, or several KV cache
+        groups) and one file; a segmented recording always has one (it opens segments)."""
         self.async_scheduling = config.async_scheduling
         self.drafts_follow_update = _drafts_follow_update(scheduler)
         self.speculative_decoding = config.num_speculative_tokens > 0
@@ -115,7 +126,8 @@ class VllmRecording:
         """The sampling params of each request the scheduler holds (its first admission's
         row needs them), let go once an output ships the request as finished."""
         self.arrived: set[str] = set()
-        """Every request id seen: a second request with one is left out of the trace."""
+        """Every request id seen (segmented: since the open segment began, and those the
+        scheduler holds): a second request with one is left out of the trace."""
         self.admitted: set[str] = set()
         """Requests admitted once and not shipped as finished yet (`convert.scheduler_output`)."""
         self.step = -1
@@ -162,8 +174,18 @@ class VllmRecording:
             return
         try:
             action()
+        except (TraceWriteError, RecorderStalled) as error:
+            logger.error(
+                "stepscope: %s; recording stopped, the steps written so far are kept", error
+            )
+            self._stop_recording()
         except Exception:
             logger.exception("stepscope: recording failed; the trace keeps the steps so far")
+            self._stop_recording()
+
+    def _stop_recording(self) -> None:
+        """A failure stopped the recording: vLLM runs on unwrapped, the trace is closed."""
+        if self.active:
             self.active = False
             self.detach()
             try:
@@ -336,6 +358,12 @@ class VllmRecording:
         self._in_flight[id(output)] = iteration
         if self._returns_before_update(output, in_flight_before):
             self._current = None
+
+    def _forget_finished_ids(self) -> None:
+        """A segment opens: of the ids seen, keep those of requests the scheduler holds (a
+        server's recording would otherwise hold every id it was sent; an id used again
+        after that is recorded as a new request)."""
+        self.arrived = set(self.sampling)
 
     def _forget(self, finished_req_ids: Iterable[str]) -> None:
         """Let go of what was kept for requests the scheduler has freed: a server's

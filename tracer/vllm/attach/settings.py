@@ -7,12 +7,22 @@
     STEPSCOPE_TRACE_REDACT=1                     token ids as keyed pseudonyms
     STEPSCOPE_TRACE_CHECKPOINT=5000steps         a checkpoint every 5000 steps (or `30s`, `off`)
     --additional-config '{"stepscope": {"checkpoint": "30s"}}'
+    STEPSCOPE_TRACE_SEGMENT=60s                  a folder of segments, one closed every 60 s
+                                                 (or `5000steps`), each replayable on its own
+    STEPSCOPE_TRACE_RETAIN=2GB,24h               the oldest closed segments deleted past 2 GB
+                                                 or 24 h (either alone too)
+    --additional-config '{"stepscope": {"trace": "/traces/", "segment": "60s", "retain": "2GB"}}'
 
 Each engine core of a data-parallel server records its own scheduler. A file path
 without `{rank}` gets `-rank{R}` before its suffix there, so the ranks never share a
 file; a directory gets one folder per server, `vllm-{instance_id}/rank{R}.duckdb`
 (vLLM's `instance_id`, which every rank of a server shares). `{rank}` is 0 on an engine
 that is not data parallel.
+
+With a segment setting the recording is a folder instead of a file: in a directory,
+`vllm-{stamp}-{pid}/` per engine (`vllm-{instance_id}/rank{R}/` per rank); a path not
+ending in `/` names the folder itself (`-rank{R}` appended without `{rank}`), and one
+ending in `.duckdb` is an error (a segmented recording is not one file).
 
 Unset, nothing is wrapped and the scheduler runs exactly as vLLM's own class.
 """
@@ -24,40 +34,60 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stepscope.tracer.segments import (
+    Retention,
+    SegmentSettings,
+    parse_retention,
+    parse_segment_every,
+)
+
 from .checkpoint_interval import DEFAULT_CHECKPOINT, CheckpointInterval, parse_checkpoint_interval
 from .dp_rank import DataParallelRank
 
 TRACE_ENV = "STEPSCOPE_TRACE"
 REDACT_ENV = "STEPSCOPE_TRACE_REDACT"
 CHECKPOINT_ENV = "STEPSCOPE_TRACE_CHECKPOINT"
+SEGMENT_ENV = "STEPSCOPE_TRACE_SEGMENT"
+RETAIN_ENV = "STEPSCOPE_TRACE_RETAIN"
 CONFIG_KEY = "stepscope"
 RANK_FIELD = "{rank}"
 
 
 def trace_path(vllm_config: Any, dp_rank: DataParallelRank | None = None) -> Path | None:
-    """The file this engine core records into, or None when recording is off."""
+    """The file (or, segmented, the folder) this engine core records into, or None when
+    recording is off; a `.duckdb` path with a segment setting is a ValueError."""
     raw = os.environ.get(TRACE_ENV) or _from_config(vllm_config, "trace")
     if not raw:
         return None
     template = str(raw)
     rank = 0 if dp_rank is None else dp_rank.rank
     path = Path(template.replace("{pid}", str(os.getpid())).replace(RANK_FIELD, str(rank)))
+    folder = segments(vllm_config) is not None
     if path.is_dir() or template.endswith(os.sep):
-        return _in_directory(path, vllm_config, dp_rank)
+        return _in_directory(path, vllm_config, dp_rank, folder=folder)
+    if folder and path.suffix == ".duckdb":
+        raise ValueError(
+            f"{TRACE_ENV}={raw!r}: a segmented recording ({SEGMENT_ENV}) is a folder, not "
+            "a .duckdb file: name a folder (/traces/) or a path without .duckdb"
+        )
     if dp_rank is not None and RANK_FIELD not in template:
         return path.with_name(f"{path.stem}-rank{rank}{path.suffix}")
     return path
 
 
-def _in_directory(directory: Path, vllm_config: Any, dp_rank: DataParallelRank | None) -> Path:
-    """A new file in `directory` (made if missing): per engine, or per server and rank."""
+def _in_directory(
+    directory: Path, vllm_config: Any, dp_rank: DataParallelRank | None, *, folder: bool
+) -> Path:
+    """A new file (or `folder`) in `directory` (made if missing): per engine, or per server
+    and rank."""
+    suffix = "" if folder else ".duckdb"
     if dp_rank is not None:
         server = directory / f"vllm-{vllm_config.instance_id}"
         server.mkdir(parents=True, exist_ok=True)
-        return server / f"rank{dp_rank.rank}.duckdb"
+        return server / f"rank{dp_rank.rank}{suffix}"
     directory.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return directory / f"vllm-{stamp}-{os.getpid()}.duckdb"
+    return directory / f"vllm-{stamp}-{os.getpid()}{suffix}"
 
 
 def redact(vllm_config: Any) -> bool:
@@ -76,6 +106,30 @@ def checkpoint_interval(vllm_config: Any) -> CheckpointInterval | None:
     if raw is None or raw == "":
         return parse_checkpoint_interval(DEFAULT_CHECKPOINT, CHECKPOINT_ENV)
     return parse_checkpoint_interval(str(raw), setting)
+
+
+def segments(vllm_config: Any) -> SegmentSettings | None:
+    """How the recording is cut into segments and how much is kept (None: one file); a
+    malformed value is a ValueError naming the setting it came from."""
+    every_raw, every_setting = _setting(vllm_config, SEGMENT_ENV, "segment")
+    retain_raw, retain_setting = _setting(vllm_config, RETAIN_ENV, "retain")
+    if every_raw is None:
+        if retain_raw is not None:
+            raise ValueError(f"{retain_setting}={retain_raw!r} needs {SEGMENT_ENV} as well")
+        return None
+    every = parse_segment_every(every_raw, every_setting)
+    retain = Retention() if retain_raw is None else parse_retention(retain_raw, retain_setting)
+    return SegmentSettings(every, retain)
+
+
+def _setting(vllm_config: Any, env: str, key: str) -> tuple[str | None, str]:
+    """A setting's raw value (None: not set) and where it came from."""
+    raw = os.environ.get(env)
+    if raw:
+        return raw, env
+    value = _from_config(vllm_config, key)
+    setting = f"additional_config {CONFIG_KEY}.{key}"
+    return (None if value is None or value == "" else str(value)), setting
 
 
 def _from_config(vllm_config: Any, key: str) -> Any:
