@@ -183,7 +183,11 @@ def test_a_null_key_is_refused_by_replay_and_diff(
     [
         ("UPDATE _block_ids SET request_index = 999 WHERE rowid = 0", "request_index 999 names no"),
         ("UPDATE _scheduled SET request_index = -1 WHERE rowid = 0", "request_index -1 names no"),
-        ("UPDATE _requests SET request_index = 7 WHERE request_index = 0", "is not 0.."),
+        (
+            "UPDATE _requests SET request_index = 7 WHERE request_index = 0",
+            "request_index 0 names no request of the trace",
+        ),
+        ("UPDATE _requests SET request_index = 1 WHERE request_index = 0", "holds a number twice"),
     ],
 )
 def test_a_request_index_that_names_no_request_is_refused(

@@ -141,7 +141,7 @@ def _write(trace: Trace, out: Path, meta: dict[str, str], start: int, last: int)
 
 
 def _copy_rows(trace: Trace, writer: TraceWriter, start: int, last: int) -> int:
-    writer.submit({"_config": trace.arrow("SELECT * FROM _config")})
+    writer.submit({"_config": trace.arrow(query(__package__, "snapshot_config"))})
     requests = trace.arrow(query(__package__, "snapshot_requests"), [start, last])
     writer.submit({"_requests": requests})
     for spec in table_specs():

@@ -7,10 +7,10 @@
     STEPSCOPE_TRACE_REDACT=1                     token ids as keyed pseudonyms
     STEPSCOPE_TRACE_CHECKPOINT=5000steps         a checkpoint every 5000 steps (or `30s`, `off`)
     --additional-config '{"stepscope": {"checkpoint": "30s"}}'
-    STEPSCOPE_TRACE_SEGMENT=60s                  a folder of segments, one closed every 60 s
+    STEPSCOPE_TRACE_SEGMENT=60s                  a folder of segments, one closed every `60s`
                                                  (or `5000steps`), each replayable on its own
-    STEPSCOPE_TRACE_RETAIN=2GB,24h               the oldest closed segments deleted past 2 GB
-                                                 or 24 h (either alone too)
+    STEPSCOPE_TRACE_RETAIN=2GB,24h               the oldest closed segments deleted past `2GB`
+                                                 or `24h` (either alone too)
     --additional-config '{"stepscope": {"trace": "/traces/", "segment": "60s", "retain": "2GB"}}'
 
 Each engine core of a data-parallel server records its own scheduler. A file path
