@@ -1,10 +1,10 @@
 """How a recording is cut into segments and how much of it is kept.
 
-    segment=5000steps     a segment closes after this many steps
-    segment=60s           ... or once it has been open this long (monotonic clock)
-    retain=2GB            the oldest closed segments go while the folder holds more
-    retain=24h            ... or once they closed this long ago
-    retain=2GB,24h        both
+segment=5000steps     a segment closes after this many steps
+segment=60s           ... or once it has been open this long (monotonic clock)
+retain=2GB            the oldest closed segments go while the folder holds more
+retain=24h            ... or once they closed this long ago
+retain=2GB,24h        both
 """
 
 from __future__ import annotations
