@@ -130,7 +130,8 @@ def _write(trace: Trace, out: Path, meta: dict[str, str], start: int, last: int)
     try:
         writer = TraceWriter(scratch, meta)
         num_requests = _copy_rows(trace, writer, start, last)
-        writer.close(complete=True, final_meta={"num_steps": str(last - start + 1)})
+        # Not complete: the run went on past the window (a replay compares what it holds).
+        writer.close(complete=False, final_meta={"num_steps": str(last - start + 1)})
         with signals_held():
             os.replace(scratch, out)
     finally:
