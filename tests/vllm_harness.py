@@ -19,6 +19,10 @@ requests the recording still keeps something for, those the scheduler has not
 shipped as finished, and how many request endings the step loop held every 10 steps.
 `late_abort` records the workload, then aborts its first request once the engine is
 done, as vLLM's frontend does for a request it stopped on a stop string.
+`behind` records the workload with a row builder slower than the engine (each step's
+rows take `--builder-ms`, each engine step `--engine-ms`) and prints how many steps were
+dropped. With STEPSCOPE_TRACE_SEGMENT set, `record` and `behind` write a recording folder
+(`OUT_DIR/<stem>`) instead of a file.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import gc
 import importlib
 import json
 import logging
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +68,16 @@ def _split(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
     return positional, knobs
 
 
+def _out(out_dir: str, path: str) -> Path:
+    """Where a workload is recorded: a folder when segmented, else a file."""
+    suffix = "" if os.environ.get("STEPSCOPE_TRACE_SEGMENT") else ".duckdb"
+    return Path(out_dir) / f"{Path(path).stem}{suffix}"
+
+
 def record(argv: list[str]) -> None:
     (out_dir, *paths), knobs = _split(argv)
     for path in paths:
-        record_with_vllm(_workload(path, knobs), Path(out_dir) / f"{Path(path).stem}.duckdb")
+        record_with_vllm(_workload(path, knobs), _out(out_dir, path))
 
 
 def settings(argv: list[str]) -> None:
@@ -161,6 +173,32 @@ def late_abort(argv: list[str]) -> None:
     recording.close()
 
 
+def behind(argv: list[str]) -> None:
+    (out_dir, path, builder_ms, engine_ms), knobs = _split(argv)
+    workload = _workload(path, knobs)
+    scheduler, block_hasher = build_scheduler(workload)
+    recording = attach_recording(scheduler, _out(out_dir, path), planned=workload)
+    builder = recording.recorder.recorder
+    record_step = builder.record_step
+
+    def slow_builder(*args: Any) -> None:
+        time.sleep(float(builder_ms) / 1e3)
+        record_step(*args)
+
+    builder.record_step = slow_builder  # type: ignore[method-assign]
+    update = scheduler.update_from_output
+
+    def slow_engine(*args: Any) -> Any:
+        time.sleep(float(engine_ms) / 1e3)
+        return update(*args)
+
+    scheduler.update_from_output = slow_engine
+    run = run_scripted(workload, scheduler, block_hasher, recording)
+    dropped = recording.recorder.num_dropped_steps
+    recording.close()
+    print(json.dumps({"complete": run.complete, "dropped": dropped}))
+
+
 def replay(argv: list[str]) -> None:
     from stepscope.replay.vllm_replay import replay_with_vllm
 
@@ -179,5 +217,6 @@ if __name__ == "__main__":
         "replay": replay,
         "held": held,
         "late_abort": late_abort,
+        "behind": behind,
     }
     commands[sys.argv[1]](sys.argv[2:])
