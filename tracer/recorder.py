@@ -220,8 +220,7 @@ class TraceRecorder:
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
         self.flush()
         if self._segment_open:
-            self.writer.end_segment("fell_behind")
-            self._segment_open = False
+            self._end_writing_segment("fell_behind")
         self.writer.set_meta({"dropped_steps_from": str(step)})
 
     def _open_segment(self, opening: _Opening) -> None:
@@ -234,7 +233,7 @@ class TraceRecorder:
         self.flush()
         if self.segmented:
             if self._segment_open:
-                self.writer.end_segment("rotated")
+                self._end_writing_segment("rotated")
             self._start_writing_segment(step, starts_with_checkpoint=pending is not None)
         if pending is None:
             self._carry_rows()
@@ -245,8 +244,14 @@ class TraceRecorder:
         self._checkpoints = later
 
     def _start_writing_segment(self, step: int, *, starts_with_checkpoint: bool) -> None:
+        assert isinstance(self.writer, SegmentWriter), "only a recording folder has segments"
         self.writer.open_segment(step, starts_with_checkpoint=starts_with_checkpoint)
         self._segment_open = True
+
+    def _end_writing_segment(self, ended_by: str) -> None:
+        assert isinstance(self.writer, SegmentWriter), "only a recording folder has segments"
+        self.writer.end_segment(ended_by)
+        self._segment_open = False
 
     def _carry_requests(self, checkpoint: SchedulerCheckpoint, *, after_gap: bool) -> None:
         """The `_requests` rows of the requests unfinished at `checkpoint`: new ones for those
