@@ -91,6 +91,9 @@ class TraceRecorder:
         self._carried_rows: dict[int, dict[str, object]] = {}
         """Segmented: the `_requests` row of each unfinished request, which every segment
         it runs in holds, so each segment replays on its own."""
+        self._finished_rows: dict[int, dict[str, object]] = {}
+        """Segmented: the rows of requests that ended since the last engine step began; a
+        checkpoint at the next step still names them (the next SchedulerOutput ships them)."""
         self._opening: _Opening | None = None
         """Where the next segment opens (or recording resumes after a gap), held until that
         step is recorded."""
@@ -158,9 +161,13 @@ class TraceRecorder:
         if self._opening is not None and record.step >= self._opening.step:
             self._open_segment(self._opening)
         if self._in_gap:
+            if record.engine_step is not None:
+                self._schedule_calls.popleft()  # its schedule() call goes with it
             return  # a step the engine handed over before it knew of the gap
         if self.segmented and not self._segment_open:
             self._start_writing_segment(record.step, starts_with_checkpoint=False)
+        if record.engine_step is not None:
+            self._finished_rows = {}
         lengths = {name: buffer.num_rows for name, buffer in self._buffers.items()}
         num_aborts = len(self._aborts)
         try:
@@ -215,8 +222,6 @@ class TraceRecorder:
         """Steps from `step` on are dropped until a checkpoint that opens a segment: what
         was recorded before it is kept, and its segment ends there."""
         self._in_gap = True
-        self._schedule_calls.clear()
-        self._schedule_start, self.decisions = None, []
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
         self.flush()
         if self._segment_open:
@@ -267,9 +272,33 @@ class TraceRecorder:
                 self._buffers["_requests"].append_row(self._carried_rows[index])
             if self.segmented:
                 carried[index] = self._carried_rows[index]
+        if self.segmented:
+            self._carry_finished(checkpoint, set(carried))
         self._carried_rows = carried
         if after_gap:
             self._forget_arrived_before(checkpoint)
+
+    def _carry_finished(self, checkpoint: SchedulerCheckpoint, unfinished: set[int]) -> None:
+        """The rows of the requests `checkpoint` names that have finished: those it says
+        finished, or were scheduled, since the last `schedule()`."""
+        named = {*checkpoint.finished_req_ids, *checkpoint.prev_step_scheduled_req_ids}
+        for request_id in sorted(named):
+            index = self.request_index[request_id]
+            if index in unfinished:
+                continue
+            if index in self.specs:  # it arrived and finished in a gap
+                self._record_request(request_id)
+                self._carried_rows.pop(index, None)
+                continue
+            row = self._finished_rows.get(index, self._carried_rows.get(index))
+            if row is not None:
+                self._buffers["_requests"].append_row(row)
+
+    def _forget_row(self, index: int) -> None:
+        """The request has ended: later segments hold its row only if a checkpoint names it."""
+        row = self._carried_rows.pop(index, None)
+        if row is not None:
+            self._finished_rows[index] = row
 
     def _carry_rows(self) -> None:
         """With no checkpoint: the rows of every request not known to have finished."""
@@ -335,7 +364,7 @@ class TraceRecorder:
             self._event(record.step, seq, request_id, "arrive", None)
         for request_id in record.rejected:
             self._record_request(request_id)
-            self._carried_rows.pop(self.request_index[request_id], None)
+            self._forget_row(self.request_index[request_id])
             self._event(record.step, seq, request_id, "reject", "prompt length")
         for request_id in record.aborted:
             self._event(record.step, seq, request_id, "abort", None)
@@ -354,7 +383,7 @@ class TraceRecorder:
         """
         index = self.request_index[request_id]
         self._table_lengths.pop(index, None)
-        self._carried_rows.pop(index, None)
+        self._forget_row(index)
         spec = self.specs.get(index)
         if spec is None:  # its row is recorded
             if self._row_aborts.get(index) == (step, before_update):
@@ -440,7 +469,7 @@ class TraceRecorder:
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
             index = self.request_index[output.request_id]
             self._table_lengths.pop(index, None)
-            self._carried_rows.pop(index, None)
+            self._forget_row(index)
         blocked = end.blocked_request_id
         row = engine_step_row(step, engine_step, scheduler, start, end, ended_at_ns)
         row.update(
