@@ -1,8 +1,8 @@
 """A recording folder's logical `_` tables: each a SELECT over its segments' Parquet files.
 
-DuckDB reads the files itself (`read_parquet`), their columns matched by name (a closed
-segment stores token ids in 4 bytes, a part in 8) and cast to the schema's types by
-`logical_select`; a table no segment holds a file of has no rows. `_requests` is one row
+DuckDB reads the files itself (`read_parquet`), and `logical_select` casts each column to
+the schema's type (enums are stored as text, token ids in 4 bytes or 8); a table no
+segment holds a file of has no rows. `_requests` is one row
 per request with its last abort (`recording_requests.sql`), `_meta` the trace's facts
 read at open (`recording_meta`), `_config` one segment's (every segment holds the same).
 """
@@ -76,10 +76,11 @@ def recorded_tables(
         raise TraceError(f"{given}: a recording with no step in it yet; try again in a moment")
     read = read_recording_meta(con, segments)
     _check_version(given, read.meta)
-    create_views(con, schema, _request_views(segments))
+    unify = read.meta.get("redacted") != "false"
+    create_views(con, schema, _request_views(segments, unify=unify))
     meta = pa.table({"key": list(read.meta), "value": list(read.meta.values())}, _META)
     con.from_arrow(meta).create(f"{schema}.meta")  # a table: every cursor reads it
-    tables = {table: _select(schema, table, segments) for table in logical_tables()}
+    tables = {table: _select(schema, table, segments, unify=unify) for table in logical_tables()}
     return Recording(folder, manifest, read.segments), read.meta, tables
 
 
@@ -125,7 +126,7 @@ def _entries(folder: Path) -> list[Path]:
         return []
 
 
-def _select(schema: str, table: str, segments: Sequence[Segment]) -> str:
+def _select(schema: str, table: str, segments: Sequence[Segment], *, unify: bool) -> str:
     """The logical table's SELECT: from the recording's views of it, or its files."""
     if table == "_meta":
         return logical_select(table, ("key", "value"), f"{schema}.meta", cast=True)
@@ -136,7 +137,7 @@ def _select(schema: str, table: str, segments: Sequence[Segment]) -> str:
         files = files[:1]
     if not files:
         return logical_select(table, (), None, cast=True)
-    return _all_columns(table, read_parquet(files))
+    return _all_columns(table, read_parquet(files, unify=unify))
 
 
 def _all_columns(table: str, source: str) -> str:
@@ -146,13 +147,13 @@ def _all_columns(table: str, source: str) -> str:
     return logical_select(table, [column[0] for column in spec.columns], source, cast=True)
 
 
-def _request_views(segments: Sequence[Segment]) -> dict[str, str]:
+def _request_views(segments: Sequence[Segment], *, unify: bool) -> dict[str, str]:
     """`requests`, one row per request (`recording_requests.sql`), and the views of the
     stored requests and aborts it reads."""
     files = _files(segments, "_requests")
     aborts = _files(segments, REQUEST_ABORTS)
     return {
-        "stored_requests": _all_columns("_requests", read_parquet(files))
+        "stored_requests": _all_columns("_requests", read_parquet(files, unify=unify))
         if files
         else logical_select("_requests", (), None, cast=True),
         "request_aborts": _every_row(aborts)
@@ -165,19 +166,28 @@ def _request_views(segments: Sequence[Segment]) -> dict[str, str]:
 def _every_row(files: Sequence[str]) -> str:
     """The files' rows, each with its file's path and its number in it."""
     # The paths are quoted as SQL literals (`read_parquet`): spliced in.
-    return f"SELECT * FROM {read_parquet(files, numbered=True)}"
+    return f"SELECT * FROM {read_parquet(files, unify=False, numbered=True)}"
 
 
 def _files(segments: Sequence[Segment], table: str) -> list[str]:
     return [str(path) for segment in segments for path in segment.files(table)]
 
 
-def read_parquet(files: Sequence[str], *, numbered: bool = False) -> str:
-    """The table function reading `files` as one table (with `numbered`: each row's file
-    and row number in it)."""
+def read_parquet(files: Sequence[str], *, unify: bool, numbered: bool = False) -> str:
+    """The table function reading `files` as one table; with `numbered`, each row with its
+    file's path and its number in it.
+
+    Without `unify` DuckDB takes the columns' types from the first file and casts the
+    others' to them, reading each file's footer only as it scans it: a closed segment's
+    4-byte token ids and a part's 8-byte ones hold the same values. With it, every footer
+    is read whenever a query is planned and each column takes its widest type: a redacted
+    recording's pseudonyms fill 8 bytes, yet a segment holding none was stored in 4.
+    """
     listed = ", ".join(literal(path) for path in files)
-    extra = ", filename = true, file_row_number = true" if numbered else ""
-    return f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false{extra})"
+    options = f"union_by_name = {str(unify).lower()}, hive_partitioning = false"
+    if numbered:
+        options += ", filename = true, file_row_number = true"
+    return f"read_parquet([{listed}], {options})"
 
 
 def _check_version(given: Path, meta: dict[str, str]) -> None:

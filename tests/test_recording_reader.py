@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import REPO
 from recordings import delete_oldest, record_folder, recording, settings
@@ -20,6 +22,7 @@ from stepscope.schema.trace_error import RecordingChangedError, TraceDamagedErro
 from stepscope.tracer.checkpointer import Checkpointer
 from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
+from stepscope.tracer.redact import Redactor
 from traces import case, record
 
 STORM = REPO / "examples" / "preemption_storm" / "workload.json"
@@ -82,6 +85,29 @@ def test_one_segment_and_checkpoints_inside_segments(tmp_path: Path) -> None:
     record(workload, whole, checkpoint_every=5)
     assert len(scan(recorded)) == 1
     _same_views(recorded, whole)
+
+
+def test_a_redacted_recording_keeps_its_eight_byte_pseudonyms(tmp_path: Path) -> None:
+    """A redacted recording's token ids are 63-bit pseudonyms, stored in 8 bytes, but a
+    segment that holds none of a table's is stored in 4: read together, each keeps its
+    value. Its segments open without checkpoints (its block hashes are of tokens it does
+    not hold)."""
+    recorded = record_folder(STORM, tmp_path / "recording", "20steps", redactor=Redactor(b"k" * 32))
+    whole = tmp_path / "whole.duckdb"
+    record(STORM, whole, redactor=Redactor(b"k" * 32), checkpoint_every=0)
+    _same_views(recorded, whole)
+    # The first segment as the writer stores one that sampled no token: in 4 bytes.
+    first = scan(recorded)[0].folders[0] / "scheduled.parquet"
+    rows = pq.read_table(first)
+    index = rows.schema.get_field_index("sampled_token_id")
+    pq.write_table(
+        rows.set_column(index, "sampled_token_id", pa.nulls(len(rows), pa.int32())), first
+    )
+    with open_trace(recorded) as trace, open_trace(whole) as file:
+        assert trace.meta["redacted"] == "true"
+        later = "WHERE step >= 20"
+        assert _rows(trace, "_scheduled", later) == _rows(file, "_scheduled", later)
+        assert trace.sql("SELECT max(sampled_token_id) FROM scheduled").fetchall()[0][0] > 2**31
 
 
 def test_aborts_learned_after_a_request_was_recorded_update_its_row(tmp_path: Path) -> None:

@@ -177,9 +177,10 @@ def _run_on_recording_files(folder: Path, statement: str) -> None:
         if "read_parquet" in statement:
             rows = con.execute(statement, [meta]).fetchall()
         else:
-            con.execute(f"CREATE VIEW stored_requests AS FROM {read_parquet(requests)}")
+            con.execute(f"CREATE VIEW stored_requests AS FROM {read_parquet(requests, unify=True)}")
             no_aborts = sql_files.query("stepscope.schema", "recording_no_aborts")
-            aborts_source = f"FROM {read_parquet(aborts, numbered=True)}" if aborts else no_aborts
+            numbered = read_parquet(aborts, unify=False, numbered=True)
+            aborts_source = f"FROM {numbered}" if aborts else no_aborts
             con.execute(f"CREATE VIEW request_aborts AS {aborts_source}")
             rows = con.execute(statement).fetchall()
     assert rows

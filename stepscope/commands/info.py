@@ -149,7 +149,8 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
     finish = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
     table.add_row("finish reasons", Text(safe_text(finish)))
     table.add_row("checkpoints", Text(_checkpoints_line(report)))
-    table.add_row("steps", Text(_steps_line(report)))
+    if report["recording"] is not None or report["first_step"] or report["gaps"]:
+        table.add_row("steps", Text(_steps_line(report)))
     console.print(table)
     if report["recording"] is not None:
         print_recording(console, report)
