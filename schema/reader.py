@@ -29,7 +29,8 @@ from .query_rows import QueryRows
 from .query_statements import parser_error, statement_problem
 from .recording_errors import recording_error
 from .recording_layout import is_recording
-from .recording_tables import Recording, readable_folder, recorded_tables
+from .recording_paths import readable_folder
+from .recording_tables import Recording, recorded_tables
 from .trace_error import RecordingChangedError, TraceDamagedError, TraceError
 from .trace_file import damaged, first_line, is_file_error, stored_tables
 from .version import SCHEMA_VERSION

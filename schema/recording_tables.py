@@ -26,17 +26,14 @@ from .recording_layout import (
     Segment,
     read_manifest,
     scan,
-    table_file,
 )
 from .recording_meta import SegmentFacts, read_recording_meta
+from .recording_paths import readable_folder, refuse_links
 from .sql_files import query
 from .trace_error import TraceError
 from .version import SCHEMA_VERSION
 
-_TABLE_FILES = frozenset(table_file(table) for table in STORED_TABLES)
 _META = pa.schema([("key", pa.string()), ("value", pa.string())])
-_GLOB_CHARACTERS = frozenset("*?[]{}")
-"""Characters DuckDB reads in a file's path as a pattern."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ def recorded_tables(
     except ValueError as error:
         raise TraceError(str(error)) from None
     segments = scan(folder)
-    _refuse_links(given, folder, segments)
+    refuse_links(given, folder, segments)
     if not any(segment.files("_steps") for segment in segments):
         raise TraceError(f"{given}: a recording with no step in it yet; try again in a moment")
     read = read_recording_meta(con, segments)
@@ -82,48 +79,6 @@ def recorded_tables(
     con.from_arrow(meta).create(f"{schema}.meta")  # a table: every cursor reads it
     tables = {table: _select(schema, table, segments, unify=unify) for table in logical_tables()}
     return Recording(folder, manifest, read.segments), read.meta, tables
-
-
-def readable_folder(given: Path) -> Path:
-    """The recording's folder, absolute, once DuckDB can read its files by their paths."""
-    folder = given.resolve()
-    if _GLOB_CHARACTERS & set(str(folder)):
-        raise TraceError(
-            f"{given}: a recording whose path holds one of {''.join(sorted(_GLOB_CHARACTERS))} "
-            "cannot be read (DuckDB takes them as a pattern); rename the folder"
-        )
-    return folder
-
-
-def _refuse_links(given: Path, folder: Path, segments: Sequence[Segment]) -> None:
-    """A link where a segment, a part or a table's file belongs: the scan leaves it out,
-    so the recording would read as if it lacked those steps; it is refused instead."""
-    places = [folder, *(path for segment in segments for path in _with_parts(segment))]
-    for place in places:
-        for entry in _entries(place):
-            if entry.is_symlink() and _is_recorded(entry.name):
-                raise TraceError(
-                    f"{given}: {entry} is a link; a recording's segments and files are never "
-                    "read through links (copy the recording without them)"
-                )
-
-
-def _with_parts(segment: Segment) -> list[Path]:
-    """The segment's folders, and an open one's folder holding its parts."""
-    folders = list(segment.folders)
-    return folders if segment.closed else [*folders, *{path.parent for path in folders}]
-
-
-def _is_recorded(name: str) -> bool:
-    """A name the recording's scan reads: a segment, a part, or a table's file."""
-    return name.startswith(("segment-", "part-")) or name in _TABLE_FILES
-
-
-def _entries(folder: Path) -> list[Path]:
-    try:
-        return list(folder.iterdir())
-    except FileNotFoundError:  # merged or deleted meanwhile: the reader says so when it reads
-        return []
 
 
 def _select(schema: str, table: str, segments: Sequence[Segment], *, unify: bool) -> str:

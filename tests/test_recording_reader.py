@@ -16,7 +16,14 @@ import pytest
 from conftest import REPO
 from recordings import delete_oldest, record_folder, recording, settings
 from stepscope.engine import EngineLoop, TapeModelRunner, load_workload
-from stepscope.schema import TraceError, logical_tables, open_trace, open_traces, view_infos
+from stepscope.schema import (
+    TraceError,
+    logical_tables,
+    open_trace,
+    open_traces,
+    recording_meta,
+    view_infos,
+)
 from stepscope.schema.recording_layout import scan, writer_pid
 from stepscope.schema.trace_error import RecordingChangedError, TraceDamagedError
 from stepscope.tracer.checkpointer import Checkpointer
@@ -234,6 +241,32 @@ def test_a_vanished_file_says_the_recording_changed(storm: tuple[Path, Path]) ->
     assert "\n" not in message
 
 
+def test_opening_scans_again_once_when_a_segment_goes_meanwhile(
+    storm: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention deletes the oldest segment after the scan listed its files, before they
+    are read: the reader scans the folder again and opens what is there now."""
+    recorded, _ = storm
+    copy = recorded.parent / "retained"
+    shutil.copytree(recorded, copy)
+    read_rows = recording_meta._meta_rows
+    listed: list[list[str]] = []
+
+    def delete_then_read(con: Any, files: list[str]) -> Any:
+        if not listed:
+            shutil.rmtree(Path(files[0]).parent)
+        listed.append(files)
+        return read_rows(con, files)
+
+    monkeypatch.setattr(recording_meta, "_meta_rows", delete_then_read)
+    with open_trace(copy) as trace:
+        assert (trace.first_step, trace.num_steps) == (20, 360)
+    assert [Path(files[0]).parent.name for files in listed] == [
+        "segment-000000000000",
+        "segment-000000000020",
+    ]
+
+
 def test_a_recording_with_no_step_yet_is_one_line(tmp_path: Path) -> None:
     folder = tmp_path / "recording"
     recorder = TraceRecorder(folder, load_workload(STORM), {}, segments=settings("50steps"))
@@ -270,3 +303,12 @@ def test_hostile_recordings_are_one_line_errors(storm: tuple[Path, Path], damage
     with pytest.raises(kind) as caught, open_trace(copy) as trace:
         trace.read_all()
     assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_path_duckdb_would_read_as_a_pattern_is_refused(storm: tuple[Path, Path]) -> None:
+    """`storm[1]` as a pattern matches `storm1`: refused rather than read from elsewhere."""
+    recorded, _ = storm
+    copy = recorded.parent / "storm[1]"
+    shutil.copytree(recorded, copy)
+    with pytest.raises(TraceError, match=r"DuckDB takes them as a pattern"):
+        open_trace(copy)
