@@ -52,9 +52,7 @@ def window_bounds(window: StepWindow) -> tuple[int, int]:
 def check_window(window: StepWindow, trace: Trace) -> None:
     """A window the trace can be replayed over, or a one-line error naming the bound: a
     start past the trace's steps, before them (a recording whose oldest segments were
-    deleted), or in a gap (steps the recorder dropped). The trace's keys are checked first
-    (`Trace.check_keys`): its steps are found by them."""
-    trace.check_keys()
+    deleted), or in a gap (steps the recorder dropped)."""
     first, last = trace.first_step, trace.last_step
     start = window.from_step
     if start < 0:
@@ -74,7 +72,9 @@ def check_window(window: StepWindow, trace: Trace) -> None:
 
 def within_trace(window: StepWindow, trace: Trace) -> StepWindow:
     """`window` starting no earlier than the trace's first step (a recording whose oldest
-    segments were deleted starts later than step 0, with a checkpoint)."""
+    segments were deleted starts later than step 0, with a checkpoint); the trace's keys
+    are checked first (`Trace.check_keys`): a replay finds its steps by them."""
+    trace.check_keys()
     if window.from_step >= trace.first_step:
         return window
     return StepWindow(trace.first_step, window.to_step)
