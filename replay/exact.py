@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from stepscope.engine import EngineLoop, Scheduler, Workload
+from stepscope.engine import EngineLoop, InputError, Scheduler, Workload
 from stepscope.engine.checkpoint import checkpoint_differences
 from stepscope.engine.restore import check_hashes_computable
-from stepscope.schema import StepDetail, Trace, open_trace, read_step
+from stepscope.schema import StepDetail, StepGap, Trace, open_trace, read_step
 from stepscope.tracer.record_workload import StepSink, resume_recording, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
@@ -33,10 +33,13 @@ from .from_step import (
     StepWindow,
     check_window,
     from_checkpoint_on,
+    gaps_within,
+    recorded_stretches,
     resume_runner,
     run_silently,
     start_at,
     window_bounds,
+    within_trace,
 )
 from .inputs import workload_from_trace
 from .step_differences import (
@@ -92,6 +95,11 @@ class ExactReplay:
     """After a divergence of a replay started from a checkpoint: where that checkpoint
     differs from the state the recording reaches there from the one before it (or step 0).
     Empty: the checkpoint holds that state, so a decision departed."""
+    last_step: int | None = None
+    """The trace's last step (None: it ends at `num_recorded_steps - 1`)."""
+    gaps: tuple[StepGap, ...] = ()
+    """The steps of the window the trace does not hold: each stretch after one was replayed
+    from the checkpoint that resumed the recording."""
 
 
 @dataclass(frozen=True)
@@ -110,28 +118,53 @@ def replay_exact(
     sinks: Sequence[StepSink] = (),
     window: StepWindow = WHOLE,
 ) -> ExactReplay:
-    """Replay `trace_path` over `window`; with `output`, the replay's trace is kept there."""
+    """Replay `trace_path` over `window`; with `output`, the replay's trace is kept there.
+
+    A trace with gaps (steps its recorder dropped) is replayed a stretch at a time, each
+    from the checkpoint that resumed the recording, up to the first divergence."""
     with (
         tempfile.TemporaryDirectory(prefix="stepscope-replay-") as scratch,
         open_trace(trace_path) as trace,
     ):
         check_window(window, trace)
-        target = output or Path(scratch) / "replay.duckdb"
-        start = record_replay(
-            trace, target, scheduler_cls=scheduler_cls, sinks=sinks, keep=output is not None,
-            window=window,
-        ).start  # fmt: skip
-        with open_trace(target) as replay:
-            compared, divergence = _compare(trace, replay, window)
+        stretches = recorded_stretches(window, trace)
+        if output is not None and len(stretches) > 1:
+            raise InputError(_one_output_refusal(trace, window))
+        num_compared, divergence, start = 0, None, None
+        for stretch in stretches:
+            target = output or Path(scratch) / f"replay-{stretch.from_step}.duckdb"
+            start = record_replay(
+                trace, target, scheduler_cls=scheduler_cls, sinks=sinks, keep=output is not None,
+                window=stretch,
+            ).start  # fmt: skip
+            with open_trace(target) as replay:
+                compared, divergence = _compare(trace, replay, stretch)
+            num_compared += compared
+            if divergence is not None:
+                break
         state_differences: tuple[str, ...] = ()
         checkpoint_step = start.checkpoint_step if start is not None else None
         if divergence is not None and checkpoint_step:
             state_differences = tuple(verify_checkpoint(trace, checkpoint_step))
-        num_recorded, complete = trace.num_steps, trace.complete
+        num_recorded, complete, last = trace.num_steps, trace.complete, trace.last_step
+        gaps = gaps_within(window, trace)
+        window = within_trace(window, trace)
     return ExactReplay(
-        trace_path, num_recorded, compared, complete, divergence, output, window,
-        checkpoint_step, state_differences,
+        trace_path, num_recorded, num_compared, complete, divergence, output, window,
+        checkpoint_step, state_differences, last, gaps,
     )  # fmt: skip
+
+
+def _one_output_refusal(trace: Trace, window: StepWindow) -> str:
+    stretches = ", ".join(
+        f"{s.from_step}..{trace.last_step if s.to_step is None else s.to_step}"
+        for s in recorded_stretches(window, trace)
+    )
+    return (
+        f"-o: {trace.path} has gaps (steps the recorder dropped), so its replay is a run "
+        f"per recorded stretch ({stretches}); to keep one, give its steps with "
+        "--from-step/--to-step"
+    )
 
 
 def record_replay(
@@ -156,8 +189,9 @@ def record_replay(
     trace that is incomplete is replayed as far as it goes; a set `stop` ends the replay
     after the step it is seen at.
     """
-    last = None if trace.complete else trace.num_steps
+    last = None if trace.complete else trace.last_step + 1
     start = None
+    window = within_trace(window, trace)
     if window.from_step > 0:
         start = start_at(trace, window.from_step, knobs, window_bounds(window)[1])
         workload, runner = start.workload, start.runner

@@ -19,6 +19,12 @@ from .step_sides import STEP_ROWS, cell_lines
 
 def print_exact(console: Console, result: ExactReplay) -> None:
     scope = "" if result.trace_complete else " (the trace is incomplete: compared what it holds)"
+    for gap in result.gaps:
+        console.print(
+            f"[yellow]{gap.describe()}[/]: replayed again from the checkpoint at step "
+            f"{gap.last_step + 1}",
+            highlight=False,
+        )
     if result.divergence is None:
         console.print(
             f"[bold green]identical[/]: {_compared_steps(result)} replayed with the same "
@@ -55,7 +61,7 @@ def _compared_steps(result: ExactReplay) -> str:
     window = result.window
     if window.whole:
         return f"{result.num_compared_steps} of {result.num_recorded_steps} recorded steps"
-    last = result.num_recorded_steps - 1
+    last = result.num_recorded_steps - 1 if result.last_step is None else result.last_step
     end = last if window.to_step is None else min(window.to_step, last)
     return (
         f"steps {window.from_step}..{end} ({result.num_compared_steps} compared"
@@ -121,6 +127,10 @@ def exact_to_json(result: ExactReplay) -> dict[str, Any]:
         "to_step": result.window.to_step,
         "checkpoint_step": result.checkpoint_step,
         "state_differences": list(result.state_differences),
+        "not_recorded": [
+            {"first_step": gap.first_step, "last_step": gap.last_step, "why": gap.why}
+            for gap in result.gaps
+        ],
     }
     if result.divergence is not None:
         divergence = result.divergence

@@ -20,7 +20,7 @@ from typing import Any
 from stepscope.engine import EngineLoop, InputError, TapeModelRunner, Workload
 from stepscope.engine.checkpoint import SchedulerCheckpoint, take_checkpoint
 from stepscope.engine.restore import check_checkpoint, check_hashes_computable, check_knobs
-from stepscope.schema import Trace
+from stepscope.schema import StepGap, Trace
 
 from .checkpoints import checkpoint_steps, nearest_checkpoint, read_checkpoint
 from .inputs import recorded_config, request_indices, workload_from_trace
@@ -50,14 +50,73 @@ def window_bounds(window: StepWindow) -> tuple[int, int]:
 
 
 def check_window(window: StepWindow, trace: Trace) -> None:
-    """A window the trace can be replayed over, or a one-line error naming the bound."""
-    last = trace.num_steps - 1
-    if window.from_step < 0:
-        raise InputError(f"--from-step {window.from_step}: a step is 0 or more")
-    if window.from_step > last:
-        raise InputError(f"--from-step {window.from_step}: {trace.path} has steps 0..{last}")
-    if window.to_step is not None and window.to_step < window.from_step:
-        raise InputError(f"--to-step {window.to_step}: it is before --from-step {window.from_step}")
+    """A window the trace can be replayed over, or a one-line error naming the bound: a
+    start past the trace's steps, before them (a recording whose oldest segments were
+    deleted), or in a gap (steps the recorder dropped). The trace's keys are checked first
+    (`Trace.check_keys`): its steps are found by them."""
+    trace.check_keys()
+    first, last = trace.first_step, trace.last_step
+    start = window.from_step
+    if start < 0:
+        raise InputError(f"--from-step {start}: a step is 0 or more")
+    if start > last or (start and start < first):
+        raise InputError(f"--from-step {start}: {trace.path} has steps {first}..{last}")
+    for gap in trace.gaps:
+        if gap.first_step <= start <= gap.last_step:
+            raise InputError(
+                f"--from-step {start}: {trace.path} did not record steps "
+                f"{gap.first_step}..{gap.last_step} ({gap.why}); "
+                f"the next recorded step is {gap.last_step + 1}"
+            )
+    if window.to_step is not None and window.to_step < start:
+        raise InputError(f"--to-step {window.to_step}: it is before --from-step {start}")
+
+
+def within_trace(window: StepWindow, trace: Trace) -> StepWindow:
+    """`window` starting no earlier than the trace's first step (a recording whose oldest
+    segments were deleted starts later than step 0, with a checkpoint)."""
+    if window.from_step >= trace.first_step:
+        return window
+    return StepWindow(trace.first_step, window.to_step)
+
+
+def recorded_stretches(window: StepWindow, trace: Trace) -> tuple[StepWindow, ...]:
+    """`window` cut at the trace's gaps: the stretches of steps it holds, each after the
+    first starting at the checkpoint that resumed recording."""
+    window = within_trace(window, trace)
+    stretches = []
+    start = window.from_step
+    for gap in trace.gaps:
+        if gap.last_step < start:
+            continue
+        if window.to_step is not None and gap.first_step > window.to_step:
+            break
+        stretches.append(StepWindow(start, gap.first_step - 1))
+        start = gap.last_step + 1
+    stretches.append(StepWindow(start, window.to_step))
+    return tuple(stretches)
+
+
+def one_stretch(window: StepWindow, trace: Trace) -> StepWindow:
+    """`window` from the trace's first step, when it spans no gap: a what-if runs one
+    course, which cannot cross steps the trace does not hold."""
+    stretches = recorded_stretches(window, trace)
+    if len(stretches) > 1:
+        listed = ", ".join(
+            f"{s.from_step}..{trace.last_step if s.to_step is None else s.to_step}"
+            for s in stretches
+        )
+        raise InputError(
+            f"{trace.path}: {gaps_within(window, trace)[0].describe()}, and a what-if runs "
+            f"one course; give --from-step/--to-step within one recorded stretch ({listed})"
+        )
+    return stretches[0]
+
+
+def gaps_within(window: StepWindow, trace: Trace) -> tuple[StepGap, ...]:
+    """The trace's gaps that `window` spans."""
+    low, high = window_bounds(window)
+    return tuple(gap for gap in trace.gaps if gap.last_step >= low and gap.first_step <= high)
 
 
 @dataclass(frozen=True)
@@ -92,6 +151,7 @@ def start_at(
     are whole: its run may sample a request's later tokens sooner)."""
     steps = require_checkpoints(trace)
     checkpoint_step = nearest_checkpoint(steps, step)  # None: step 0, whose state is empty
+    _check_resumable(trace, step, checkpoint_step)
     checkpoint = None if checkpoint_step is None else read_checkpoint(trace, checkpoint_step)
     workload = workload_from_trace(
         trace, knobs, since=checkpoint, until=ALL_STEPS if knobs else until
@@ -112,6 +172,18 @@ def start_at(
     workload = from_checkpoint_on(workload, state)
     check_checkpoint(state, workload.config, {spec.request_id: spec for spec in workload.requests})
     return Start(state, first_step, workload, runner)
+
+
+def _check_resumable(trace: Trace, step: int, checkpoint_step: int | None) -> None:
+    """A checkpoint between `step` and the trace's first step or gap before it: a run
+    from any earlier one would cross steps the trace does not hold."""
+    resumed = max([trace.first_step, *(g.last_step + 1 for g in trace.gaps if g.last_step < step)])
+    if resumed and (checkpoint_step is None or checkpoint_step < resumed):
+        raise InputError(
+            f"{trace.path}: no checkpoint at steps {resumed}..{step}, the recorded steps "
+            f"before {step} since its {'gap' if resumed > trace.first_step else 'first step'}; "
+            "a replay cannot start there (a redacted recording's segments open without one)"
+        )
 
 
 def from_checkpoint_on(workload: Workload, checkpoint: SchedulerCheckpoint) -> Workload:

@@ -82,22 +82,25 @@ def checked_rows(trace: Trace, steps: tuple[int, int] = (0, ALL_STEPS)) -> Store
 
 
 def step_differences(a: pa.Table, b: pa.Table, names: Sequence[str]) -> StepDifferences:
-    """The steps of fingerprints `a` and `b` where any of the fields `names` differ, and
-    the steps one side lacks."""
-    common = min(a.num_rows, b.num_rows)
-    masks = np.zeros(common, np.uint32)
+    """The steps of fingerprints `a` and `b` (each by step) where any of the fields `names`
+    differ, and the steps one side lacks (a trace may start later, or have gaps)."""
+    steps_a, steps_b = a["step"].to_numpy(), b["step"].to_numpy()
+    both = np.intersect1d(steps_a, steps_b, assume_unique=True)
+    rows_a, rows_b = np.searchsorted(steps_a, both), np.searchsorted(steps_b, both)
+    masks = np.zeros(both.size, np.uint32)
     for bit, name in enumerate(names):
         column = _FINGERPRINTS[name]
-        unequal = a[column].slice(0, common).to_numpy() != b[column].slice(0, common).to_numpy()
+        unequal = a[column].to_numpy()[rows_a] != b[column].to_numpy()[rows_b]
         masks |= unequal.astype(np.uint32) << np.uint32(bit)
     rows = np.flatnonzero(masks)
-    steps = a["step"].slice(0, common).to_numpy()[rows].tolist()
     found = masks[rows]
     named = {int(mask): _names(int(mask), names) for mask in np.unique(found)}
-    fields = [named[mask] for mask in found.tolist()]
-    longer = a if a.num_rows > b.num_rows else b
-    missing = longer["step"].slice(common).to_pylist()
-    return StepDifferences(steps + missing, fields + [(MISSING_STEP,)] * len(missing))
+    steps, fields = both[rows].tolist(), [named[mask] for mask in found.tolist()]
+    missing = np.setxor1d(steps_a, steps_b, assume_unique=True).tolist()
+    if not missing:
+        return StepDifferences(steps, fields)
+    ordered = sorted([*zip(steps, fields, strict=True), *((m, (MISSING_STEP,)) for m in missing)])
+    return StepDifferences([step for step, _ in ordered], [named for _, named in ordered])
 
 
 def _names(mask: int, names: Sequence[str]) -> tuple[str, ...]:

@@ -70,6 +70,13 @@ def replay_with_vllm(
     from stepscope.tracer.vllm.drive.driver import record_with_vllm
 
     with open_trace(trace_path) as trace:
+        if trace.first_step or trace.gaps:
+            raise InputError(
+                f"{trace_path}: --engine vllm replays a trace from step 0, and this one "
+                + (f"starts at step {trace.first_step}" if trace.first_step else "has gaps")
+                + " (vLLM's Scheduler is not restored to a checkpoint); replay it through "
+                "stepscope's engine"
+            )
         workload = workload_from_trace(trace, knobs)
         drafter = recorded_drafter(workload, trace)
     with tempfile.TemporaryDirectory() as scratch:

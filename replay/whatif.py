@@ -21,7 +21,7 @@ from stepscope.tracer.record_workload import StepSink, record_workload
 
 from .cost_model import CostModel, fit_cost_model, latency_seconds
 from .diff import TraceDiff, diff_traces
-from .from_step import WHOLE, StepWindow, check_window, start_at
+from .from_step import WHOLE, StepWindow, check_window, one_stretch, start_at
 from .inputs import workload_from_trace
 from .trace_runner import whatif_model_runner
 
@@ -55,6 +55,7 @@ def replay_whatif(
     are left out (the model's latencies are of whole requests)."""
     with open_trace(trace_path) as trace:
         check_window(window, trace)
+        window = one_stretch(window, trace)
         start = None
         if window.from_step:
             start = start_at(trace, window.from_step, knobs)

@@ -5,6 +5,7 @@ from .query_rows import QueryRows
 from .reader import TraceReader
 from .rows import Rows
 from .step_detail import StepDetail, read_step
+from .step_gaps import StepGap
 from .trace import Trace, open_trace
 from .trace_error import TraceDamagedError, TraceError
 from .trace_pair import B_SCHEMA, TracePair, open_pair
@@ -18,6 +19,7 @@ __all__ = [
     "QueryRows",
     "Rows",
     "StepDetail",
+    "StepGap",
     "Trace",
     "TraceDamagedError",
     "TraceError",

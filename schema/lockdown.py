@@ -1,12 +1,13 @@
 """The one read-only lockdown every connection over a trace (or a sweep result) is under.
 
-External access off (no file, URL or extension a query could reach), no extension
-loaded or installed on its own, no Python variable read as a table, and the
-configuration locked so no query can turn any of it back on.
+External access off (no file, URL or extension a query could reach, but the folders of
+the recordings read), no extension loaded or installed on its own, no Python variable
+read as a table, and the configuration locked so no query can turn any of it back on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -34,8 +35,16 @@ def connect_unlocked() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:", config={name: LOCKED_CONFIG[name] for name in settings})
 
 
-def lock(con: duckdb.DuckDBPyConnection) -> None:
-    """Put `con` under the lockdown (after its traces are attached: attaching reads files)."""
+def lock(con: duckdb.DuckDBPyConnection, readable: Sequence[Path] = ()) -> None:
+    """Put `con` under the lockdown (after its traces are attached: attaching reads files);
+    `readable`: folders whose files its queries still read (a recording's Parquet)."""
+    if readable:
+        con.execute("SET allowed_directories = ?", [[_folder(path) for path in readable]])
     for name, value in LOCKED_CONFIG.items():
         # Setting names and values are the constants above: spliced in.
         con.execute(f"SET {name} = {str(value).lower()}")
+
+
+def _folder(path: Path) -> str:
+    """The folder as DuckDB compares it with a file's path: absolute, ending in a slash."""
+    return str(path.resolve()).rstrip("/") + "/"

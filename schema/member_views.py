@@ -48,14 +48,19 @@ def create_enum_types(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"CREATE TYPE {name} AS ENUM ({labels})")
 
 
+def create_views(con: duckdb.DuckDBPyConnection, schema: str, selects: dict[str, str]) -> None:
+    """Create `schema` (if new) with a view of each SELECT given (name → SELECT)."""
+    # The schema's name and the views' names are identifiers: spliced in.
+    con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    for table, select in selects.items():
+        con.execute(f"CREATE VIEW {schema}.{table} AS {select}")
+
+
 def create_member_schema(
     con: duckdb.DuckDBPyConnection, schema: str, tables: dict[str, str]
 ) -> None:
     """Create `schema` with the logical tables given (name → SELECT) and every view over them
     (a table not given is found on the search path, as it is stored)."""
-    # The schema's name and the tables' and views' names are identifiers: spliced in.
-    con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    for table, select in tables.items():
-        con.execute(f"CREATE VIEW {schema}.{table} AS {select}")
+    create_views(con, schema, tables)
     for info in views_in_order():
         con.execute(f"CREATE VIEW {schema}.{info.name} AS {strip_comments(info.sql)}")

@@ -13,6 +13,8 @@ so a query reads the traces and nothing else, and changes nothing.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -21,10 +23,15 @@ import duckdb
 import pyarrow as pa
 
 from .lockdown import connect_unlocked, lock
+from .member_tables import attached_tables
 from .member_views import create_enum_types, create_member_schema
 from .query_rows import QueryRows
 from .query_statements import parser_error, statement_problem
-from .trace_error import TraceDamagedError, TraceError
+from .recording_errors import recording_error
+from .recording_layout import is_recording
+from .recording_paths import readable_folder
+from .recording_tables import Recording, recorded_tables
+from .trace_error import RecordingChangedError, TraceDamagedError, TraceError
 from .trace_file import damaged, first_line, is_file_error, stored_tables
 from .version import SCHEMA_VERSION
 from .view_infos import ViewInfo, queryable_names, view_infos
@@ -32,11 +39,21 @@ from .view_infos import ViewInfo, queryable_names, view_infos
 _SET_SEARCH_PATH = "SET search_path = ?"
 
 
+@dataclass(frozen=True)
+class MemberTables:
+    """One trace as a reader finds it: its `_meta`, each logical table's SELECT, and the
+    recording it is (None: a trace file)."""
+
+    meta: dict[str, str]
+    tables: dict[str, str]
+    recording: Recording | None
+
+
 class TraceReader:
     """The read API every kind of reader shares: `sql()` returns a DuckDB relation
     (`.to_arrow_table()`, `.pl()`, ...), `execute()` runs the reader's own prepared queries.
 
-    Subclasses add their traces' schemas in `__init__`, then call `_lock()`.
+    Subclasses add their traces' schemas in `__init__`, through `_open`.
     """
 
     LIST_VIEWS = "stepscope sql TRACE"
@@ -44,11 +61,44 @@ class TraceReader:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        """The one file every query reads (its damage is named); None when there are several."""
+        """The one trace every query reads (its damage is named); None when there are several."""
+        self._connect()
+
+    def _connect(self) -> None:
+        """A new in-memory database to give the traces to (unlocked until they are)."""
+        self._recordings: list[Path] = []
+        """The folders of the recordings read (absolute): their files are read by queries."""
         self._con = connect_unlocked()
         self._search_path: str | None = None
         """Where unqualified names are found besides `main` (a top-level trace's tables)."""
         create_enum_types(self._con)
+
+    def _open(self, add_traces: Callable[[], None]) -> None:
+        """Give the reader its traces (`add_traces`), then lock it; a recording that changed
+        while it was read is scanned again, once. The connection is closed on failure."""
+        try:
+            try:
+                add_traces()
+            except RecordingChangedError:
+                self._con.close()
+                self._connect()
+                add_traces()
+            lock(self._con, self._recordings)
+        except BaseException:
+            self._con.close()
+            raise
+
+    def _read_trace(self, alias: str, path: Path) -> MemberTables:
+        """The trace at `path`: a file attached as `alias`, or a recording folder whose
+        files' views go in the schema `alias`."""
+        if not is_recording(path):
+            return MemberTables(*attached_tables(self._con, alias, path), recording=None)
+        self._recordings.append(readable_folder(path))
+        try:
+            recording, meta, tables = recorded_tables(self._con, alias, path)
+        except duckdb.Error as error:
+            raise self._error(error) from None
+        return MemberTables(meta, tables, recording)
 
     def views(self) -> list[ViewInfo]:
         return view_infos()
@@ -159,6 +209,8 @@ class TraceReader:
         try:
             create_member_schema(self._con, schema, tables)
         except duckdb.Error as error:
+            if recording_error(error, self._recordings) is not None:
+                raise self._error(error) from None
             raise TraceError(
                 f"{where}: its tables do not match trace schema version "
                 f"{meta.get('schema_version')} ({first_line(error)}); re-record the trace"
@@ -186,15 +238,16 @@ class TraceReader:
             cursor.execute(_SET_SEARCH_PATH, [self._search_path])
         return cursor
 
-    def _lock(self) -> None:
-        lock(self._con)
-
     def _error(self, error: duckdb.Error) -> TraceError:
         """A query's error in one line; a TraceDamagedError, naming the file when there is
-        one, when a file's bytes failed it."""
+        one, when a file's bytes failed it; a recording's errors as `recording_error` says."""
+        about_recording = recording_error(error, self._recordings)
+        if about_recording is not None:
+            return about_recording
         if is_file_error(error):
-            line = first_line(error) if self.path is None else damaged(self.path, error)
-            return TraceDamagedError(line, _whole(error))
+            if self.path is None or self._recordings:
+                return TraceDamagedError(first_line(error), _whole(error))
+            return TraceDamagedError(damaged(self.path, error), _whole(error))
         return TraceError(first_line(error), _whole(error))
 
 

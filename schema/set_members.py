@@ -1,9 +1,11 @@
 """Which traces a set of paths names, and what each is called in the `trace` column.
 
-A path is a trace file, a folder of trace files (searched recursively), or a Parquet
-export folder (one holding `stepscope_export.json`). A trace's name is its file name
-without `.duckdb`; traces that share one are named by their path without the suffix,
-relative to their folder (or, given as files, to the deepest folder they share).
+A path is a trace file, a recording folder (one holding `stepscope_recording.json`: one
+trace), a folder of trace files and recording folders (searched recursively, never
+inside a recording), or a Parquet export folder (one holding `stepscope_export.json`).
+A trace's name is its file name without `.duckdb` (a recording's: its folder's name);
+traces that share one are named by their path without the suffix, relative to their
+folder (or, given themselves, to the deepest folder they share).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .parquet_export import MANIFEST, export_trace_names
+from .recording_layout import MANIFEST as RECORDING_MANIFEST
+from .recording_layout import is_recording
 from .trace_error import TraceError
 
 TRACE_SUFFIX = ".duckdb"
@@ -27,7 +31,7 @@ class Member:
 
     name: str
     path: Path
-    """The trace file, or the export folder that holds it."""
+    """The trace file, the recording folder, or the export folder that holds it."""
     in_export: bool
 
 
@@ -47,6 +51,8 @@ def find_members(paths: Sequence[Path]) -> tuple[Member, ...]:
     for path in paths:
         if is_export(path):
             exported.extend(Member(name, path, in_export=True) for name in export_trace_names(path))
+        elif is_recording(path):
+            files.append(_Found(path, None))
         elif path.is_dir():
             files.extend(_Found(file, path) for file in _trace_files(path))
         elif path.exists():
@@ -65,14 +71,15 @@ def is_export(path: Path) -> bool:
 
 
 def find_trace(path: Path, name: str | None) -> Path:
-    """The trace file `path` is, or the one named `name` in the folder `path`."""
+    """The trace (file or recording folder) `path` is, or the one named `name` in the
+    folder `path`."""
     if is_export(path):
         raise TraceError(
             f"{path}: a Parquet export, not trace files; query it with: stepscope sql {path} SQL"
         )
-    if not path.is_dir():
-        if name is not None and name != path.stem:
-            raise TraceError(f"{path}: the trace is named {path.stem!r}, not {name!r}")
+    if is_recording(path) or not path.is_dir():
+        if name is not None and name != _stem(path):
+            raise TraceError(f"{path}: the trace is named {_stem(path)!r}, not {name!r}")
         return path
     members = find_members([path])
     if name is None:
@@ -97,20 +104,43 @@ def list_names(members: Iterable[Member]) -> str:
 
 
 def _trace_files(folder: Path) -> list[Path]:
-    files = sorted(p for p in folder.rglob(f"*{TRACE_SUFFIX}") if p.is_file())
-    if not files:
+    traces = traces_in(folder)
+    if not traces:
         raise TraceError(
-            f"{folder}: no traces in it (no *{TRACE_SUFFIX} files, and not a Parquet export: "
-            f"no {MANIFEST})"
+            f"{folder}: no traces in it (no *{TRACE_SUFFIX} files or recording folders, and "
+            f"not a Parquet export: no {MANIFEST})"
         )
-    return files
+    return traces
+
+
+def traces_in(folder: Path) -> list[Path]:
+    """The trace files and recording folders under `folder`, by path (never a recording's
+    inside)."""
+    found = []
+    for root, folders, files in os.walk(folder):
+        here = Path(root)
+        recordings = [name for name in folders if _is_recording_folder(here / name)]
+        found += [here / name for name in recordings]
+        found += [here / name for name in files if name.endswith(TRACE_SUFFIX)]
+        folders[:] = sorted(set(folders) - set(recordings))
+    return sorted(path for path in found if is_recording(path) or path.is_file())
+
+
+def _is_recording_folder(path: Path) -> bool:
+    """A recording's folder (its manifest inside it), not a link to one."""
+    return not path.is_symlink() and (path / RECORDING_MANIFEST).is_file()
+
+
+def _stem(path: Path) -> str:
+    """A trace's name: a recording folder's name, a file's without its suffix."""
+    return path.name if is_recording(path) else path.stem
 
 
 def _named(files: list[_Found]) -> list[tuple[_Found, str]]:
     """Each file with its name: the stem, or a relative path where stems collide."""
     by_stem: dict[str, list[_Found]] = defaultdict(list)
     for found in files:
-        by_stem[found.path.stem].append(found)
+        by_stem[_stem(found.path)].append(found)
     names = {}
     for stem, group in by_stem.items():
         if len(group) == 1:
@@ -119,7 +149,9 @@ def _named(files: list[_Found]) -> list[tuple[_Found, str]]:
         shared = Path(os.path.commonpath([found.path.parent for found in group]))
         for found in group:
             base = found.base if found.base is not None else shared
-            names[found.path] = found.path.relative_to(base).with_suffix("").as_posix()
+            relative = found.path.relative_to(base)
+            name = relative if is_recording(found.path) else relative.with_suffix("")
+            names[found.path] = name.as_posix()
     return [(found, names[found.path]) for found in files]
 
 

@@ -1,4 +1,9 @@
-"""One trace file read: its tables and views at the top level, with its facts (`_meta`, config)."""
+"""One trace read: its tables and views at the top level, with its facts (`_meta`, config).
+
+The trace is a file, or a recording folder of segments read as one trace; either way
+the same `_` tables and views answer, and the steps held are `first_step` to
+`last_step`, less any `gaps` (steps a recording's writer dropped).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ from typing import Any
 
 import duckdb
 
-from .member_tables import attached_tables
 from .reader import TraceReader
+from .recording_tables import Recording
 from .sql_files import query
-from .trace_checks import check_every_block
+from .step_gaps import StepGap, step_gaps
+from .trace_checks import check_every_block, check_every_table
 from .trace_error import TraceError
 from .trace_keys import key_problem
 
@@ -19,11 +25,12 @@ __all__ = ["Trace", "check_readable", "open_trace"]
 
 
 _DATABASE = "trace_file"
-"""The trace file's alias in the reader's database."""
+"""The trace file's alias in the reader's database (a recording's schema of file views)."""
 
 
 class Trace(TraceReader):
-    """An open trace file, read-only and sandboxed (see `TraceReader`).
+    """An open trace, a file or a recording folder, read-only and sandboxed (see
+    `TraceReader`).
 
     A query in a trace someone else made cannot read or write the reader's files.
     """
@@ -32,13 +39,17 @@ class Trace(TraceReader):
         super().__init__(Path(path))
         self.path: Path = Path(path)
         self._keys_checked = False
-        try:
-            self.meta, tables = attached_tables(self._con, _DATABASE, self.path)
-            self._add_top_level(_DATABASE, tables, str(self.path), self.meta)
-            self._lock()
-        except BaseException:
-            self._con.close()
-            raise
+        self._open(self._add_trace)
+
+    def _add_trace(self) -> None:
+        read = self._read_trace(_DATABASE, self.path)
+        self.meta = read.meta
+        self.recording: Recording | None = read.recording
+        """What the recording folder held when opened (None: a trace file)."""
+        if read.recording is None:
+            self._add_top_level(_DATABASE, read.tables, str(self.path), self.meta)
+        else:
+            self._add_schema("main", read.tables, str(self.path), self.meta)
 
     @property
     def complete(self) -> bool:
@@ -56,14 +67,51 @@ class Trace(TraceReader):
         return dict(zip(columns, rows[0], strict=True)) if rows else {}
 
     @cached_property
+    def _step_range(self) -> tuple[int, int, int]:
+        """(steps held, first, last): what the file or the folder holds, complete or not."""
+        ((count, first, last),) = self.execute(query(__package__, "step_range")).fetchall()
+        if not count:
+            return 0, 0, -1
+        return int(count), int(first), int(last)
+
+    @property
     def num_steps(self) -> int:
-        """Steps recorded, idle ones included (what the file holds, complete or not)."""
-        return int(self.execute(query(__package__, "num_steps")).fetchall()[0][0])
+        """Steps recorded, idle ones included (what the trace holds, complete or not)."""
+        return self._step_range[0]
+
+    @property
+    def first_step(self) -> int:
+        """The first step held: 0, unless a recording's oldest segments were deleted (a
+        trace that holds no step starts at 0)."""
+        return self._step_range[1]
+
+    @property
+    def last_step(self) -> int:
+        """The last step held (`first_step - 1` when none is)."""
+        return self._step_range[2]
+
+    @cached_property
+    def gaps(self) -> tuple[StepGap, ...]:
+        """The runs of steps missing between `first_step` and `last_step`, in order."""
+        if self.last_step - self.first_step + 1 == self.num_steps:
+            return ()
+        return step_gaps(self, self.recording)
+
+    def stored_files(self) -> list[tuple[str, Path]]:
+        """The files the trace is read from, each with its name: the trace file, or each
+        file of the recording (named by its path in the folder)."""
+        if self.recording is None:
+            return [(self.path.name, self.path)]
+        folder = self.recording.folder
+        return [(path.relative_to(folder).as_posix(), path) for path in self.recording.files()]
 
     def read_all(self) -> None:
         """Read every stored byte, so a damaged block is an error now, not a missed difference."""
         try:
-            check_every_block(self._con, _DATABASE, self.path)
+            if self.recording is None:
+                check_every_block(self._con, _DATABASE, self.path)
+            else:
+                check_every_table(self._con)
         except duckdb.Error as error:
             raise self._error(error) from None
 
@@ -73,7 +121,7 @@ class Trace(TraceReader):
         if self._keys_checked:
             return
         try:
-            problem = key_problem(self._con, self.path)
+            problem = key_problem(self._con, self.path, numbered_from_0=self.recording is None)
         except duckdb.Error as error:
             raise self._error(error) from None
         if problem is not None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 
+from .ddl import logical_tables
+from .sql_files import query
 from .trace_error import TraceError
 from .trace_file import check_length, damaged, is_file_error, not_duckdb, read_every_block
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
@@ -43,6 +45,13 @@ def check_every_block(con: duckdb.DuckDBPyConnection, database: str, path: Path)
     problem = read_every_block(con, path, database)
     if problem is not None:
         raise TraceError(problem)
+
+
+def check_every_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Read every column of every logical table to its last byte (a recording's every file):
+    DuckDB's error names a file that fails."""
+    for table in logical_tables():
+        con.execute(query(__package__, "read_table"), [table]).fetchall()
 
 
 def _read_meta(con: duckdb.DuckDBPyConnection, database: str, path: Path) -> dict[str, str]:

@@ -15,3 +15,7 @@ class TraceError(ValueError):
 
 class TraceDamagedError(TraceError):
     """A trace's own bytes failed a query: a damaged or cut block, found when it was read."""
+
+
+class RecordingChangedError(TraceError):
+    """A recording's file went away while it was read: the writer closed or deleted a segment."""

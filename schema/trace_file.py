@@ -101,8 +101,10 @@ def being_written(path: Path, detail: str) -> str:
     holder = f"process {pid.group(1)}" if pid else "another process"
     return (
         f"{path}: a trace being written: {holder} holds it open (a recording still "
-        "running?), and DuckDB lets no other process read a file while one writes it; "
-        "read it once the recording has ended"
+        "running?), and DuckDB lets no other process read a file while one writes it "
+        "(nothing is wrong with the file): read it once the recording has ended, or record "
+        "into a folder to read a recording while it runs (stepscope record ... --segment "
+        "5000steps, or STEPSCOPE_TRACE_SEGMENT for vLLM)"
     )
 
 

@@ -38,14 +38,23 @@ REQUEST_REFERENCES = (
 """Tables whose `request_index` names a row of `_requests`."""
 
 
-def key_problem(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
-    """What is wrong with the trace's keys (the first thing found), or None."""
+def key_problem(
+    con: duckdb.DuckDBPyConnection, path: Path, *, numbered_from_0: bool = True
+) -> str | None:
+    """What is wrong with the trace's keys (the first thing found), or None.
+
+    A recording may lack requests (those that finished in segments retention deleted, or
+    in a gap): with `numbered_from_0` off its requests need only be numbered once each,
+    and every reference name one of them.
+    """
     for table, columns in KEY_COLUMNS.items():
         # Table and column names are the constants above: identifiers spliced in.
         nulls = " OR ".join(f"{column} IS NULL" for column in columns)
         if con.sql(f"SELECT 1 FROM {table} WHERE {nulls} LIMIT 1").fetchall():
             return _null_key(con, path, table, columns)
-    return _request_index_problem(con, path)
+    if numbered_from_0:
+        return _request_index_problem(con, path)
+    return _request_reference_problem(con, path)
 
 
 def _null_key(
@@ -94,4 +103,19 @@ def _unknown_reference(con: duckdb.DuckDBPyConnection, path: Path, table: str) -
     rows = con.execute(query(__package__, "unknown_request_reference"), [table]).fetchall()
     if rows:
         return f"{path}: {table}.request_index {rows[0][0]} names no request of the trace"
+    return None
+
+
+def _request_reference_problem(con: duckdb.DuckDBPyConnection, path: Path) -> str | None:
+    """`_requests` numbered once each, and every reference naming one of them."""
+    count, distinct, _, _ = con.sql(query(__package__, "request_numbering")).fetchall()[0]
+    if distinct != count:
+        return f"{path}: _requests.request_index names a request twice"
+    for table in REQUEST_REFERENCES:
+        # A table's name from the constant above, spliced in.
+        rows = con.sql(
+            f"SELECT request_index FROM {table} ANTI JOIN _requests USING (request_index) LIMIT 1"
+        ).fetchall()
+        if rows:
+            return f"{path}: {table}.request_index {rows[0][0]} names no request"
     return None

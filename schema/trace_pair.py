@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .member_tables import attached_tables
 from .reader import TraceReader
 
 B_SCHEMA = "b"
@@ -12,20 +11,22 @@ B_SCHEMA = "b"
 
 
 class TracePair(TraceReader):
-    """Two trace files, read-only and sandboxed as one is (see `TraceReader`)."""
+    """Two traces (files or recording folders), read-only and sandboxed as one is (see
+    `TraceReader`)."""
 
     def __init__(self, a: str | Path, b: str | Path) -> None:
         super().__init__(None)
         self.a, self.b = Path(a), Path(b)
-        try:
-            meta, tables = attached_tables(self._con, "trace_a", self.a)
-            self._add_top_level("trace_a", tables, str(self.a), meta)
-            meta, tables = attached_tables(self._con, "trace_b", self.b)
-            self._add_schema(B_SCHEMA, tables, str(self.b), meta)
-            self._lock()
-        except BaseException:
-            self._con.close()
-            raise
+        self._open(self._add_traces)
+
+    def _add_traces(self) -> None:
+        a = self._read_trace("trace_a", self.a)
+        if a.recording is None:
+            self._add_top_level("trace_a", a.tables, str(self.a), a.meta)
+        else:
+            self._add_schema("main", a.tables, str(self.a), a.meta)
+        b = self._read_trace("trace_b", self.b)
+        self._add_schema(B_SCHEMA, b.tables, str(self.b), b.meta)
 
 
 def open_pair(a: str | Path, b: str | Path) -> TracePair:

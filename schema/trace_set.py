@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from .ddl import logical_tables
-from .member_tables import attached_tables, exported_tables, literal
+from .member_tables import exported_tables, literal
 from .parquet_export import export_meta
 from .reader import TraceReader
 from .set_members import Member, find_members
@@ -36,21 +36,20 @@ class SetTrace:
 
 
 class TraceSet(TraceReader):
-    """Traces, trace folders and Parquet exports opened as one (see `TraceReader`)."""
+    """Traces, folders of traces (trace files and recordings) and Parquet exports opened as
+    one (see `TraceReader`)."""
 
     LIST_VIEWS = "stepscope sql PATH..."
 
     def __init__(self, paths: Sequence[str | Path]) -> None:
         members = find_members([Path(path) for path in paths])
         super().__init__(None)
+        self._open(lambda: self._add_traces(members))
+
+    def _add_traces(self, members: Sequence[Member]) -> None:
         self._export_metas: dict[Path, dict[str, dict[str, str]]] = {}
-        try:
-            self.traces = tuple(self._add(index, m) for index, m in enumerate(members))
-            _create_union_views(self._con, self.traces)
-            self._lock()
-        except BaseException:
-            self._con.close()
-            raise
+        self.traces = tuple(self._add(index, member) for index, member in enumerate(members))
+        _create_union_views(self._con, self.traces)
 
     @property
     def names(self) -> list[str]:
@@ -63,7 +62,8 @@ class TraceSet(TraceReader):
             _check_version(member, meta)
             tables = exported_tables(self._con, f"export_{index}", member.path, member.name)
         else:
-            meta, tables = attached_tables(self._con, f"file_{index}", member.path)
+            read = self._read_trace(f"file_{index}", member.path)
+            meta, tables = read.meta, read.tables
         self._add_schema(f"trace_{index}", tables, f"{member.path}: trace {member.name}", meta)
         return SetTrace(member.name, member.path, member.in_export, meta, _rank(member, meta))
 

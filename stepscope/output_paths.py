@@ -1,8 +1,8 @@
 """Where a command writes: each output checked against the command's inputs and what is there.
 
 Every check runs before any work, so a refused output costs a moment, never a replay or a
-sweep; a trace is never overwritten, another file that holds anything only with `--force`
-(or `--append`).
+sweep; a trace is never overwritten, nor anything in a recording folder, another file
+that holds anything only with `--force` (or `--append`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.engine import InputError
+from stepscope.schema.recording_layout import is_recording
 from stepscope.schema.trace_file import is_duckdb_file
 from stepscope.tracer.export.output import ExportError, atomic_file
 
@@ -155,7 +156,8 @@ def _check_not_an_input(output: Output, inputs: Sequence[Path]) -> None:
             raise _refused(output, "is an input of this command")
         if target == source.with_name(source.name + ".wal"):
             raise _refused(output, f"is the write-ahead log of {path}, an input of this command")
-        if path.is_dir() and target.is_relative_to(source) and _read_as_trace(target):
+        in_set = path.is_dir() and not is_recording(path)
+        if in_set and target.is_relative_to(source) and _read_as_trace(target):
             raise _refused(
                 output, f"inside {path}, where this command reads every *.duckdb as a trace"
             )
@@ -176,6 +178,10 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _check_what_is_there(output: Output, *, force: bool) -> None:
     path = output.path
+    recording = _recording_holding(path)
+    if recording is not None:
+        where = "" if recording == path.resolve() else f"inside {recording}, "
+        raise _refused(output, f"{where}a recording folder, which only its recorder writes")
     if output.kind is OutputKind.NEW_FILE:
         for taken in (path, path.with_name(path.name + ".wal")):
             if taken.exists():
@@ -195,6 +201,12 @@ def _check_what_is_there(output: Output, *, force: bool) -> None:
     if path.is_file() and path.stat().st_size and not (force or output.append):
         also = " or --append to add to it" if output.option == "--markdown" else ""
         raise _refused(output, f"already exists (give --force to replace it{also})")
+
+
+def _recording_holding(path: Path) -> Path | None:
+    """The recording folder `path` is, or lies in (None: none)."""
+    resolved = path.resolve()
+    return next((folder for folder in (resolved, *resolved.parents) if is_recording(folder)), None)
 
 
 def _is_trace(path: Path) -> bool:

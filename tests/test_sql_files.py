@@ -15,8 +15,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 from conftest import REPO
+from recordings import record_folder
 from stepscope.schema import Trace, sql_files
 from stepscope.schema.lockdown import connect_locked
+from stepscope.schema.recording_layout import REQUEST_ABORTS, scan
+from stepscope.schema.recording_tables import read_parquet
 from traces import case, record
 
 PACKAGES = {
@@ -161,6 +164,33 @@ def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def recording_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same workload recorded into a folder of segments."""
+    return record_folder(case("22"), tmp_path_factory.mktemp("sql") / "recording", "5steps")
+
+
+def _run_on_recording_files(folder: Path, statement: str) -> None:
+    """A recording query on the files of `folder`: the meta files as its parameter, or the
+    views of the stored requests and aborts it reads."""
+    segments = scan(folder)
+    meta, requests, aborts = (
+        [str(path) for segment in segments for path in segment.files(table)]
+        for table in ("_meta", "_requests", REQUEST_ABORTS)
+    )
+    with duckdb.connect() as con:
+        if "read_parquet" in statement:
+            rows = con.execute(statement, [meta]).fetchall()
+        else:
+            con.execute(f"CREATE VIEW stored_requests AS FROM {read_parquet(requests, unify=True)}")
+            no_aborts = sql_files.query("stepscope.schema", "recording_no_aborts")
+            numbered = read_parquet(aborts, unify=False, numbered=True)
+            aborts_source = f"FROM {numbered}" if aborts else no_aborts
+            con.execute(f"CREATE VIEW request_aborts AS {aborts_source}")
+            rows = con.execute(statement).fetchall()
+    assert rows
+
+
 def test_the_parts_hold_sql_files() -> None:
     assert len(ALL_FILES) > 30
     assert "stepscope.schema:tables.sql" in ALL_FILES
@@ -209,12 +239,20 @@ FILE_QUERIES = frozenset(
 )
 """Queries of a trace file's own storage, run on the file itself before (or beside) a reader."""
 
+RECORDING_QUERIES = frozenset(
+    {"schema/sql/recording_meta.sql", "schema/sql/recording_requests.sql"}
+)
+"""Queries of a recording folder's files, run on them before the views are made."""
+
 
 @pytest.mark.parametrize("file", [f for f in _QUERIES if not f.endswith(":tables.sql")])
-def test_each_query_runs_on_a_trace(file: str, trace_path: Path) -> None:
+def test_each_query_runs_on_a_trace(file: str, trace_path: Path, recording_path: Path) -> None:
     package, path = _split(file)
     folder, name = PurePosixPath(path).parent, PurePosixPath(path).stem
     statement = sql_files.query(package, name, str(folder))
+    if _key(file) in RECORDING_QUERIES:
+        _run_on_recording_files(recording_path, statement)
+        return
     if _key(file) in FILE_QUERIES:
         with connect_locked(trace_path) as con:
             result = con.execute(statement, PARAMETERS.get(_key(file)))
@@ -329,6 +367,8 @@ ALLOWED = {
     ("schema/trace_keys.py", "SELECT min(request_index), max(request_index) FROM {table}"): (
         "a table's name spliced in"
     ),
+    ("schema/trace_keys.py", "SELECT request_index FROM {table} ANTI JOIN"): "a table's name",
+    ("schema/recording_tables.py", "SELECT * FROM {read_parquet("): "a recording's files",
 }
 """SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
 

@@ -15,9 +15,21 @@ class TraceInfo:
 
     path: Path
     num_steps: int
+    """Steps the trace holds."""
     complete: bool
     meta: dict[str, str]
     config: dict[str, Any]
+    first_step: int = 0
+    """The first step held (a recording whose oldest segments were deleted starts later)."""
+    end_step: int | None = None
+    """The step after the last one held (None: `num_steps`, the trace holding 0 on)."""
+    gaps: tuple[str, ...] = ()
+    """Each run of steps missing between two held, in words."""
+
+    @property
+    def num_rows(self) -> int:
+        """The timeline's rows: step 0 to the last step held, missing ones marked."""
+        return self.num_steps if self.end_step is None else self.end_step
 
     @property
     def num_usable_blocks(self) -> int:

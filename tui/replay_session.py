@@ -31,7 +31,13 @@ from stepscope.engine import StepRecord, Workload
 from stepscope.replay import inputs
 from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.replay.exact import RecordedReplay, record_replay, replay_differences
-from stepscope.replay.from_step import WHOLE, StepWindow, check_window
+from stepscope.replay.from_step import (
+    WHOLE,
+    StepWindow,
+    check_window,
+    gaps_within,
+    recorded_stretches,
+)
 from stepscope.replay.step_differences import StepDifferences
 from stepscope.schema import StepDetail, Trace, open_trace, read_step
 from stepscope.schema.step_condition import StepCondition, condition_rows
@@ -240,19 +246,24 @@ class ReplaySession:
                 self.cursor = min(self.at_step, self.num_steps - 1)
 
     def _window(self, trace: Trace) -> StepWindow:
-        """The window to replay: from `at_step`, or from step 0 when the trace has no
-        checkpoints at all (`notice` then says so)."""
-        if not self.at_step:
-            return WHOLE
-        window = StepWindow(self.at_step)
+        """The window to replay: from `at_step`, or from the trace's first step when the
+        trace has no checkpoints at all; up to its first gap (`notice` says why either)."""
+        window = WHOLE if not self.at_step else StepWindow(self.at_step)
         check_window(window, trace)
-        if not checkpoint_steps(trace):
+        if window.from_step and not checkpoint_steps(trace):
             self.notice = (
                 f"{trace.path.name} has no checkpoints ({no_checkpoints_reason(trace)}): "
                 "replaying from step 0"
             )
-            return WHOLE
-        return window
+            window = WHOLE
+        stretches = recorded_stretches(window, trace)
+        if len(stretches) > 1:
+            (gap, *_) = gaps_within(window, trace)
+            self.notice = (
+                f"{gap.describe()}: the replay stops before them "
+                f"(replay from step {gap.last_step + 1} to go on)"
+            )
+        return stretches[0]
 
     def _count_requests(self) -> int:
         """The trace's requests (a count: the workload of a replay from a step holds some)."""
@@ -302,7 +313,7 @@ class ReplaySession:
         )
         self.differences = replay_differences(trace, replay, window)
         self.num_replayed_steps = replay.num_steps
-        recorded_steps = trace.num_steps if recorded.complete else 0
+        recorded_steps = trace.last_step + 1 if recorded.complete else 0
         self.num_steps = max(recorded_steps, window.from_step + self.num_replayed_steps)
         if window.to_step is not None and recorded.complete:
             self.num_steps = min(self.num_steps, window.to_step + 1)

@@ -67,11 +67,14 @@ class TraceSource:
     @cached_property
     def info(self) -> TraceInfo:
         with self._lock:
-            num_steps = self.trace.num_steps
-            config = self.trace.config
+            trace = self.trace
+            num_steps, first, last = trace.num_steps, trace.first_step, trace.last_step
+            config = trace.config
+            gaps = tuple(gap.describe() for gap in trace.gaps)
         return TraceInfo(
-            self.path, num_steps, self.trace.complete, dict(self.trace.meta), dict(config)
-        )
+            self.path, num_steps, trace.complete, dict(trace.meta), dict(config),
+            first_step=first, end_step=last + 1, gaps=gaps,
+        )  # fmt: skip
 
     @cached_property
     def request_ids(self) -> tuple[str, ...]:
@@ -99,10 +102,10 @@ class TraceSource:
         return detail
 
     def plot(self) -> PlotSeries:
-        num_steps = max(self.info.num_steps, 1)
+        num_steps = max(self.info.num_rows, 1)
         rows = self.rows("plot_buckets", [min(PLOT_BUCKETS, num_steps), num_steps]).rows
         return PlotSeries(
-            num_steps=self.info.num_steps,
+            num_steps=self.info.num_rows,
             budget_use=tuple(float(use or 0.0) for _, use, _, _ in rows),
             num_free_blocks=tuple(int(free or 0) for _, _, free, _ in rows),
             num_usable_blocks=self.info.num_usable_blocks,

@@ -10,7 +10,7 @@ from stepscope.engine import InputError
 from stepscope.schema import Trace, open_trace
 
 from ..checkpoints import checkpoint_steps
-from ..from_step import StepWindow, check_window
+from ..from_step import StepWindow, check_window, one_stretch
 from .cures import check_cures
 from .detectors import DETECTORS, KINDS
 from .examined import Examined
@@ -46,6 +46,8 @@ def diagnose(
     """The findings on `trace_path` over `window`; `shown_as` names it in the evidence."""
     with open_trace(trace_path) as trace:
         check_window(window, trace)
+        if what_ifs:
+            window = one_stretch(window, trace)
         if what_ifs and window.from_step:
             _require_checkpoints(trace)
         examined = Examined.of(trace, shown_as, window)

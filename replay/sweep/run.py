@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pyarrow as pa
 from stepscope.engine import EngineConfig, Scheduler, default_scheduler_cls
-from stepscope.schema import open_trace
+from stepscope.schema import Trace, open_trace
 from stepscope.tracer.held_signals import signals_held
 
 from ..cost_model import CostModel, fit_cost_model
-from ..from_step import WHOLE, StepWindow, check_window, require_checkpoints
+from ..from_step import WHOLE, StepWindow, check_window, one_stretch, require_checkpoints
 from ..inputs import recorded_config, workload_from_trace
 from .grid import SweepGrid, SweepPoint
 from .point import PointResult, PointTask, point_trace_name
@@ -69,16 +69,33 @@ def trace_facts(path: Path, window: StepWindow = WHOLE) -> TraceFacts:
     checked once here rather than by every point."""
     with open_trace(path) as trace:
         check_window(window, trace)
+        window = _steps_held(one_stretch(window, trace), trace)
         if window.from_step:
             require_checkpoints(trace)
         # A whole sweep reads (and so checks) every request once here, not in every point.
         config = workload_from_trace(trace).config if window.whole else recorded_config(trace)
         model = fit_cost_model(trace) if window.whole else None
+        digest = _digest(trace)
+    return TraceFacts(path, config, model, digest, window)
+
+
+def _digest(trace: Trace) -> str:
+    """The SHA-256 of the trace file, or of a recording's files (each by name, then bytes)."""
     digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return TraceFacts(path, config, model, digest.hexdigest(), window)
+    for name, path in trace.stored_files():
+        digest.update(name.encode())
+        with path.open("rb") as file:
+            while block := file.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _steps_held(window: StepWindow, trace: Trace) -> StepWindow:
+    """A recording still being written, up to the last step it holds now: every point
+    replays the same steps, however many the recorder adds meanwhile."""
+    if trace.recording is None or window.to_step is not None or trace.complete:
+        return window
+    return StepWindow(window.from_step, trace.last_step)
 
 
 def fit_problem(facts: TraceFacts) -> str | None:

@@ -23,6 +23,8 @@ from stepscope.replay.whatif import WhatIfReplay, replay_whatif
 from stepscope.run_printout import run_console
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
+from stepscope.schema.recording_layout import is_recording
+from stepscope.schema.set_members import traces_in
 from stepscope.stop_signals import stops_like_ctrl_c
 
 from .diff import FailOnOption, ToleranceOption
@@ -42,7 +44,10 @@ METRIC_COLUMNS = {
 @stops_like_ctrl_c
 def check(
     baselines: Annotated[
-        list[Path], typer.Argument(help="Baseline traces, or folders holding them (*.duckdb).")
+        list[Path],
+        typer.Argument(
+            help="Baseline traces (files or recording folders), or folders holding them."
+        ),
     ],
     scheduler: Annotated[
         str | None,
@@ -162,22 +167,27 @@ def _under_test(replayed: WhatIfReplay) -> str:
 def _traces(paths: list[Path]) -> list[Path]:
     traces: list[Path] = []
     for path in paths:
-        if path.is_dir():
-            traces.extend(sorted(path.rglob("*.duckdb")))
+        if is_recording(path):
+            traces.append(path)
+        elif path.is_dir():
+            traces.extend(traces_in(path))
         elif path.exists():
             traces.append(path)
         else:
             raise InputError(f"{path}: no such trace or folder")
     if not traces:
-        raise InputError(f"no *.duckdb traces under {', '.join(map(str, paths))}")
+        raise InputError(
+            f"no traces (*.duckdb or recording folders) under {', '.join(map(str, paths))}"
+        )
     return traces
 
 
 def _steps_held(trace: Path) -> int | None:
-    """Read the whole baseline; the steps it holds when it is incomplete, else None."""
+    """Read the whole baseline; when it is incomplete, the step after the last it holds
+    (where its replay stops), else None."""
     with open_trace(trace) as opened:
         opened.read_all()
-        return None if opened.complete else opened.num_steps
+        return None if opened.complete else opened.last_step + 1
 
 
 def _summary(results: list[Result]) -> Table:

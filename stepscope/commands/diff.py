@@ -51,8 +51,8 @@ def ignores_block_ids(ignore: list[str] | None) -> bool:
 
 @stops_like_ctrl_c
 def diff(
-    a: Annotated[Path, typer.Argument(help="The baseline trace.")],
-    b: Annotated[Path, typer.Argument(help="The trace to compare with it.")],
+    a: Annotated[Path, typer.Argument(help="The baseline trace (a file or a recording folder).")],
+    b: Annotated[Path, typer.Argument(help="The trace to compare with it (the same).")],
     ignore: IgnoreOption = None,
     *,
     as_json: Annotated[bool, typer.Option("--json", help="Print the diff as JSON.")] = False,

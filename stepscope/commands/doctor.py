@@ -28,7 +28,9 @@ def doctor(
     path: Annotated[
         Path,
         typer.Argument(
-            metavar="TRACE", help="A trace file, or a folder of traces (choose one with --trace)."
+            metavar="TRACE",
+            help="A trace file, a recording folder, or a folder of traces (choose one with "
+            "--trace).",
         ),
     ],
     name: TraceNameOption = None,

@@ -20,7 +20,7 @@ from .options import ForceOption
 
 @stops_like_ctrl_c
 def export(
-    trace: Annotated[Path, typer.Argument(help="A trace file.")],
+    trace: Annotated[Path, typer.Argument(help="A trace: a file or a recording folder.")],
     perfetto: Annotated[
         Path | None,
         typer.Option(

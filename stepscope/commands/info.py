@@ -15,9 +15,11 @@ from rich.text import Text
 
 from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.safe_text import safe_text
-from stepscope.schema import open_trace
+from stepscope.schema import Trace, open_trace
+from stepscope.schema.recording_layout import folder_bytes
 from stepscope.schema.set_members import find_trace
 
+from .info_recording import print_recording, recording_report, writer_line
 from .options import TraceNameOption
 
 _META_SHOWN = (
@@ -38,7 +40,9 @@ def info(
     path: Annotated[
         Path,
         typer.Argument(
-            metavar="TRACE", help="A trace file, or a folder of traces (choose one with --trace)."
+            metavar="TRACE",
+            help="A trace file, a recording folder, or a folder of traces (choose one with "
+            "--trace).",
         ),
     ],
     name: TraceNameOption = None,
@@ -55,20 +59,29 @@ def info(
 ) -> None:
     """Show a trace's config, steps, requests, preemptions, outcomes, and whether it is complete.
 
-    DuckDB finds a damaged block only when it reads it: without --check the file's blocks
-    are not all read, and the output says so ("blocks not checked")."""
+    Of a recording folder, also whether a process records into it now, its settings, its
+    segments and any steps it did not record. DuckDB finds a damaged block only when it
+    reads it: without --check the file's blocks are not all read, and the output says so
+    ("blocks not checked")."""
     trace = find_trace(path, name)
     with open_trace(trace) as opened:
         if check:
             opened.read_all()
         summary_relation = opened.view("summary")
         summary = dict(zip(summary_relation.columns, summary_relation.fetchall()[0], strict=True))
-        wal = _wal_bytes(trace)
+        wal = _wal_bytes(trace) if opened.recording is None else 0
         report = {
             "path": str(trace),
-            "size_bytes": trace.stat().st_size + wal,
+            "size_bytes": _size_bytes(opened) + wal,
             "wal_bytes": wal,
             "complete": opened.complete,
+            "first_step": opened.first_step,
+            "last_step": opened.last_step,
+            "gaps": [
+                {"first_step": gap.first_step, "last_step": gap.last_step, "why": gap.why}
+                for gap in opened.gaps
+            ],
+            "recording": None if opened.recording is None else recording_report(opened),
             "blocks_checked": check,
             "schema_version": opened.schema_version,
             "meta": opened.meta,
@@ -80,6 +93,13 @@ def info(
         typer.echo(json.dumps(report, default=str))
         return
     _print_report(Console(), report)
+
+
+def _size_bytes(trace: Trace) -> int:
+    """The file's bytes, or those of every file in the recording's folder."""
+    if trace.recording is None:
+        return trace.path.stat().st_size
+    return folder_bytes(trace.recording.folder)
 
 
 def _wal_bytes(trace: Path) -> int:
@@ -101,8 +121,9 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
         else "blocks not checked (--check reads them)"
     )
     path = _safe(report["path"])
+    kind = "" if report["recording"] is None else f"recording folder, {writer_line(report)}  "
     console.print(
-        f"[bold]{path}[/]  {report['size_bytes'] / 1e6:.2f} MB  {state}  [dim]{blocks}[/]"
+        f"[bold]{path}[/]  {report['size_bytes'] / 1e6:.2f} MB  {kind}{state}  [dim]{blocks}[/]"
     )
     if report["wal_bytes"]:
         console.print(
@@ -128,7 +149,19 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
     finish = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
     table.add_row("finish reasons", Text(safe_text(finish)))
     table.add_row("checkpoints", Text(_checkpoints_line(report)))
+    if report["recording"] is not None or report["first_step"] or report["gaps"]:
+        table.add_row("steps", Text(_steps_line(report)))
     console.print(table)
+    if report["recording"] is not None:
+        print_recording(console, report)
+
+
+def _steps_line(report: dict[str, Any]) -> str:
+    """The steps held, and those missing between them (with why)."""
+    line = f"{report['first_step']}..{report['last_step']}"
+    for gap in report["gaps"]:
+        line += f"; not {gap['first_step']}..{gap['last_step']} ({gap['why']})"
+    return line
 
 
 def _checkpoints_line(report: dict[str, Any]) -> str:

@@ -52,7 +52,7 @@ VLLM_WINDOW_REFUSAL = (
 
 @stops_like_ctrl_c
 def replay(
-    trace: Annotated[Path, typer.Argument(help="A recorded trace.")],
+    trace: Annotated[Path, typer.Argument(help="A recorded trace: a file or a recording folder.")],
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Also write the replay as a trace here.")
     ] = None,

@@ -17,6 +17,7 @@ from stepscope.engine import InputError
 from stepscope.interrupted import ctrl_c_is_one_line
 from stepscope.safe_text import safe_text
 from stepscope.schema import QueryRows, Trace, ViewInfo, open_trace
+from stepscope.schema.recording_layout import is_recording
 from stepscope.schema.trace_set import SetTrace, TraceSet, open_traces
 from stepscope.sql_output import as_text, csv_header, csv_lines, escaped, json_lines
 from stepscope.sql_table import print_table
@@ -30,9 +31,10 @@ def sql(
         list[str],
         typer.Argument(
             metavar="PATH... [QUERY]",
-            help="Traces, folders of traces or Parquet export folders, then a SQL query. "
-            "Without a query, the views are listed. Given a folder or several traces, every "
-            "view and table has `trace` and `rank` (the data-parallel rank) as its first columns.",
+            help="Traces (files or recording folders), folders of traces or Parquet export "
+            "folders, then a SQL query. Without a query, the views are listed. Given a folder "
+            "of traces or several traces, every view and table has `trace` and `rank` (the "
+            "data-parallel rank) as its first columns.",
             show_default=False,
         ),
     ],
@@ -132,8 +134,9 @@ def _exists(text: str) -> bool:
 
 
 def _open(paths: list[Path]) -> Trace | TraceSet:
-    """One trace file given alone reads as ever; anything more is a set, `trace` column first."""
-    if len(paths) == 1 and not paths[0].is_dir():
+    """One trace (a file or a recording folder) given alone reads as ever; anything more is
+    a set, `trace` column first."""
+    if len(paths) == 1 and (is_recording(paths[0]) or not paths[0].is_dir()):
         return open_trace(paths[0])
     return open_traces(paths)
 

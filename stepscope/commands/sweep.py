@@ -38,7 +38,10 @@ from .sweep_view_hook import (
     view_available,
 )
 
-TraceArgument = Annotated[Path | None, typer.Argument(help="A recorded trace.", show_default=False)]
+TraceArgument = Annotated[
+    Path | None,
+    typer.Argument(help="A recorded trace (a file or a recording folder).", show_default=False),
+]
 GridOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -10,6 +10,7 @@ import typer
 from stepscope.engine import InputError
 from stepscope.replay.sweep.result_reader import is_sweep_result, read_sweep
 from stepscope.schema import open_trace
+from stepscope.schema.recording_layout import is_recording
 from stepscope.schema.set_members import find_trace
 
 from .diff import IgnoreOption, ignores_block_ids
@@ -21,7 +22,8 @@ def tui(
         Path,
         typer.Argument(
             metavar="TRACE",
-            help="A trace file, a folder of traces (choose one with --trace), or a sweep result.",
+            help="A trace file, a recording folder, a folder of traces (choose one with "
+            "--trace), or a sweep result.",
         ),
     ],
     name: TraceNameOption = None,
@@ -53,7 +55,7 @@ def tui(
 
 def _other_trace(path: Path, diff: str) -> Path:
     """`--diff`'s trace: a path, or the name of another trace in the folder `path`."""
-    if path.is_dir() and not Path(diff).exists():
+    if path.is_dir() and not is_recording(path) and not Path(diff).exists():
         return find_trace(path, diff)
     return Path(diff)
 

@@ -10,7 +10,8 @@ from stepscope.schema import Trace
 
 @dataclass(frozen=True)
 class TraceIdentity:
-    """The trace's name (its file name without `.duckdb`) and the engine that recorded it."""
+    """The trace's name (its file name without `.duckdb`, a recording's folder name) and
+    the engine that recorded it."""
 
     name: str
     engine: str | None
@@ -24,7 +25,7 @@ class TraceIdentity:
         meta = trace.meta
         rank = meta.get("dp_rank")
         return cls(
-            name=trace_name(trace.path),
+            name=trace_name(trace.path if trace.recording is None else trace.recording.folder),
             engine=meta.get("engine"),
             host=meta.get("host"),
             rank=int(rank) if rank is not None and rank.isdigit() else None,

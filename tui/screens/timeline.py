@@ -39,6 +39,7 @@ from ..messages import (
     TraceOpened,
     query_failed,
 )
+from ..models import TraceInfo
 from ..trace_source import TraceSource
 from ..widgets.diff_banner import DiffBanner
 from ..widgets.step_detail import StepDetailView
@@ -234,11 +235,11 @@ class TimelineScreen(Screen[None]):
         self.source, self.other = message.source, message.other
         info = message.info
         table = self.query_one(StepTable)
-        other_steps = self.other.info.num_steps if self.other is not None else None
+        other_steps = self.other.info.num_rows if self.other is not None else None
         budgets = [info.token_budget] + ([self.other.info.token_budget] if self.other else [])
         table.set_token_budget(max(budgets))
-        table.set_num_steps(info.num_steps, other_steps)
-        notices = []
+        table.set_num_steps(info.num_rows, other_steps)
+        notices = self._not_held(info)
         if not info.complete:
             notices.append(self._incomplete(info.path, info.num_steps))
         if self.other is not None and not self.other.info.complete:
@@ -252,6 +253,18 @@ class TimelineScreen(Screen[None]):
         if self.other is not None:
             self.query_one(DiffBanner).show(None, info.path.name, self.other.info.path.name)
             self.compute_diff(self.source, self.other)
+
+    def _not_held(self, info: TraceInfo) -> list[str]:
+        """What the trace lacks between step 0 and its last (the cursor goes to its first)."""
+        notices = []
+        if info.first_step > 0 and info.num_steps:
+            notices.append(
+                f"{info.path.name} starts at step {info.first_step:,} (the recording's "
+                "older segments were deleted)."
+            )
+            self.go_to(info.first_step)
+        notices += [f"{info.path.name}: {gap}." for gap in info.gaps]
+        return notices
 
     @staticmethod
     def _incomplete(path: Path, num_steps: int) -> str:

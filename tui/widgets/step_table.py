@@ -306,8 +306,9 @@ scrolls, a click picks a step.
             )
             return Strip([Segment(text, base + self.get_component_rich_style("step-table--dim"))])
         row = self.row(step)
-        if row is None:
-            text = _cell("", 2, right=False) + _cell(f"{step:,}", 10, right=True) + "  …"
+        if row is None or not row["recorded"]:
+            missing = "  …" if row is None else "  not recorded"
+            text = _cell("", 2, right=False) + _cell(f"{step:,}", 10, right=True) + missing
             return Strip([Segment(text, base + self.get_component_rich_style("step-table--dim"))])
         flag_style = self.get_component_rich_style(
             "step-table--divergent" if divergent else "step-table--flag"

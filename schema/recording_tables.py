@@ -1,0 +1,157 @@
+"""A recording folder's logical `_` tables: each a SELECT over its segments' Parquet files.
+
+DuckDB reads the files itself (`read_parquet`), and `logical_select` casts each column to
+the schema's type (enums are stored as text, token ids in 4 bytes or 8); a table no
+segment holds a file of has no rows. `_requests` is one row
+per request with its last abort (`recording_requests.sql`), `_meta` the trace's facts
+read at open (`recording_meta`), `_config` one segment's (every segment holds the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from .ddl import logical_tables, table_specs
+from .member_tables import literal
+from .member_views import create_views, logical_select
+from .recording_layout import (
+    REQUEST_ABORTS,
+    STORED_TABLES,
+    Segment,
+    read_manifest,
+    scan,
+)
+from .recording_meta import SegmentFacts, read_recording_meta
+from .recording_paths import readable_folder, refuse_links
+from .sql_files import query
+from .trace_error import TraceError
+from .version import SCHEMA_VERSION
+
+_META = pa.schema([("key", pa.string()), ("value", pa.string())])
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A recording folder as it was found when it was opened."""
+
+    folder: Path
+    """The folder, absolute (its files are read by these paths)."""
+    manifest: dict[str, Any]
+    """How it was recorded (`stepscope_recording.json`)."""
+    segments: tuple[SegmentFacts, ...]
+    """Its segments by first step; the oldest may have been deleted (retention)."""
+
+    def files(self) -> list[Path]:
+        """Every table's file in its segments, in the recording's order."""
+        return [
+            path
+            for facts in self.segments
+            for table in STORED_TABLES
+            for path in facts.segment.files(table)
+        ]
+
+
+def recorded_tables(
+    con: duckdb.DuckDBPyConnection, schema: str, given: Path
+) -> tuple[Recording, dict[str, str], dict[str, str]]:
+    """The recording `given`: what it holds, its `_meta`, and each logical table's SELECT
+    (over views of its files, made in `schema`)."""
+    folder = readable_folder(given)
+    try:
+        manifest = read_manifest(folder)
+    except ValueError as error:
+        raise TraceError(str(error)) from None
+    segments = scan(folder)
+    refuse_links(given, folder, segments)
+    if not any(segment.files("_steps") for segment in segments):
+        raise TraceError(f"{given}: a recording with no step in it yet; try again in a moment")
+    read = read_recording_meta(con, segments)
+    _check_version(given, read.meta)
+    unify = read.meta.get("redacted") != "false"
+    create_views(con, schema, _request_views(segments, unify=unify))
+    meta = pa.table({"key": list(read.meta), "value": list(read.meta.values())}, _META)
+    con.from_arrow(meta).create(f"{schema}.meta")  # a table: every cursor reads it
+    tables = {table: _select(schema, table, segments, unify=unify) for table in logical_tables()}
+    return Recording(folder, manifest, read.segments), read.meta, tables
+
+
+def _select(schema: str, table: str, segments: Sequence[Segment], *, unify: bool) -> str:
+    """The logical table's SELECT: from the recording's views of it, or its files."""
+    if table == "_meta":
+        return logical_select(table, ("key", "value"), f"{schema}.meta", cast=True)
+    if table == "_requests":
+        return _all_columns(table, f"{schema}.requests")
+    files = _files(segments, table)
+    if table == "_config":
+        files = files[:1]
+    if not files:
+        return logical_select(table, (), None, cast=True)
+    return _all_columns(table, read_parquet(files, unify=unify))
+
+
+def _all_columns(table: str, source: str) -> str:
+    """`table` from `source`, holding every column of today's schema (a recording's files
+    are of today's version, the one that has recordings), each cast to its type."""
+    (spec,) = (spec for spec in table_specs() if spec.name == table)
+    return logical_select(table, [column[0] for column in spec.columns], source, cast=True)
+
+
+def _request_views(segments: Sequence[Segment], *, unify: bool) -> dict[str, str]:
+    """`requests`, one row per request (`recording_requests.sql`), and the views of the
+    stored requests and aborts it reads."""
+    files = _files(segments, "_requests")
+    aborts = _files(segments, REQUEST_ABORTS)
+    return {
+        "stored_requests": _all_columns("_requests", read_parquet(files, unify=unify))
+        if files
+        else logical_select("_requests", (), None, cast=True),
+        "request_aborts": _every_row(aborts)
+        if aborts
+        else query(__package__, "recording_no_aborts"),
+        "requests": query(__package__, "recording_requests"),
+    }
+
+
+def _every_row(files: Sequence[str]) -> str:
+    """The files' rows, each with its file's path and its number in it."""
+    # The paths are quoted as SQL literals (`read_parquet`): spliced in.
+    return f"SELECT * FROM {read_parquet(files, unify=False, numbered=True)}"
+
+
+def _files(segments: Sequence[Segment], table: str) -> list[str]:
+    return [str(path) for segment in segments for path in segment.files(table)]
+
+
+def read_parquet(files: Sequence[str], *, unify: bool, numbered: bool = False) -> str:
+    """The table function reading `files` as one table; with `numbered`, each row with its
+    file's path and its number in it.
+
+    Without `unify` DuckDB takes the columns' types from the first file and casts the
+    others' to them, reading each file's footer only as it scans it: a closed segment's
+    4-byte token ids and a part's 8-byte ones hold the same values. With it, every footer
+    is read whenever a query is planned and each column takes its widest type: a redacted
+    recording's pseudonyms fill 8 bytes, yet a segment holding none was stored in 4.
+    """
+    listed = ", ".join(literal(path) for path in files)
+    options = f"union_by_name = {str(unify).lower()}, hive_partitioning = false"
+    if numbered:
+        options += ", filename = true, file_row_number = true"
+    return f"read_parquet([{listed}], {options})"
+
+
+def _check_version(given: Path, meta: dict[str, str]) -> None:
+    version = meta.get("schema_version", "")
+    if not version.isdigit():
+        raise TraceError(f"{given}: a recording without a schema_version in its meta")
+    if int(version) != SCHEMA_VERSION:
+        newer = int(version) > SCHEMA_VERSION
+        raise TraceError(
+            f"{given}: a recording of trace schema version {version}; this stepscope reads "
+            f"recordings of version {SCHEMA_VERSION}" + ("; upgrade stepscope" if newer else "")
+        )

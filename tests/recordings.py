@@ -1,0 +1,95 @@
+"""Recording workloads into recording folders (segments) for tests: whole, with a gap, with
+their oldest segments deleted, or still being written."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload
+from stepscope.schema.recording_layout import scan
+from stepscope.tracer.checkpointer import Checkpointer
+from stepscope.tracer.record_workload import record_workload, trace_meta
+from stepscope.tracer.recorder import TraceRecorder
+from stepscope.tracer.segments import SegmentSettings, parse_retention, parse_segment_every
+
+
+def settings(every: str = "50steps", retain: str = "2GB") -> SegmentSettings:
+    return SegmentSettings(parse_segment_every(every, "test"), parse_retention(retain, "test"))
+
+
+def _workload(workload: Workload | Path) -> Workload:
+    return load_workload(workload) if isinstance(workload, Path) else workload
+
+
+def record_folder(
+    workload: Workload | Path,
+    folder: Path,
+    every: str = "50steps",
+    checkpoint_every: int = 0,
+    **kwargs: object,
+) -> Path:
+    """The workload recorded into the recording folder `folder`, closed."""
+    loaded = _workload(workload)
+    record_workload(
+        loaded,
+        TapeModelRunner.for_workload(loaded),
+        folder,
+        segments=settings(every),
+        checkpoint_every=checkpoint_every,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return folder
+
+
+def delete_oldest(folder: Path, num_segments: int) -> int:
+    """Delete the recording's oldest segments, as retention does; its first step now."""
+    segments = scan(folder)
+    for segment in segments[:num_segments]:
+        for path in segment.folders:
+            shutil.rmtree(path)
+    return segments[num_segments].first_step
+
+
+@contextlib.contextmanager
+def recording(
+    workload: Workload | Path,
+    folder: Path,
+    every: str = "50steps",
+    *,
+    stop_after: int | None = None,
+    gap_at: int | None = None,
+) -> Iterator[TraceRecorder]:
+    """The workload recorded into `folder` by a recorder left open: it stops after step
+    `stop_after` (the open segment's parts flushed and written, the writer's lock held)
+    until the block ends; with `gap_at`, the writer "falls behind" at that step and
+    drops steps until the next segment opens."""
+    loaded = _workload(workload)
+    chosen = settings(every)
+    recorder = TraceRecorder(folder, loaded, trace_meta(loaded), segments=chosen)
+    loop = EngineLoop(
+        loaded,
+        TapeModelRunner.for_workload(loaded),
+        probe=recorder,
+        keep_output_tokens=False,
+        keep_finishes=False,
+    )
+    Checkpointer.attach(loop, recorder, 0, chosen.every)
+    steps = loop.run()
+    complete = True
+    try:
+        for record in steps:
+            if gap_at is not None and record.step == gap_at:
+                recorder.gap_starts(record.step)
+            recorder.record_step(record, loop.core.scheduler)
+            if stop_after is not None and record.step >= stop_after:
+                complete = False
+                break
+        recorder.flush()
+        recorder.writer.wait()
+        yield recorder
+    finally:
+        steps.close()
+        recorder.close(complete=complete)

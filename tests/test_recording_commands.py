@@ -1,0 +1,327 @@
+"""Every command on a recording folder, through the real CLI: what a user reads, and bad
+input as one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import REPO
+from recordings import delete_oldest, record_folder, recording
+from stepscope.schema import open_trace
+from stepscope.schema.recording_layout import scan
+from stepscope.tui.trace_source import TraceSource
+from test_cli import stepscope
+from test_hardening_errors import assert_one_line_error
+from traces import record
+
+STORM = REPO / "examples" / "preemption_storm" / "workload.json"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("commands")
+
+
+@pytest.fixture(scope="module")
+def recorded(folder: Path) -> Path:
+    """The storm recorded into 50-step segments, each after the first opening with a
+    checkpoint."""
+    return record_folder(STORM, folder / "storm", "50steps")
+
+
+@pytest.fixture(scope="module")
+def whole(folder: Path) -> Path:
+    path = folder / "storm.duckdb"
+    record(STORM, path, checkpoint_every=50)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trimmed(recorded: Path, folder: Path) -> Path:
+    """The recording after retention deleted its 4 oldest segments: it starts at step 200."""
+    path = folder / "trimmed"
+    shutil.copytree(recorded, path)
+    assert delete_oldest(path, 4) == 200
+    return path
+
+
+@pytest.fixture(scope="module")
+def with_gap(folder: Path) -> Path:
+    """The storm with steps 65..99 dropped (its writer fell behind); recording resumes at 100."""
+    path = folder / "gap"
+    with recording(STORM, path, "50steps", gap_at=65):
+        pass
+    return path
+
+
+def _ok(*args: str) -> subprocess.CompletedProcess[str]:
+    result = stepscope(*args)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_info_shows_the_recording_its_segments_and_its_steps(recorded: Path) -> None:
+    text = _words(_ok("info", str(recorded)).stdout)
+    assert f"{recorded} " in text and "recording folder, closed complete" in text
+    assert "segment 50steps" in text and "segments 8" in text
+    assert "0..49 closed" in text and "350..379 closed" in text and "a checkpoint" in text
+    assert "steps 0..379" in text
+    report = json.loads(_ok("info", str(recorded), "--json").stdout)
+    assert report["recording"]["writer"] == "closed"
+    assert report["recording"]["settings"]["segment"] == "50steps"
+    segments = report["recording"]["segments"]
+    assert [s["first_step"] for s in segments] == list(range(0, 380, 50))
+    assert segments[-1] | {"size_bytes": 0} == {
+        "first_step": 350,
+        "last_step": 379,
+        "closed": True,
+        "num_parts": None,
+        "size_bytes": 0,
+        "ended_by": "closed",
+        "opens_with_checkpoint": True,
+    }
+    assert report["size_bytes"] == sum(s["size_bytes"] for s in segments) + len(
+        (recorded / "stepscope_recording.json").read_bytes()
+    )
+    assert report["checkpoints"] == list(range(50, 380, 50))
+    checked = _ok("info", "--check", str(recorded)).stdout
+    assert "every block read" in checked
+
+
+def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> None:
+    folder = tmp_path / "live"
+    with recording(STORM, folder, "50steps", stop_after=120):
+        text = _words(_ok("info", str(folder)).stdout)
+        assert f"recording folder, being recorded by process {os.getpid()}" in text
+        assert "100..120 open," in text
+        report = json.loads(_ok("info", str(folder), "--json").stdout)
+        assert report["recording"]["writer_pid"] == os.getpid()
+        assert report["recording"]["segments"][-1]["closed"] is False
+        assert not report["complete"]
+    shutil.rmtree(folder / "segment-000000000100")
+    (folder / "segment-000000000100.open").mkdir()
+    (folder / "segment-000000000100.open" / "part-000000").mkdir()
+    text = _words(_ok("info", str(folder)).stdout)
+    assert "stopped without closing" in text
+
+
+def test_info_shows_where_a_trimmed_recording_starts_and_its_gaps(
+    trimmed: Path, with_gap: Path
+) -> None:
+    report = json.loads(_ok("info", str(trimmed), "--json").stdout)
+    assert (report["first_step"], report["last_step"]) == (200, 379)
+    assert "steps 200..379" in _words(_ok("info", str(trimmed)).stdout)
+    text = _words(_ok("info", str(with_gap)).stdout)
+    assert "not 65..99 (the recorder fell behind and dropped them)" in text
+    assert "fell_behind" in text
+    report = json.loads(_ok("info", str(with_gap), "--json").stdout)
+    assert report["gaps"] == [
+        {"first_step": 65, "last_step": 99, "why": "the recorder fell behind and dropped them"}
+    ]
+
+
+def test_sql_reads_a_recording_and_a_set_of_them(recorded: Path, folder: Path) -> None:
+    result = _ok("sql", str(recorded), "SELECT count(*) AS n FROM steps", "--json")
+    assert json.loads(result.stdout) == {"n": 380}
+    server = folder / "traces" / "vllm-20261205T000000-123"
+    for rank in (0, 1):
+        record_folder(STORM, server / f"rank{rank}", "100steps", meta={"dp_rank": str(rank)})
+    query = "SELECT trace, rank, count(*) AS n FROM steps GROUP BY ALL ORDER BY ALL"
+    rows = _ok("sql", str(folder / "traces"), query, "--json").stdout.splitlines()
+    assert [json.loads(row) for row in rows] == [
+        {"trace": "rank0", "rank": 0, "n": 380},
+        {"trace": "rank1", "rank": 1, "n": 380},
+    ]
+    listed = _ok("sql", str(folder / "traces")).stdout
+    assert "vllm-20261205T000000-123/rank0" in listed
+
+
+def test_replay_is_identical_from_step_0_and_from_every_segments_checkpoint(
+    recorded: Path,
+) -> None:
+    result = _ok("replay", str(recorded))
+    assert "identical: 380 of 380 recorded steps" in _words(result.stdout)
+    for segment in scan(recorded)[1:]:
+        step = str(segment.first_step)
+        data = json.loads(_ok("replay", str(recorded), "--from-step", step, "--json").stdout)
+        assert data["identical"] and data["checkpoint_step"] == segment.first_step, step
+
+
+def test_a_trimmed_recording_replays_from_its_first_step(trimmed: Path, tmp_path: Path) -> None:
+    result = _ok("replay", str(trimmed))
+    assert "identical: steps 200..379 (180 compared, from the checkpoint at step 200)" in (
+        _words(result.stdout)
+    )
+    data = json.loads(_ok("replay", str(trimmed), "--from-step", "260", "--json").stdout)
+    assert data["identical"] and data["checkpoint_step"] == 250
+    assert_one_line_error(
+        stepscope("replay", str(trimmed), "--from-step", "20"),
+        "--from-step 20",
+        "has steps 200..379",
+    )
+    output = tmp_path / "what-if.duckdb"
+    result = stepscope("replay", str(trimmed), "--set", "max_num_seqs=8", "-o", str(output))
+    assert result.returncode in (0, 1), result.stderr
+    with open_trace(output) as replayed:
+        assert replayed.first_step == 200
+
+
+def test_a_recording_with_a_gap_replays_each_stretch(with_gap: Path, tmp_path: Path) -> None:
+    result = _ok("replay", str(with_gap))
+    text = _words(result.stdout)
+    assert (
+        "steps 65..99 were not recorded (the recorder fell behind and dropped them): "
+        "replayed again from the checkpoint at step 100"
+    ) in text
+    assert "identical: 345 of 345 recorded steps" in text
+    data = json.loads(_ok("replay", str(with_gap), "--json").stdout)
+    assert data["not_recorded"] == [
+        {"first_step": 65, "last_step": 99, "why": "the recorder fell behind and dropped them"}
+    ]
+    assert_one_line_error(
+        stepscope("replay", str(with_gap), "--from-step", "70"),
+        "--from-step 70",
+        "did not record steps 65..99",
+        "the next recorded step is 100",
+    )
+    assert_one_line_error(
+        stepscope("replay", str(with_gap), "--set", "max_num_seqs=8"),
+        "steps 65..99 were not recorded",
+        "within one recorded stretch (0..64, 100..379)",
+    )
+    output = tmp_path / "kept.duckdb"
+    assert_one_line_error(stepscope("replay", str(with_gap), "-o", str(output)), "-o", "gaps")
+    assert not output.exists()
+    _ok("replay", str(with_gap), "--from-step", "100", "-o", str(output))
+    assert output.exists()
+
+
+def test_diff_check_and_doctor_take_a_recording(recorded: Path, whole: Path) -> None:
+    diff = json.loads(_ok("diff", str(recorded), str(whole), "--json").stdout)
+    assert diff["first_decision_step"] is None
+    windowed = _ok("diff", str(recorded), str(whole), "--from-step", "100", "--to-step", "200")
+    assert "identical" in windowed.stdout
+    checked = _ok("check", str(recorded), "--json")
+    assert json.loads(checked.stdout)["baselines"][0]["result"] == "pass"
+    doctor = json.loads(_ok("doctor", str(recorded), "--no-what-if", "--json").stdout)
+    assert doctor["trace"] == str(recorded) and doctor["findings"]
+
+
+def test_export_writes_a_recording_as_the_file_is_written(
+    recorded: Path, whole: Path, tmp_path: Path
+) -> None:
+    out, perfetto = tmp_path / "out", tmp_path / "r.pftrace"
+    _ok("export", str(recorded), "--parquet", str(out), "--perfetto", str(perfetto))
+    query = "SELECT trace, count(*) AS n FROM scheduled GROUP BY ALL"
+    (exported,) = [json.loads(r) for r in _ok("sql", str(out), query, "--json").stdout.splitlines()]
+    (file_rows,) = [
+        json.loads(r)
+        for r in _ok(
+            "sql", str(whole), query.replace("trace, ", "'storm' AS trace, "), "--json"
+        ).stdout.splitlines()
+    ]
+    assert exported == file_rows == {"trace": "storm", "n": file_rows["n"]}
+    assert perfetto.stat().st_size > 0
+
+
+def test_sweep_takes_a_recording(recorded: Path, tmp_path: Path) -> None:
+    output = tmp_path / "sweep.duckdb"
+    _ok("sweep", str(recorded), "--grid", "max_num_seqs=8,24", "-o", str(output), "--jobs", "2")
+    query = "SELECT max_num_seqs, num_steps FROM sweep_points ORDER BY 1"
+    with duckdb.connect(str(output), read_only=True) as result:
+        rows = result.sql(query).fetchall()
+    assert rows[-1] == (24, 380) and len(rows) == 2
+
+
+def test_nothing_is_written_into_or_over_a_recording(recorded: Path, whole: Path) -> None:
+    before = sorted(p.relative_to(recorded) for p in recorded.rglob("*"))
+    for args in (
+        ["replay", str(whole), "-o", str(recorded)],
+        ["replay", str(recorded), "-o", str(recorded / "replay.duckdb")],
+        ["export", str(whole), "--perfetto", str(recorded / "x.pftrace")],
+        ["export", str(recorded), "--parquet", str(recorded / "parquet")],
+        ["diff", str(whole), str(recorded), "--markdown", str(recorded / "diff.md")],
+    ):
+        assert_one_line_error(stepscope(*args), "a recording folder, which only its recorder")
+    assert sorted(p.relative_to(recorded) for p in recorded.rglob("*")) == before
+
+
+def test_the_tui_opens_a_recording_at_its_first_step(trimmed: Path, with_gap: Path) -> None:
+    source = TraceSource(trimmed)
+    try:
+        assert (source.info.first_step, source.info.num_rows) == (200, 380)
+        page = source.page(1).to_pylist()  # steps 128..255: not recorded before 200
+        assert [row["recorded"] for row in page] == [False] * 72 + [True] * 56
+        assert page[72]["step"] == 200
+    finally:
+        source.close()
+    source = TraceSource(with_gap)
+    try:
+        assert source.info.gaps == (
+            "steps 65..99 were not recorded (the recorder fell behind and dropped them)",
+        )
+    finally:
+        source.close()
+
+
+def test_hostile_recordings_are_one_line_errors(recorded: Path, tmp_path: Path) -> None:
+    bad_format = tmp_path / "format"
+    shutil.copytree(recorded, bad_format)
+    manifest = bad_format / "stepscope_recording.json"
+    manifest.write_text(
+        manifest.read_text().replace('"recording_format": 1', '"recording_format": 2')
+    )
+    not_parquet = tmp_path / "not_parquet"
+    shutil.copytree(recorded, not_parquet)
+    (scan(not_parquet)[3].folders[0] / "scheduled.parquet").write_bytes(b"PAR1 not really")
+    linked = tmp_path / "linked"
+    shutil.copytree(recorded, linked)
+    steps = scan(linked)[2].folders[0] / "steps.parquet"
+    steps.unlink()
+    steps.symlink_to(recorded / "stepscope_recording.json")
+    plain = tmp_path / "plain"
+    (plain / "segment-000000000000").mkdir(parents=True)
+    for path, names in (
+        (bad_format, ["recording format 2 is not one this stepscope reads"]),
+        (not_parquet, ["scheduled.parquet: a damaged file of the recording"]),
+        (linked, ["steps.parquet is a link"]),
+        (plain, [f"{plain}: "]),
+    ):
+        for command in (["info"], ["sql", "SELECT count(*) FROM scheduled"], ["replay"]):
+            assert_one_line_error(stepscope(command[0], str(path), *command[1:]), *names)
+
+
+def test_a_duckdb_file_being_written_names_the_folder_form(whole: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "held.duckdb"
+    trace.write_bytes(whole.read_bytes())
+    holds_it = "import sys, duckdb; c = duckdb.connect(sys.argv[1]); print(flush=True); input()"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", holds_it, str(trace)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "\n"
+        result = stepscope("info", str(trace))
+        assert_one_line_error(
+            result,
+            "a trace being written",
+            "record into a folder to read a recording while it runs",
+            "--segment 5000steps",
+            "STEPSCOPE_TRACE_SEGMENT",
+        )
+        assert "damaged" not in result.stderr
+    finally:
+        writer.communicate("\n", timeout=30)
