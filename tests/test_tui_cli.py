@@ -56,7 +56,13 @@ def test_the_bundled_demo_workload_is_the_preemption_storm_example() -> None:
 def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     opened: list[tuple[Path, Path | None, bool]] = []
 
-    def run_tui(path: Path, other: Path | None = None, *, ignore_block_ids: bool = False) -> None:
+    def run_tui(
+        path: Path,
+        other: Path | None = None,
+        *,
+        ignore_block_ids: bool = False,
+        follow: bool = False,
+    ) -> None:
         opened.append((path, other, ignore_block_ids))
 
     monkeypatch.setattr(tui_package, "run_tui", run_tui)

@@ -18,9 +18,14 @@ def terminal_problem() -> str | None:
 
 
 def run_tui(
-    path: str | Path, other: str | Path | None = None, *, ignore_block_ids: bool = False
+    path: str | Path,
+    other: str | Path | None = None,
+    *,
+    ignore_block_ids: bool = False,
+    follow: bool = False,
 ) -> None:
-    """Open the TUI on a trace (beside `other` when diffing) and return when it quits.
+    """Open the TUI on a trace (beside `other` when diffing; its tail live with `follow`)
+    and return when it quits.
 
     A trace it could not read (a damaged block, found while it ran) is a TraceError once
     it has quit; a crash ends the process with the app's exit status.
@@ -30,7 +35,7 @@ def run_tui(
         raise InputError(problem)
     from .app import StepscopeApp
 
-    app = StepscopeApp(path, other, ignore_block_ids=ignore_block_ids)
+    app = StepscopeApp(path, other, ignore_block_ids=ignore_block_ids, follow=follow)
     app.run()
     if app.failure is not None:
         raise TraceError(app.failure)

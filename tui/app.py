@@ -34,12 +34,18 @@ class StepscopeApp(App[None]):
     ]
 
     def __init__(
-        self, path: str | Path, other: str | Path | None = None, *, ignore_block_ids: bool = False
+        self,
+        path: str | Path,
+        other: str | Path | None = None,
+        *,
+        ignore_block_ids: bool = False,
+        follow: bool = False,
     ) -> None:
         super().__init__()
         self.path = Path(path)
         self.other = Path(other) if other is not None else None
         self.ignore_block_ids = ignore_block_ids
+        self.follow = follow
         self.failure: str | None = None
 
     def on_mount(self) -> None:
@@ -47,7 +53,9 @@ class StepscopeApp(App[None]):
             self.push_screen(SweepScreen(self.path))
             return
         self.push_screen(
-            TimelineScreen(self.path, self.other, ignore_block_ids=self.ignore_block_ids)
+            TimelineScreen(
+                self.path, self.other, ignore_block_ids=self.ignore_block_ids, follow=self.follow
+            )
         )
         if self.other is None:
             # Replay mode (`p`) creates a trace: its first should not wait for the DDL.

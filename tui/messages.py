@@ -11,7 +11,7 @@ from stepscope.schema import StepDetail, TraceDamagedError
 from stepscope.schema.trace_file import is_file_error
 from textual.message import Message
 
-from .models import PlotSeries, QueryResult, RequestLife, TraceInfo
+from .models import PlotSeries, QueryResult, RequestLife, TailState, TraceInfo
 
 if TYPE_CHECKING:
     from stepscope.replay.diff import StepComparison
@@ -34,6 +34,16 @@ class TraceOpened(Message):
     @property
     def info(self) -> TraceInfo:
         return self.source.info
+
+
+class TraceGrew(Message):
+    """Followed, the recording holds more (or other) steps than the trace open now: `source`
+    is the recording opened again, `state` what it holds."""
+
+    def __init__(self, source: TraceSource, state: TailState) -> None:
+        super().__init__()
+        self.source = source
+        self.state = state
 
 
 class TraceFailed(Message):

@@ -89,3 +89,28 @@ class QueryResult:
     truncated: bool
     elapsed_s: float = 0.0
     types: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class TailState:
+    """What the screen shows of the recording: its steps, and whether it is still written."""
+
+    first_step: int
+    num_rows: int
+    complete: bool
+    writer: int | None
+    """The process recording into it (None: none is)."""
+
+    @classmethod
+    def of(cls, info: TraceInfo, writer: int | None) -> TailState:
+        return cls(info.first_step, info.num_rows, info.complete, writer)
+
+    def describe(self, path: Path) -> str:
+        """The screen's subtitle: the folder, how many steps, and whether it is recorded now."""
+        if self.writer is not None:
+            state = f"recording now (process {self.writer})"
+        elif self.complete:
+            state = "closed"
+        else:
+            state = "not recorded now (the recorder stopped without closing it)"
+        return f"following {path.name}: {self.num_rows:,} steps, {state}"

@@ -37,10 +37,25 @@ def tui(
         ),
     ] = None,
     ignore: IgnoreOption = None,
+    *,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Keep the timeline's tail live while a recording folder is written: new "
+            "steps show within about a second, the cursor on the last step until you move "
+            "it (G or End follows again).",
+        ),
+    ] = False,
 ) -> None:
     """Step through a trace: timeline, step detail, request lives, SQL console, replay, diff.
     A sweep result opens as its points, each opening its kept trace diffed with the original."""
     ignore_block_ids = ignores_block_ids(ignore)
+    if follow and (diff is not None or not is_recording(path)):
+        raise InputError(
+            f"--follow {path}: follows one recording folder as it is written (record into a "
+            "folder with --segment, or STEPSCOPE_TRACE_SEGMENT for vLLM)"
+        )
     if path.is_file() and is_sweep_result(path):
         if diff is not None or ignore or name is not None:
             raise InputError(f"{path}: a sweep result opens alone (its points open diffed)")
@@ -50,7 +65,7 @@ def tui(
         trace, other = _chosen_traces(path, name, diff, ignore=bool(ignore))
     from stepscope.tui import run_tui
 
-    run_tui(trace, other, ignore_block_ids=ignore_block_ids)
+    run_tui(trace, other, ignore_block_ids=ignore_block_ids, follow=follow)
 
 
 def _other_trace(path: Path, diff: str) -> Path:

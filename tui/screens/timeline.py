@@ -23,6 +23,7 @@ from textual.widgets import Footer, Header, Static
 from stepscope.safe_text import safe_text, shown_lines, shown_text
 
 from ..console_session import ConsoleSession, SessionSlot
+from ..follow import Follower
 from ..messages import (
     DiffComputed,
     FailedOn,
@@ -36,11 +37,12 @@ from ..messages import (
     StepDetailLoaded,
     StepFound,
     TraceFailed,
+    TraceGrew,
     TraceOpened,
     query_failed,
 )
-from ..models import TraceInfo
-from ..trace_source import TraceSource
+from ..models import TailState, TraceInfo
+from ..trace_source import PAGE_SIZE, TraceSource
 from ..widgets.diff_banner import DiffBanner
 from ..widgets.step_detail import StepDetailView
 from ..widgets.step_plot import StepPlot
@@ -63,6 +65,10 @@ of about 40 beside it."""
 
 PREFETCH_AFTER_S = 0.05
 """Quiet time after a step's detail shows before the next step's is read ahead."""
+
+REPLACED_SOURCE_KEPT_S = 10.0
+"""A followed recording's trace, once replaced by a newer one, stays open this long for
+the workers still reading it."""
 
 
 class TimelineScreen(Screen[None]):
@@ -88,12 +94,22 @@ class TimelineScreen(Screen[None]):
     ]
 
     def __init__(
-        self, path: Path, other: Path | None = None, *, ignore_block_ids: bool = False
+        self,
+        path: Path,
+        other: Path | None = None,
+        *,
+        ignore_block_ids: bool = False,
+        follow: bool = False,
     ) -> None:
         super().__init__()
         self.path = path
         self.other_path = other
         self.ignore_block_ids = ignore_block_ids
+        self.follow = follow
+        """Keep the timeline the recording's tail while it is written (`--follow`)."""
+        self.follower: Follower | None = None
+        self._at_tail = follow
+        """Followed, the cursor is on the last step and moves with it until the user moves it."""
         self.source: TraceSource | None = None
         self.other: TraceSource | None = None
         self.diff: StepComparison | None = None
@@ -253,6 +269,33 @@ class TimelineScreen(Screen[None]):
         if self.other is not None:
             self.query_one(DiffBanner).show(None, info.path.name, self.other.info.path.name)
             self.compute_diff(self.source, self.other)
+        if self.follow:
+            self._follow(info)
+
+    def _follow(self, info: TraceInfo) -> None:
+        """Start following the recording from its last step."""
+        self.follower = Follower(self, self.path, TailState.of(info, writer=None))
+        self.follower.start()
+        self.go_to(info.num_rows - 1)
+
+    def on_trace_grew(self, message: TraceGrew) -> None:
+        """The followed recording holds other steps: show them, the cursor on the last if it
+        was there."""
+        old, new = self.source, message.source
+        if old is None or self.follower is None:
+            new.close()
+            return
+        self.source, self.follower.shown = new, message.state
+        moved_on = new.info.first_step != old.info.first_step
+        pages_kept = 0 if moved_on else old.info.num_rows // PAGE_SIZE
+        self.query_one(StepTable).grow(new.info.num_rows, pages_kept=pages_kept)
+        self.sub_title = safe_text(message.state.describe(self.path))
+        self._plot_asked = False
+        if self._at_tail:
+            self.go_to(new.info.num_rows - 1)
+        else:
+            self._want_detail(self.step)
+        self.set_timer(REPLACED_SOURCE_KEPT_S, old.close)
 
     def _not_held(self, info: TraceInfo) -> list[str]:
         """What the trace lacks between step 0 and its last (the cursor goes to its first)."""
@@ -311,6 +354,8 @@ class TimelineScreen(Screen[None]):
         self.open_console_session()
 
     def on_step_cursor_moved(self, message: StepCursorMoved) -> None:
+        if self.follow:
+            self._at_tail = message.step == self.query_one(StepTable).num_rows - 1
         if self._prefetch is not None:
             self._prefetch.stop()
             self._prefetch = None

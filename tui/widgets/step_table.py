@@ -157,6 +157,14 @@ scrolls, a click picks a step.
         self._strips.clear()
         self.refresh()
 
+    def grow(self, num_steps: int, *, pages_kept: int) -> None:
+        """The trace now holds `num_steps` rows: the pages from `pages_kept` on (the last one
+        was partly filled; a followed recording's oldest steps may be gone) are read again."""
+        for page in [page for page in self._pages if page >= pages_kept]:
+            del self._pages[page]
+        self._wanted = {page for page in self._wanted if page < pages_kept}
+        self.set_num_steps(num_steps)
+
     def set_token_budget(self, token_budget: int) -> None:
         """Widen the tokens column (and the table) for a budget of more digits."""
         self._tokens_width = tokens_width(token_budget)

@@ -1,0 +1,108 @@
+"""`stepscope tui --follow`: the timeline of a recording folder while it is written.
+
+The recording is written here step by step by a real recorder (flushed, its parts on
+disk) while the app, driven by its pilot, follows it: new steps appear, the cursor rides
+the last one until the user moves it, and `G` follows again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner
+from stepscope.tracer.record_workload import trace_meta
+from stepscope.tracer.recorder import TraceRecorder
+from stepscope.tracer.segments import SegmentSettings, parse_segment_every
+from stepscope.tui.app import StepscopeApp
+from stepscope.tui.widgets.step_table import StepTable
+from test_segmented_recording import traffic
+from textual.pilot import Pilot
+from tui_support import press, settle, until
+
+FOLLOWED = 3000
+"""Rounds of `until` (each at least 10 ms) the screen has to show a step the recorder
+wrote: the follower looks every second."""
+
+
+class Recording:
+    """A recording folder written a few steps at a time, as a server would write it."""
+
+    def __init__(self, path: Path) -> None:
+        workload = traffic(60)
+        settings = SegmentSettings(parse_segment_every("40steps", "x"))
+        self.recorder = TraceRecorder(path, workload, trace_meta(workload), segments=settings)
+        self.loop = EngineLoop(
+            workload, TapeModelRunner.for_workload(workload), probe=self.recorder
+        )
+        self.steps: Iterator[StepRecord] = iter(self.loop.run())
+        self.num_steps = 0
+
+    def write(self, num_steps: int) -> None:
+        for _ in range(num_steps):
+            self.recorder.record_step(next(self.steps), self.loop.core.scheduler)
+            self.num_steps += 1
+        self.recorder.flush()
+        self.recorder.writer.wait()
+
+    def close(self) -> None:
+        for record in self.steps:
+            self.recorder.record_step(record, self.loop.core.scheduler)
+        self.recorder.close(complete=True)
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> Iterator[Recording]:
+    written = Recording(tmp_path / "live")
+    written.write(30)
+    yield written
+    written.close()
+
+
+def test_the_tail_follows_the_recording_until_the_user_moves(
+    recording: Recording, tmp_path: Path
+) -> None:
+    app = StepscopeApp(tmp_path / "live", follow=True)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = pilot.app.screen.query_one(StepTable)
+        await until(pilot, lambda: table.num_rows == 30)
+        assert table.cursor_step == 29
+        await asyncio.to_thread(recording.write, 25)
+        await until(pilot, lambda: table.num_rows == 55, FOLLOWED)
+        await until(pilot, lambda: table.cursor_step == 54)
+        assert "recording now" in pilot.app.screen.sub_title
+        text = await press(pilot, "k", "k")
+        assert table.cursor_step == 52 and "     52 " in text
+        await asyncio.to_thread(recording.write, 30)  # into the next segment
+        await until(pilot, lambda: table.num_rows == 85, FOLLOWED)
+        await settle(pilot)
+        assert table.cursor_step == 52, "the user moved: the cursor stays"
+        row = table.row(84)
+        assert row is not None and row["recorded"]
+        await press(pilot, "G")
+        await asyncio.to_thread(recording.write, 5)
+        await until(pilot, lambda: table.cursor_step == 89, FOLLOWED)
+
+    async def run() -> None:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await scenario(pilot)
+
+    asyncio.run(run())
+
+
+def test_follow_needs_a_recording_folder(recording: Recording, tmp_path: Path) -> None:
+    for args in ([str(tmp_path / "missing")], [str(tmp_path / "live"), "--diff", "x.duckdb"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "stepscope", "tui", "--follow", *args],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert result.returncode == 2
+        (line,) = result.stderr.strip().splitlines()
+        assert "--follow" in line and "follows one recording folder" in line
