@@ -8,7 +8,9 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload
+from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload, load_workload
+from stepscope.engine.checkpoint import SchedulerCheckpoint
+from stepscope.engine.probe import Decision, QueueState, ScheduleEnd, ScheduleStart
 from stepscope.schema.recording_layout import scan
 from stepscope.tracer.checkpointer import Checkpointer
 from stepscope.tracer.record_workload import record_workload, trace_meta
@@ -53,6 +55,52 @@ def delete_oldest(folder: Path, num_segments: int) -> int:
     return segments[num_segments].first_step
 
 
+class DroppingProbe:
+    """The recorder behind what `BackgroundRecorder` does when its builder falls behind,
+    inline and at a chosen step: from `gap_at` on, every step's calls are dropped (its
+    `schedule()` call's and its record) until the checkpoint that opens the next segment,
+    and the recorder is told where the gap starts."""
+
+    def __init__(self, recorder: TraceRecorder, gap_at: int | None) -> None:
+        self.recorder = recorder
+        self.gap_at = gap_at
+        self.dropping = False
+        self.decisions: list[Decision] = []
+        self.wants_checkpoint = False
+
+    def on_schedule_start(self, record: ScheduleStart) -> None:
+        if not self.dropping:
+            self.recorder.on_schedule_start(record)
+
+    def on_schedule_end(self, record: ScheduleEnd) -> None:
+        decisions, self.decisions = self.decisions, []
+        if not self.dropping:
+            self.recorder.decisions = decisions
+            self.recorder.on_schedule_end(record)
+
+    def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
+        if record.step == self.gap_at:
+            self.dropping = True
+            self.recorder.gap_starts(record.step)
+        if not self.dropping:
+            self.recorder.record_step(record, scheduler)
+
+    def record_checkpoint(
+        self, checkpoint: SchedulerCheckpoint, take_ns: int, *, opens_segment: bool = False
+    ) -> None:
+        if opens_segment:
+            self.dropping = False
+        if not self.dropping:
+            self.recorder.record_checkpoint(checkpoint, take_ns, opens_segment=opens_segment)
+
+    def open_segment_at(self, step: int) -> None:
+        self.dropping = False
+        self.recorder.open_segment_at(step)
+
+    def resume_at(self, step: int) -> None:
+        raise AssertionError(f"resume_at({step}): the gap ends where the next segment opens")
+
+
 @contextlib.contextmanager
 def recording(
     workload: Workload | Path,
@@ -69,21 +117,20 @@ def recording(
     loaded = _workload(workload)
     chosen = settings(every)
     recorder = TraceRecorder(folder, loaded, trace_meta(loaded), segments=chosen)
+    probe = DroppingProbe(recorder, gap_at)
     loop = EngineLoop(
         loaded,
         TapeModelRunner.for_workload(loaded),
-        probe=recorder,
+        probe=probe,
         keep_output_tokens=False,
         keep_finishes=False,
     )
-    Checkpointer.attach(loop, recorder, 0, chosen.every)
+    Checkpointer.attach(loop, probe, 0, chosen.every)  # type: ignore[arg-type]
     steps = loop.run()
     complete = True
     try:
         for record in steps:
-            if gap_at is not None and record.step == gap_at:
-                recorder.gap_starts(record.step)
-            recorder.record_step(record, loop.core.scheduler)
+            probe.record_step(record, loop.core.scheduler)
             if stop_after is not None and record.step >= stop_after:
                 complete = False
                 break
