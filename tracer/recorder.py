@@ -267,8 +267,15 @@ class TraceRecorder:
         for rc in pending.checkpoint.requests:
             self._table_lengths[self.request_index[rc.request_id]] = len(rc.block_ids)
         if self.segmented:
+            # Under async scheduling a checkpoint is taken before the previous step's update,
+            # which the recorder has seen by now: a request it names as unfinished may have
+            # finished there, and is carried no further.
             unfinished = (self.request_index[rc.request_id] for rc in pending.checkpoint.requests)
-            self._carried_rows = {index: self._carried_rows[index] for index in unfinished}
+            self._carried_rows = {
+                index: self._carried_rows[index]
+                for index in unfinished
+                if index in self._carried_rows
+            }
             self._finished_rows = {}
             self._row_aborts = {
                 index: abort
