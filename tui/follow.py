@@ -34,14 +34,18 @@ class Follower:
         self.path = path
         self.shown = shown
         """What the screen shows now (set on the UI thread, read by the worker)."""
+        self._reading = False
+        """A worker is opening the recording: a tick then waits for the next (a busy
+        machine can take longer than the interval to open a long recording)."""
 
     def start(self) -> None:
         self.screen.set_interval(FOLLOW_INTERVAL_S, self._poll)
 
     def _poll(self) -> None:
-        self.screen.run_worker(
-            self._reopen, thread=True, group="follow", exclusive=True, exit_on_error=False
-        )
+        if self._reading:
+            return
+        self._reading = True
+        self.screen.run_worker(self._reopen, thread=True, group="follow", exit_on_error=False)
 
     def _reopen(self) -> None:
         """In a worker: the recording opened again, posted if it holds other steps."""
@@ -50,6 +54,8 @@ class Follower:
             state = TailState.of(source.info, writer_pid(self.path))
         except (TraceError, duckdb.Error):
             return  # a segment merged or deleted while it was opened: the next tick sees it
+        finally:
+            self._reading = False
         if state == self.shown:
             source.close()
             return

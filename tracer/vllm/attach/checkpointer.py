@@ -67,8 +67,9 @@ class VllmCheckpointer:
         self.can_checkpoint = can_checkpoint
         self.last_taken = time.monotonic()
         """When the last checkpoint was taken (at first: when recording began)."""
-        self.segment_start = (0, self.last_taken)
-        """The step the open segment began at, and when (monotonic)."""
+        self.segment_start: tuple[int, float] | None = None
+        """The step the open segment began at, and when (monotonic; None: the first segment,
+        whose clock starts with the engine's first iteration after step 0)."""
         self.considered_step = 0
         """The latest step whose start was considered (step 0 never has a checkpoint)."""
         self.awaiting: tuple[VllmSnapshot, int, bool] | None = None
@@ -95,6 +96,8 @@ class VllmCheckpointer:
     def _opens_segment(self, step: int, now: float) -> bool:
         """Whether a segment opens at `step`: one is due, or recording resumes after a gap."""
         resumes = self.recorder.wants_checkpoint
+        if self.segment_start is None:
+            self.segment_start = (0, now)
         first, started = self.segment_start
         due = self.segments is not None and self.segments.due(step - first, now - started)
         if not (resumes or due):
