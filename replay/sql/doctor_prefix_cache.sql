@@ -3,35 +3,46 @@
 -- held it and evicted it: per admission, the prefix's tokens it could have hit (full blocks,
 -- the prompt's last token excepted, as vLLM caps a hit) and those it hit, most lost first.
 -- A prefix is keyed by the sum of its blocks' hashes, each salted with its place.
-WITH prompts AS (
-    SELECT r.request_index, r.request_id, r.lora_id, r.prompt_len, r.prompt_token_ids,
-           o.first_token_step, c.block_size
+WITH first_tokens AS (
+    SELECT request_index, min(step) FILTER (sampled_token_id IS NOT NULL) AS first_token_step
+    FROM _scheduled
+    GROUP BY request_index
+),
+block_hashes AS (
+    -- Each prompt's full blocks' hashes, in one list, so that no row carries its tokens.
+    SELECT
+        r.request_index, r.prompt_len, c.block_size,
+        list_transform(
+            range(r.prompt_len // c.block_size),
+            lambda b: hash(b, r.lora_id, list_slice(r.prompt_token_ids, b * c.block_size + 1,
+                                                    (b + 1) * c.block_size))
+        ) AS hashes
     FROM _requests r
     CROSS JOIN _config c
-    JOIN (
-        SELECT request_index, min(step) FILTER (sampled_token_id IS NOT NULL) AS first_token_step
-        FROM _scheduled
-        GROUP BY request_index
-    ) o ON o.request_index = r.request_index
-    WHERE c.enable_prefix_caching
+    WHERE c.enable_prefix_caching AND r.prompt_len >= c.block_size
 ),
-blocks AS (
-    SELECT p.request_index, b.block,
-           hash(b.block, p.lora_id, list_slice(p.prompt_token_ids, b.block * p.block_size + 1,
-                                               (b.block + 1) * p.block_size))::HUGEINT AS block_hash
-    FROM prompts p, LATERAL (SELECT unnest(range(p.prompt_len // p.block_size)) AS block) b
+prompts AS (
+    -- The prompts with a full block, of the requests ever scheduled.
+    SELECT h.request_index, h.prompt_len, h.block_size, h.hashes, o.first_token_step
+    FROM block_hashes h
+    JOIN first_tokens o ON o.request_index = h.request_index
 ),
-prefixes AS (
-    SELECT request_index, block,
-           sum(block_hash) OVER (PARTITION BY request_index ORDER BY block) AS prefix_key
-    FROM blocks
+prefixes AS MATERIALIZED (
+    -- Each prefix's key, its blocks' hashes summed (a sum of UBIGINTs is a HUGEINT: exact).
+    SELECT request_index, first_token_step, block_size, prompt_len, block,
+           sum(block_hash) OVER (PARTITION BY request_index ORDER BY block ROWS UNBOUNDED PRECEDING)
+               AS prefix_key
+    FROM (
+        SELECT request_index, first_token_step, block_size, prompt_len,
+               unnest(range(len(hashes))) AS block, unnest(hashes) AS block_hash
+        FROM prompts
+    ) b
 ),
 computed AS (
     -- When each prefix was first computed: by the first token of a request holding it.
-    SELECT x.prefix_key, min(p.first_token_step) AS first_step
-    FROM prefixes x
-    JOIN prompts p ON p.request_index = x.request_index
-    GROUP BY x.prefix_key
+    SELECT prefix_key, min(first_token_step) AS first_step
+    FROM prefixes
+    GROUP BY prefix_key
 ),
 admissions AS (
     SELECT s.step, s.request_index, s.computed_before AS hit_tokens
@@ -40,13 +51,12 @@ admissions AS (
 ),
 shareable AS (
     SELECT a.step, a.request_index, a.hit_tokens,
-           least(coalesce(max(x.block + 1) FILTER (c.first_step < a.step), 0) * p.block_size,
-                 (p.prompt_len - 1) // p.block_size * p.block_size) AS cached_tokens
+           least(coalesce(max(x.block + 1) FILTER (c.first_step < a.step), 0) * x.block_size,
+                 (x.prompt_len - 1) // x.block_size * x.block_size) AS cached_tokens
     FROM admissions a
-    JOIN prompts p ON p.request_index = a.request_index
     JOIN prefixes x ON x.request_index = a.request_index
     JOIN computed c ON c.prefix_key = x.prefix_key
-    GROUP BY a.step, a.request_index, a.hit_tokens, p.block_size, p.prompt_len
+    GROUP BY a.step, a.request_index, a.hit_tokens, x.block_size, x.prompt_len
 )
 SELECT
     s.step,
