@@ -21,7 +21,7 @@ block_hashes AS (
     CROSS JOIN _config c
     WHERE c.enable_prefix_caching AND r.prompt_len >= c.block_size
 ),
-prompts AS (
+prompts AS MATERIALIZED (
     -- The prompts with a full block, of the requests ever scheduled.
     SELECT h.request_index, h.prompt_len, h.block_size, h.hashes, o.first_token_step
     FROM block_hashes h
@@ -29,34 +29,49 @@ prompts AS (
 ),
 prefixes AS MATERIALIZED (
     -- Each prefix's key, its blocks' hashes summed (a sum of UBIGINTs is a HUGEINT: exact).
-    SELECT request_index, first_token_step, block_size, prompt_len, block,
+    SELECT request_index, first_token_step, block,
            sum(block_hash) OVER (PARTITION BY request_index ORDER BY block ROWS UNBOUNDED PRECEDING)
                AS prefix_key
     FROM (
-        SELECT request_index, first_token_step, block_size, prompt_len,
+        SELECT request_index, first_token_step,
                unnest(range(len(hashes))) AS block, unnest(hashes) AS block_hash
         FROM prompts
     ) b
 ),
 computed AS (
-    -- When each prefix was first computed: by the first token of a request holding it.
+    -- When each prefix held more than once was first computed: by the first token of a request
+    -- holding it. A prefix held once was computed by the first token of its own prompt.
     SELECT prefix_key, min(first_token_step) AS first_step
     FROM prefixes
     GROUP BY prefix_key
+    HAVING count(*) > 1
 ),
 admissions AS (
-    SELECT s.step, s.request_index, s.computed_before AS hit_tokens
+    SELECT DISTINCT s.step, s.request_index, s.computed_before AS hit_tokens
     FROM _scheduled s
     WHERE s.kind = 'new' AND s.step BETWEEN $from_step AND $to_step
 ),
-shareable AS (
-    SELECT a.step, a.request_index, a.hit_tokens,
-           least(coalesce(max(x.block + 1) FILTER (c.first_step < a.step), 0) * x.block_size,
-                 (x.prompt_len - 1) // x.block_size * x.block_size) AS cached_tokens
+held AS (
+    -- Per admission, the blocks of its longest prefix held more than once and computed before.
+    SELECT a.step, a.request_index, max(x.block + 1) AS num_blocks
     FROM admissions a
     JOIN prefixes x ON x.request_index = a.request_index
     JOIN computed c ON c.prefix_key = x.prefix_key
-    GROUP BY a.step, a.request_index, a.hit_tokens, x.block_size, x.prompt_len
+    WHERE c.first_step < a.step
+    GROUP BY a.step, a.request_index
+),
+shareable AS (
+    -- A prompt whose own first token came before the admission had computed all its prefixes.
+    SELECT
+        a.step, a.request_index, a.hit_tokens,
+        least(
+            coalesce(CASE WHEN p.first_token_step < a.step THEN len(p.hashes) ELSE h.num_blocks END,
+                     0) * p.block_size,
+            (p.prompt_len - 1) // p.block_size * p.block_size
+        ) AS cached_tokens
+    FROM admissions a
+    JOIN prompts p ON p.request_index = a.request_index
+    LEFT JOIN held h ON h.step = a.step AND h.request_index = a.request_index
 )
 SELECT
     s.step,
