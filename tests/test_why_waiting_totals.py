@@ -113,14 +113,11 @@ def test_the_totals_sum_why_waiting_with_every_kind_of_wait(pressured: Path) -> 
     assert_totals_sum_why_waiting(pressured)
 
 
-def test_the_totals_sum_why_waiting_whatever_each_step_says(
-    pressured: Path, tmp_path: Path
-) -> None:
-    """Every stop and NULL at the waits' steps, idle steps among them, and the exceptions
-    overlapping: a head that is LoRA-gated, a head under a stop that does not block it, a
-    "head" that is running, grammar waits over skips and heads, and into the wait after a
-    preemption."""
-    path = shutil.copy(pressured, tmp_path / "rewritten.duckdb")
+def every_kind_of_step(pressured: Path, path: Path) -> Path:
+    """A copy of `pressured` at `path` whose steps take every admission stop and NULL in turn,
+    some idle, some with a LoRA-gated or a running request as the blocked head, and whose
+    grammars keep some requests waiting, into their waits after a preemption too."""
+    shutil.copy(pressured, path)
     stops = [None, *enum_types()["admission_stop"]]
     with duckdb.connect(str(path)) as con:
         for index, stop in enumerate(stops):
@@ -148,6 +145,18 @@ def test_the_totals_sum_why_waiting_whatever_each_step_says(
             "WHERE e.request_index = _requests.request_index AND e.kind = 'preempt') "
             "WHERE request_index IN (SELECT request_index FROM _events WHERE kind = 'preempt')"
         )
+    return path
+
+
+def test_the_totals_sum_why_waiting_whatever_each_step_says(
+    pressured: Path, tmp_path: Path
+) -> None:
+    """Every stop and NULL at the waits' steps, idle steps among them, and the exceptions
+    overlapping: a head that is LoRA-gated, a head under a stop that does not block it, a
+    "head" that is running, grammar waits over skips and heads, and into the wait after a
+    preemption."""
+    path = every_kind_of_step(pressured, tmp_path / "rewritten.duckdb")
+    stops = [None, *enum_types()["admission_stop"]]
     with open_trace(path) as trace:
         distinct = trace.sql("SELECT DISTINCT reason FROM why_waiting").fetchall()
         reasons = {reason for (reason,) in distinct}

@@ -28,9 +28,10 @@ CRITICAL_STEPS = 200
 
 def starvation(examined: Examined) -> list[Finding]:
     rows = examined.rows("doctor_waiting")
-    if len(rows) < 2:
+    num_requests = rows[0]["num_requests"] if rows else 0
+    if num_requests < 2:
         return []
-    median = statistics.median(row["num_waiting_steps"] for row in rows)
+    median = _median_wait(rows, num_requests)
     bar = max(STARVED_STEPS, STARVED_FACTOR * median)
     starved = [row for row in rows if row["num_waiting_steps"] >= bar]
     if not starved:
@@ -38,7 +39,7 @@ def starvation(examined: Examined) -> list[Finding]:
     worst = starved[0]
     reason = worst["main_reason"]
     summary = (
-        f"{len(starved)} of {len(rows)} request(s) waited {STARVED_FACTOR}x the median wait "
+        f"{len(starved)} of {num_requests} request(s) waited {STARVED_FACTOR}x the median wait "
         f"({median:g} steps) or more: {worst['request_id']} waited {worst['num_waiting_steps']} "
         f"steps, mostly {reason}"
     )
@@ -60,6 +61,13 @@ def starvation(examined: Examined) -> list[Finding]:
             target="ttft_p99_steps",
         )
     ]
+
+
+def _median_wait(rows: list[dict[str, Any]], num_requests: int) -> float:
+    """The median wait of all `num_requests` requests: `rows`' and a wait of 0 for each of
+    the others (the rows list only the requests that waited)."""
+    waits: list[int] = [row["num_waiting_steps"] for row in rows]
+    return statistics.median([0] * (num_requests - len(rows)) + waits)
 
 
 def _candidates(examined: Examined, reason: str) -> tuple[dict[str, Any], ...]:
