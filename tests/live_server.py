@@ -116,12 +116,13 @@ class LiveServer:
     def wait_idle(self, trace: Path, timeout_s: float = 300) -> None:
         """Wait until the engine has gone idle and the recorder has committed every step.
 
-        The recorder folds the write-ahead log into the trace when the scheduler has
-        no request left, so the log file disappears exactly then.
+        The recorder folds the write-ahead log into a trace file when the scheduler has
+        no request left, so the log file disappears exactly then; a recording folder says
+        it is complete then.
         """
         wal = trace.with_name(trace.name + ".wal")
         deadline = time.monotonic() + timeout_s
-        while wal.exists():
+        while wal.exists() or (trace.is_dir() and not _says_complete(trace)):
             if time.monotonic() > deadline:
                 raise AssertionError(f"the engine did not go idle:\n{self.log_tail()}")
             time.sleep(0.2)
@@ -145,14 +146,33 @@ class LiveServer:
         return self.log.read_text(errors="replace")[-num_chars:]
 
 
-def bench_serve(vllm_live: Any, server: LiveServer, model: Path, num_prompts: int) -> str:
-    """vLLM's `vllm bench serve` on the random dataset, every request sent at once."""
+def _says_complete(folder: Path) -> bool:
+    """Whether the recording folder's meta says complete (False while it cannot be read)."""
+    from stepscope.schema import TraceError, open_trace
+
+    try:
+        with open_trace(folder) as trace:
+            return trace.complete
+    except TraceError:
+        return False
+
+
+def bench_serve(
+    vllm_live: Any,
+    server: LiveServer,
+    model: Path,
+    num_prompts: int,
+    request_rate: float | None = None,
+) -> str:
+    """vLLM's `vllm bench serve` on the random dataset, every request sent at once (or
+    `request_rate` a second, so the load lasts)."""
     args = [
         str(VLLM_CLI), "bench", "serve", "--backend", "vllm",
         "--base-url", server.url, "--model", str(model),
         "--dataset-name", "random", "--random-input-len", "96",
         "--random-output-len", "64", "--num-prompts", str(num_prompts),
         "--seed", "0", "--ignore-eos",
+        *(() if request_rate is None else ("--request-rate", str(request_rate))),
     ]  # fmt: skip
     output: str = vllm_live.run(args).stdout
     return output

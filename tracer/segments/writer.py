@@ -4,8 +4,9 @@ The recorder hands over batches as it does to `TraceWriter`; each becomes a part
 open segment, its files written under a temporary name and renamed into place, so a
 reader sees whole steps only and a process killed at any point loses at most the batch
 being written. Closing a segment merges its parts into its closed, compact form (renamed
-into place whole), then the retention rule deletes the oldest closed segments. The open
-segment's parts stay one segment longer: a reader that listed them can finish.
+into place whole), then the retention rule deletes the oldest closed segments. What the
+writer no longer needs (the merged parts, a segment retention chose) is deleted
+`READER_GRACE_S` later: a reader that listed it can finish.
 
 A failure (a full disk, a folder that cannot be written) stops the writer: it is raised
 on the engine's next call, as `TraceWriteError`, and every segment and part written
@@ -47,6 +48,11 @@ from .parquet_files import file_schema, read_file, write_part_file, write_segmen
 from .settings import SegmentSettings
 
 _DELETING_SUFFIX = ".deleting"
+READER_GRACE_S = 30.0
+"""How long a folder the writer is done with stays before it is deleted: a reader that
+listed it (a snapshot, a query, a TUI following the recording) can read it to the end."""
+IDLE_WAKE_S = 1.0
+"""How often an idle writer wakes to delete what is due."""
 _META_SCHEMA = pa.schema([("key", pa.string()), ("value", pa.string())])
 
 
@@ -104,7 +110,8 @@ class SegmentWriter:
         """The last step written into the open segment (None: none yet)."""
         self._num_parts = 0
         self._open_bytes = 0
-        self._stale_open: Path | None = None
+        self._doomed: deque[tuple[float, Path]] = deque()
+        """Folders to delete, each with when (monotonic), oldest first."""
         self._closed: deque[_ClosedSegment] = deque()
         self._told_too_big = False
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_DEPTH)
@@ -157,7 +164,8 @@ class SegmentWriter:
 
     def _run(self) -> None:
         try:
-            while self._handle(self._queue.get()):
+            while self._handle(self._next_item()):
+                self._delete_due()
                 self.write_cpu_s = time.thread_time()
         except BaseException as error:  # raised on the engine thread at its next call
             self._error = error
@@ -165,6 +173,14 @@ class SegmentWriter:
         finally:
             self.write_cpu_s = time.thread_time()
             self._release_lock()
+
+    def _next_item(self) -> object:
+        """The next queued item; while none comes, what is due is deleted."""
+        while True:
+            try:
+                return self._queue.get(timeout=IDLE_WAKE_S)
+            except queue.Empty:
+                self._delete_due()
 
     def _handle(self, item: object) -> bool:
         """Carry out one queued item; False once the folder is let go."""
@@ -251,6 +267,7 @@ class SegmentWriter:
         }
         self._merge(self._open, facts)
         self._open = None
+        self._open_bytes = 0
         self._apply_retention()
 
     def _merge(self, open_folder: Path, facts: Mapping[str, str]) -> None:
@@ -269,8 +286,7 @@ class SegmentWriter:
             write_segment_file(name, file_schema(files[0]), _reader(files), closing / file_name)
         closed = self.path / segment_name(self._first_step)
         os.replace(closing, closed)
-        self._delete(self._stale_open)
-        self._stale_open = open_folder
+        self._doom(open_folder)
         self._closed.append(_ClosedSegment(closed, folder_bytes(closed), time.time()))
 
     @staticmethod
@@ -294,12 +310,19 @@ class SegmentWriter:
             if not (too_big or too_old):
                 return
             self._closed.popleft()
-            self._delete(oldest.folder)
+            self._doom(oldest.folder)
 
-    def _delete(self, folder: Path | None) -> None:
+    def _doom(self, folder: Path) -> None:
+        self._doomed.append((time.monotonic() + READER_GRACE_S, folder))
+
+    def _delete_due(self, *, everything: bool = False) -> None:
+        doomed = self._doomed
+        now = time.monotonic()
+        while doomed and (everything or doomed[0][0] <= now):
+            self._delete(doomed.popleft()[1])
+
+    def _delete(self, folder: Path) -> None:
         """Remove `folder`: renamed first, so a reader never lists it half-deleted."""
-        if folder is None:
-            return
         doomed = folder.with_name(folder.name + _DELETING_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
             os.replace(folder, doomed)
@@ -311,8 +334,7 @@ class SegmentWriter:
         if self._open is not None:
             self._write_part({})
             self._end_segment(_End("closed"))
-        self._delete(self._stale_open)
-        self._stale_open = None
+        self._delete_due(everything=True)  # the recording is done: nothing waits on it
 
     def _drain(self) -> None:
         """After a failure, take what is queued without writing, so no caller waits."""
