@@ -276,8 +276,13 @@ def _compare(trace: Trace, replay: Trace, window: StepWindow) -> tuple[int, Dive
 
 def verify_checkpoint(trace: Trace, step: int) -> list[str]:
     """Where the trace's checkpoint at `step` differs from the state the recording reaches
-    there, replayed from the checkpoint before it (or step 0): [] when it holds that state."""
+    there, replayed from the checkpoint before it (or step 0): [] when it holds that state,
+    or when the trace holds nothing before it to check it by (its first step, or the first
+    after a gap, is later than any earlier checkpoint)."""
     earlier_step = nearest_checkpoint(checkpoint_steps(trace), step - 1)
+    resumed = [trace.first_step, *(g.last_step + 1 for g in trace.gaps if g.last_step < step)]
+    if max(resumed) > (earlier_step or 0):
+        return []
     earlier = None if earlier_step is None else read_checkpoint(trace, earlier_step)
     workload = workload_from_trace(trace, since=earlier)
     check_hashes_computable(workload.config)

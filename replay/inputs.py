@@ -94,7 +94,7 @@ def workload_from_trace(
     if max_steps.isdigit():
         steps = int(max_steps)
     else:
-        steps = int(trace.meta.get("num_steps", "0") or 0) + SPARE_STEPS
+        steps = max(trace.last_step + 1, 0) + SPARE_STEPS  # a window's steps start past 0
     abort_order = tuple(row[0] for row in trace.sql(query("abort_order")).fetchall())
     description = trace.meta.get("description", "")
     return Workload(config, requests, steps, description, str(trace.path), abort_order)

@@ -31,7 +31,7 @@ def recording_error(error: duckdb.Error, folders: Sequence[Path]) -> TraceError 
         return None
     folder = next(folder for folder in folders if named.is_relative_to(folder))
     if any(text in line for text in _VANISHED) and not named.exists():
-        return RecordingChangedError(changed(folder), str(error).strip())
+        return RecordingChangedError(changed(folder, named), str(error).strip())
     if is_file_error(error) or isinstance(error, duckdb.InvalidInputException):
         return TraceDamagedError(
             f"{named}: a damaged file of the recording {folder}, it cannot be read ({line})",
@@ -40,10 +40,10 @@ def recording_error(error: duckdb.Error, folders: Sequence[Path]) -> TraceError 
     return None
 
 
-def changed(folder: Path) -> str:
+def changed(folder: Path, vanished: Path) -> str:
     return (
-        f"{folder}: the recording changed while it was read (its writer closed a segment, "
-        "or deleted the oldest); run the command again"
+        f"{folder}: the recording changed while it was read ({vanished.relative_to(folder)} "
+        "went away: its writer closed a segment, or deleted the oldest); run the command again"
     )
 
 

@@ -10,6 +10,10 @@
         part-000002.tmp/              a part being written (never read)
       segment-000000005000.closing/   the open segment being merged into its closed form
 
+A closed segment retention chose holds an empty `.expired` file: no scan lists it from then
+on, and its writer deletes it a grace period later (readers that listed it finish first;
+after a kill -9 it stays, unlisted).
+
 A segment starts with a checkpoint (its first step's state) and holds the `_requests` rows
 of every request unfinished there, so each replays on its own. A part and a closed
 segment hold the same files; `request_aborts.parquet` holds the aborts of requests whose
@@ -40,6 +44,8 @@ REQUEST_ABORTS = "request_aborts"
 TEMPORARY_SUFFIX = ".tmp"
 OPEN_SUFFIX = ".open"
 CLOSING_SUFFIX = ".closing"
+EXPIRED = ".expired"
+"""In a closed segment retention chose: the segment is no longer part of the recording."""
 
 _SEGMENT = re.compile(r"segment-(\d{12})(\.open)?")
 _PART = re.compile(r"part-(\d{6})")
@@ -115,6 +121,8 @@ def scan(folder: Path) -> tuple[Segment, ...]:
     for entry in _entries(folder):
         match = _SEGMENT.fullmatch(entry.name)
         if match is None or entry.is_symlink() or not entry.is_dir():
+            continue
+        if match.group(2) is None and (entry / EXPIRED).exists():
             continue
         (open_ if match.group(2) else closed)[int(match.group(1))] = entry
     segments = [Segment(step, closed=True, folders=(path,)) for step, path in closed.items()]

@@ -109,13 +109,14 @@ def recording(
     *,
     stop_after: int | None = None,
     gap_at: int | None = None,
+    retain: str = "2GB",
 ) -> Iterator[TraceRecorder]:
     """The workload recorded into `folder` by a recorder left open: it stops after step
     `stop_after` (the open segment's parts flushed and written, the writer's lock held)
     until the block ends; with `gap_at`, the writer "falls behind" at that step and
     drops steps until the next segment opens."""
     loaded = _workload(workload)
-    chosen = settings(every)
+    chosen = settings(every, retain)
     recorder = TraceRecorder(folder, loaded, trace_meta(loaded), segments=chosen)
     probe = DroppingProbe(recorder, gap_at)
     loop = EngineLoop(

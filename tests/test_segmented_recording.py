@@ -19,9 +19,12 @@ from typing import Any
 
 import duckdb
 import pytest
+from recordings import recording
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
+from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import (
+    EXPIRED,
     MANIFEST,
     read_manifest,
     scan,
@@ -212,6 +215,18 @@ def test_retention_deletes_the_oldest_segments_past_the_size_and_keeps_the_newes
     assert not [p for p in path.iterdir() if p.name.endswith((".open", ".deleting", ".closing"))]
 
 
+def test_a_segment_retention_chose_is_unlisted_at_once_and_deleted_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "expiring"
+    with recording(traffic(), path, "50steps", stop_after=300, retain="60kB"):
+        expired = [p for p in path.glob("segment-*") if (p / EXPIRED).exists()]
+        listed = {s.folders[0] for s in scan(path)}
+        assert expired and not listed & set(expired), "still listed after retention chose it"
+        assert all((p / "steps.parquet").is_file() for p in expired), "a reader's files went"
+    assert not any(p.exists() for p in expired), "deleted when the writer closed"
+
+
 def test_retention_by_age(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1_000_000.0]
 
@@ -311,6 +326,21 @@ def test_a_recorder_that_falls_behind_drops_steps_and_resumes_at_a_checkpoint(
         assert meta(before.folders[0])["segment_end"] == "fell_behind"
         assert int(meta(before.folders[0])["segment_last_step"]) < after.first_step - 1
         assert rows(after.files("_checkpoints"), "SELECT step FROM t") == [(after.first_step,)]
+
+
+def test_a_recording_that_ends_in_a_gap_is_complete_and_says_its_steps_were_dropped(
+    tmp_path: Path,
+) -> None:
+    workload = traffic(40)
+    path = tmp_path / "ends-behind"
+    with recording(workload, path, "1000000steps", gap_at=30):
+        pass
+    (segment,) = scan(path)
+    assert meta(segment.folders[0])["segment_end"] == "fell_behind"
+    assert meta(segment.folders[0])["segment_last_step"] == "29"
+    with open_trace(path) as trace:
+        assert trace.complete and trace.last_step == 29
+        assert trace.meta["dropped_steps_from"] == "30"
 
 
 @pytest.mark.slow

@@ -102,6 +102,31 @@ def test_a_snapshot_of_a_recording_whose_first_segments_are_gone_replays(
     assert json.loads(replayed.stdout)["identical"]
 
 
+def test_a_late_window_of_a_trace_without_max_steps_replays_from_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """As a vLLM server's: the trace names no max_steps, and the window starts more steps
+    past 0 than it holds; a replay that departs says where, with no run from step 0."""
+    source = tmp_path / "long.duckdb"
+    workload = traffic(800)
+    record_workload(workload, TapeModelRunner.for_workload(workload), source, checkpoint_every=100)
+    out = tmp_path / "late.duckdb"
+    taken = stepscope("snapshot", str(source), "--last-steps", "50", "-o", str(out))
+    assert taken.returncode == 0, taken.stderr
+    with duckdb.connect(str(out)) as con:
+        con.execute("DELETE FROM _meta WHERE key = 'max_steps'")
+        ((first, num_steps),) = con.execute("SELECT min(step), count(*) FROM _steps").fetchall()
+    assert first > num_steps + 1000
+    replayed = stepscope("replay", str(out), "--json")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout)["identical"]
+    with duckdb.connect(str(out)) as con:
+        con.execute(f"UPDATE _scheduled SET num_tokens = num_tokens + 1 WHERE step = {first + 5}")
+    departed = stepscope("replay", str(out))
+    assert departed.returncode == 1, departed.stdout + departed.stderr
+    assert f"diverged at step {first + 5}" in " ".join(departed.stdout.split())
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

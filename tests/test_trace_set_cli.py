@@ -92,7 +92,13 @@ def test_tui_opens_one_trace_of_a_folder_and_diffs_it_with_another(
 ) -> None:
     opened: list[tuple[Path, Path | None]] = []
 
-    def run_tui(path: Path, other: Path | None = None, *, ignore_block_ids: bool = False) -> None:
+    def run_tui(
+        path: Path,
+        other: Path | None = None,
+        *,
+        ignore_block_ids: bool = False,
+        follow: bool = False,
+    ) -> None:
         opened.append((path, other))
 
     monkeypatch.setattr(tui_package, "run_tui", run_tui)

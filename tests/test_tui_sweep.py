@@ -108,9 +108,11 @@ def test_the_tui_command_opens_a_sweep_alone(
 ) -> None:
     path = _sweep(tmp_path)
     opened: list[Path] = []
-    monkeypatch.setattr(
-        tui_package, "run_tui", lambda p, other=None, *, ignore_block_ids=False: opened.append(p)
-    )
+
+    def run_tui(path: Path, other: Path | None = None, **_: bool) -> None:
+        opened.append(path)
+
+    monkeypatch.setattr(tui_package, "run_tui", run_tui)
     assert CliRunner().invoke(app, ["tui", str(path)]).exit_code == 0
     assert opened == [path]
     result = stepscope("tui", str(path), "--diff", str(trace("storm")))

@@ -72,15 +72,16 @@ def test_each_segment_opens_with_the_state_the_engine_reaches_and_replays_from_i
     with open_trace(folder) as trace:
         num_steps = trace.num_steps
     assert [s.first_step for s in segments] == list(range(0, num_steps, 7))
-    assert_checkpoints_hold(folder)
-    for segment in segments[1:]:
+    assert_checkpoints_hold(folder)  # every segment's checkpoint, in this process
+    later = segments[1:]
+    for segment in {later[len(later) // 2], later[-1]} if later else ():
         first = str(segment.first_step)
         ours = vllm.stepscope("replay", str(folder), "--from-step", first)
         assert ours.returncode == 0, f"from {first}: {ours.stdout}{ours.stderr}"
 
 
 def test_a_segment_replays_through_vllms_own_scheduler(recorded: Path, vllm: VllmPython) -> None:
-    folder = recorded / "storm-prefix-storm"
+    folder = recorded / "storm-prefix-workload"
     assert len(scan(folder)) > 2
     result = vllm.stepscope("replay", "--engine", "vllm", str(folder))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -48,6 +48,9 @@ from stepscope.tracer.vllm.drive.driver import (
 )
 from stepscope.tracer.vllm.drive.scripted_core import run_scripted
 
+BEHIND_BACKLOG_STEPS = 32
+"""`behind`'s backlog: a server's (`BACKLOG_STEPS`) is longer than a test workload."""
+
 WRAPPED = ("add_request", "finish_requests", "schedule", "update_from_output", "_preempt_request")
 
 
@@ -178,6 +181,8 @@ def behind(argv: list[str]) -> None:
     workload = _workload(path, knobs)
     scheduler, block_hasher = build_scheduler(workload)
     recording = attach_recording(scheduler, _out(out_dir, path), planned=workload)
+    recording.recorder.lossless = False  # as a server's recorder: drop rather than wait
+    recording.recorder.backlog_steps = BEHIND_BACKLOG_STEPS
     builder = recording.recorder.recorder
     record_step = builder.record_step
 

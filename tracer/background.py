@@ -13,6 +13,7 @@ the engine thread stops handing steps over: the steps from there are dropped and
 counted, the recording's segment ends where the builder's rows end, and once the
 builder has caught up the engine's checkpointer takes a checkpoint (`wants_checkpoint`,
 `resume_at`) from which recording resumes, in a new segment. A replay resumes there.
+A driven run (`lossless`: no client waits on it) waits for the builder instead.
 """
 
 from __future__ import annotations
@@ -79,8 +80,13 @@ class BackgroundRecorder:
     are kept.
     """
 
-    def __init__(self, recorder: TraceRecorder) -> None:
+    def __init__(self, recorder: TraceRecorder, *, lossless: bool = False) -> None:
         self.recorder = recorder
+        self.lossless = lossless
+        self.backlog_steps = BACKLOG_STEPS
+        """Steps the builder may fall behind before steps are dropped (or, lossless, waited for)."""
+        """Wait for the builder instead of dropping steps: for a driven run (a planned
+        workload through a scheduler with no clients), where a gap would only lose data."""
         self.decisions: list[Decision] = []
         """The current `schedule()` call's decisions, appended to on the engine thread."""
         self.num_dropped_steps = 0
@@ -118,9 +124,11 @@ class BackgroundRecorder:
         if record.step < self._drop_before:
             self.num_dropped_steps += 1
             return
-        if self._steps_handed_over - self._steps_built >= BACKLOG_STEPS:
-            self._start_gap(record.step)
-            return
+        if self._steps_handed_over - self._steps_built >= self.backlog_steps:
+            if not self.lossless:
+                self._start_gap(record.step)
+                return
+            self.wait()
         counts = QueueCounts.read(scheduler)
         ended_at_ns = time.time_ns()
         self._steps_handed_over += 1
@@ -197,7 +205,7 @@ class BackgroundRecorder:
         logger.warning(
             "stepscope: the recorder fell %d steps behind; dropping steps from step %d "
             "until it catches up (the engine is not slowed)",
-            BACKLOG_STEPS,
+            self.backlog_steps,
             step,
         )
 

@@ -218,15 +218,13 @@ class TraceRecorder:
 
     def gap_starts(self, step: int) -> None:
         """Steps from `step` on are dropped until a checkpoint that opens a segment: what
-        was recorded before it is kept, and its segment ends there."""
+        was recorded before it is kept, and its segment ends (`fell_behind`) when the next
+        one opens or the recording closes."""
         self._in_gap = True
         self._schedule_calls.clear()
         self._schedule_start, self.decisions = None, []
         self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
         self.flush()
-        if self._segment_writer is not None and self._segment_open:
-            self._segment_writer.end_segment("fell_behind")
-            self._segment_open = False
         self.writer.set_meta({"dropped_steps_from": str(step)})
 
     def _open_segment(self, opening: _Opening) -> None:
@@ -239,7 +237,7 @@ class TraceRecorder:
         self.flush()
         if self._segment_writer is not None:
             if self._segment_open:
-                self._segment_writer.end_segment("rotated")
+                self._segment_writer.end_segment(self._segment_ended_by)
             self._start_writing_segment(step, starts_with_checkpoint=pending is not None)
         if pending is None:
             self._carry_rows()
@@ -248,6 +246,11 @@ class TraceRecorder:
             later.insert(0, pending)
         self._in_gap = False
         self._checkpoints = later
+
+    @property
+    def _segment_ended_by(self) -> str:
+        """Why the open segment ends: steps were dropped after it, or it was time for the next."""
+        return "fell_behind" if self._in_gap else "rotated"
 
     def _start_writing_segment(self, step: int, *, starts_with_checkpoint: bool) -> None:
         assert self._segment_writer is not None
@@ -373,7 +376,13 @@ class TraceRecorder:
                 self.flush()
             finally:
                 final = {**(final_meta or {}), "num_steps": str(self.num_steps)}
-                self.writer.close(complete=complete, final_meta=final)
+                if self._segment_writer is None:
+                    self.writer.close(complete=complete, final_meta=final)
+                else:
+                    ended_by = self._segment_ended_by if self._in_gap else "closed"
+                    self._segment_writer.close(
+                        complete=complete, final_meta=final, ended_by=ended_by
+                    )
 
     def _record_arrivals(self, record: StepRecord, seq: Seq) -> None:
         for request_id in record.arrived:

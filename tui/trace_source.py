@@ -82,9 +82,10 @@ class TraceSource:
         return tuple(row[0] for row in self.rows("request_ids").rows)
 
     def page(self, page: int) -> pa.Table:
-        """Rows of steps [page × PAGE_SIZE, (page + 1) × PAGE_SIZE), as Arrow."""
+        """Rows of steps [page × PAGE_SIZE, (page + 1) × PAGE_SIZE), as Arrow; none past the end."""
         first = page * PAGE_SIZE
-        return self.arrow("step_page", [first, first + PAGE_SIZE - 1])
+        last = max(min(first + PAGE_SIZE, self.info.num_rows), first) - 1
+        return self.arrow("step_page", [first, last])
 
     def step_detail(self, step: int) -> StepDetail:
         """Step `step` in full (`read_step`), kept for the last few steps asked for."""

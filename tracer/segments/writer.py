@@ -32,6 +32,7 @@ from typing import IO
 import pyarrow as pa
 from stepscope.schema.recording_layout import (
     CLOSING_SUFFIX,
+    EXPIRED,
     LOCK,
     TEMPORARY_SUFFIX,
     folder_bytes,
@@ -76,6 +77,7 @@ class _End:
 @dataclass(frozen=True)
 class _Close:
     meta: Mapping[str, str]
+    ended_by: str
 
 
 @dataclass(frozen=True)
@@ -140,10 +142,18 @@ class SegmentWriter:
         """Close the open segment (none open: nothing to do)."""
         self._put(_End(ended_by))
 
-    def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
-        """Write what is queued, close the open segment, and let the folder go."""
+    def close(
+        self,
+        *,
+        complete: bool,
+        final_meta: Mapping[str, str] | None = None,
+        ended_by: str = "closed",
+    ) -> None:
+        """Write what is queued, close the open segment (as `ended_by`: `fell_behind` when
+        the steps after it were dropped), and let the folder go."""
         if self._thread.is_alive():
-            self._queue.put(_Close({**(final_meta or {}), "complete": str(complete).lower()}))
+            meta = {**(final_meta or {}), "complete": str(complete).lower()}
+            self._queue.put(_Close(meta, ended_by))
             self._thread.join()
         self._raise_if_failed()
 
@@ -310,6 +320,8 @@ class SegmentWriter:
             if not (too_big or too_old):
                 return
             self._closed.popleft()
+            with contextlib.suppress(OSError):  # else listed until deleted: no harm
+                (oldest.folder / EXPIRED).touch()  # readers stop listing it now
             self._doom(oldest.folder)
 
     def _doom(self, folder: Path) -> None:
@@ -333,7 +345,7 @@ class SegmentWriter:
         self._pending_meta.update(item.meta)
         if self._open is not None:
             self._write_part({})
-            self._end_segment(_End("closed"))
+            self._end_segment(_End(item.ended_by))
         self._delete_due(everything=True)  # the recording is done: nothing waits on it
 
     def _drain(self) -> None:

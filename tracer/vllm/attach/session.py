@@ -100,7 +100,8 @@ class VllmRecording:
                 {**meta, "outside_subset": "; ".join(sorted(self.reasons))},
                 redactor=redactor,
                 segments=segments,
-            )
+            ),
+            lossless=planned is not None,
         )
         can_checkpoint = redactor is None and _one_kv_cache_group(scheduler)
         self.checkpointer = (
@@ -175,9 +176,7 @@ class VllmRecording:
         try:
             action()
         except (TraceWriteError, RecorderStalled) as error:
-            logger.error(
-                "stepscope: %s; recording stopped, the steps written so far are kept", error
-            )
+            logger.error("stepscope: recording failed: %s; the trace keeps the steps so far", error)
             self._stop_recording()
         except Exception:
             logger.exception("stepscope: recording failed; the trace keeps the steps so far")
