@@ -91,10 +91,8 @@ def workload_from_trace(
         for row in _request_inputs(trace, (first_step, until), unfinished)
     )
     max_steps = trace.meta.get("max_steps", "")
-    if max_steps.isdigit():
-        steps = int(max_steps)
-    else:
-        steps = max(trace.last_step + 1, 0) + SPARE_STEPS  # a window's steps start past 0
+    past_the_end = max(trace.last_step + 1, 0) + SPARE_STEPS  # a window's steps start past 0
+    steps = int(max_steps) if max_steps.isdigit() else past_the_end
     abort_order = tuple(row[0] for row in trace.sql(query("abort_order")).fetchall())
     description = trace.meta.get("description", "")
     return Workload(config, requests, steps, description, str(trace.path), abort_order)
