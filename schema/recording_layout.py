@@ -117,19 +117,24 @@ def scan(folder: Path) -> tuple[Segment, ...]:
     """The recording's segments by first step: a closed one where it exists, else the open
     one's parts written so far. Folders being written or merged are never listed."""
     closed: dict[int, Path] = {}
+    expired: set[int] = set()
     open_: dict[int, Path] = {}
     for entry in _entries(folder):
         match = _SEGMENT.fullmatch(entry.name)
         if match is None or entry.is_symlink() or not entry.is_dir():
             continue
-        if match.group(2) is None and (entry / EXPIRED).exists():
-            continue
-        (open_ if match.group(2) else closed)[int(match.group(1))] = entry
+        step = int(match.group(1))
+        if match.group(2):
+            open_[step] = entry
+        elif (entry / EXPIRED).exists():
+            expired.add(step)
+        else:
+            closed[step] = entry
     segments = [Segment(step, closed=True, folders=(path,)) for step, path in closed.items()]
-    segments += [
+    segments += [  # an open folder whose segment closed is the writer's to delete
         Segment(step, closed=False, folders=_parts(path))
         for step, path in open_.items()
-        if step not in closed
+        if step not in closed and step not in expired
     ]
     return tuple(sorted(segments, key=lambda segment: segment.first_step))
 

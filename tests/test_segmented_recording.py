@@ -227,6 +227,16 @@ def test_a_segment_retention_chose_is_unlisted_at_once_and_deleted_after_the_gra
     assert not any(p.exists() for p in expired), "deleted when the writer closed"
 
 
+def test_a_scan_lists_no_open_folder_of_a_segment_that_closed(tmp_path: Path) -> None:
+    """Its open folder stays a grace period after it closed, and after retention chose it."""
+    for name in ("segment-000000000000", "segment-000000000010"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "segment-000000000000" / EXPIRED).touch()
+    for name in ("segment-000000000000", "segment-000000000010", "segment-000000000020"):
+        (tmp_path / f"{name}.open" / "part-000000").mkdir(parents=True)
+    assert [(s.first_step, s.closed) for s in scan(tmp_path)] == [(10, True), (20, False)]
+
+
 def test_retention_by_age(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1_000_000.0]
 
