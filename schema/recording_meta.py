@@ -30,6 +30,8 @@ class SegmentFacts:
     ended_by: str | None
     """How it ended: rotated, fell_behind (steps were dropped after it) or closed (None: open)."""
     opens_with_checkpoint: bool
+    kept: bool = False
+    """A step in it met the recording's keep rule: retention spares it."""
 
     @property
     def first_step(self) -> int:
@@ -93,4 +95,5 @@ def _facts(segment: Segment, own: dict[str, str]) -> SegmentFacts:
         last_step=int(last) if last.lstrip("-").isdigit() and segment.closed else None,
         ended_by=own.get("segment_end") if segment.closed else None,
         opens_with_checkpoint=own.get("segment_checkpoint") == "true",
+        kept=own.get("segment_kept") == "true",
     )

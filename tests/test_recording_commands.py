@@ -90,6 +90,7 @@ def test_info_shows_the_recording_its_segments_and_its_steps(recorded: Path) -> 
         "size_bytes": 0,
         "ended_by": "closed",
         "opens_with_checkpoint": True,
+        "kept": False,
     }
     assert report["size_bytes"] == sum(s["size_bytes"] for s in segments) + len(
         (recorded / "stepscope_recording.json").read_bytes()

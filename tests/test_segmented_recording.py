@@ -26,6 +26,7 @@ from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import (
     EXPIRED,
     MANIFEST,
+    folder_bytes,
     read_manifest,
     scan,
     table_file,
@@ -40,6 +41,7 @@ from stepscope.tracer.segments import (
     Retention,
     SegmentSettings,
     SegmentWriter,
+    keep_rule,
     parse_retention,
     parse_segment_every,
 )
@@ -84,11 +86,19 @@ def traffic(num_requests: int = 160) -> Workload:
     return parse_toml_workload(TRAFFIC.format(num_requests=num_requests), source="traffic")
 
 
-def record(workload: Workload, path: Path, segment: str, retain: str | None = None) -> Any:
-    settings = SegmentSettings(
-        parse_segment_every(segment, "--segment"),
-        Retention() if retain is None else parse_retention(retain, "--retain"),
+def record(
+    workload: Workload,
+    path: Path,
+    segment: str,
+    retain: str | None = None,
+    keep: tuple[str, str | None] | None = None,
+) -> Any:
+    """The workload recorded into `path`; `keep` is the keep rule's condition and bound."""
+    retention = Retention() if retain is None else parse_retention(retain, "--retain")
+    rule = (
+        None if keep is None else keep_rule((keep[0], "--keep"), (keep[1], "--keep-max"), retention)
     )
+    settings = SegmentSettings(parse_segment_every(segment, "--segment"), retention, rule)
     return record_workload(
         workload, TapeModelRunner.for_workload(workload), path, segments=settings
     )
@@ -235,6 +245,38 @@ def test_a_scan_lists_no_open_folder_of_a_segment_that_closed(tmp_path: Path) ->
     for name in ("segment-000000000000", "segment-000000000010", "segment-000000000020"):
         (tmp_path / f"{name}.open" / "part-000000").mkdir(parents=True)
     assert [(s.first_step, s.closed) for s in scan(tmp_path)] == [(10, True), (20, False)]
+
+
+def test_a_keep_rule_spares_the_segments_it_matches_up_to_its_own_bound(tmp_path: Path) -> None:
+    """Steps with two preemptions fall in steps 300..399 of this traffic (two segments): they
+    outlive retention, which keeps only the newest of the rest; a bound of one segment keeps
+    the newer. The recording, with a hole where retention deleted, replays."""
+    rule = "num_preemptions >= 2"
+    whole = tmp_path / "whole"
+    record(traffic(), whole, "50steps", keep=(rule, None))
+    matching = {
+        s.first_step
+        for s in scan(whole)
+        if rows(s.files("_steps"), "SELECT max(num_preemptions) FROM t")[0][0] >= 2
+    }
+    assert matching == {300, 350}
+    assert {
+        s.first_step for s in scan(whole) if meta(s.folders[0])["segment_kept"] == "true"
+    } == matching
+    spared = tmp_path / "spared"
+    record(traffic(), spared, "50steps", retain="60kB", keep=(rule, "200kB"))
+    segments = scan(spared)
+    assert [s.first_step for s in segments if s.first_step < 400] == [300, 350]
+    unkept = [s for s in segments if s.first_step >= 400]
+    assert unkept[0].first_step > 400 and unkept[-1].first_step == 500
+    assert sum(folder_bytes(s.folders[0]) for s in unkept[:-1]) <= 60_000
+    replayed = subprocess.run(
+        [sys.executable, "-m", "stepscope", "replay", str(spared)], capture_output=True, text=True
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    bounded = tmp_path / "bounded"
+    record(traffic(), bounded, "50steps", retain="60kB", keep=(rule, "70kB"))
+    assert [s.first_step for s in scan(bounded) if s.first_step < 400] == [350]
 
 
 def test_retention_by_age(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -420,3 +462,35 @@ def test_the_cli_says_in_one_line_that_the_recording_could_not_be_written(tmp_pa
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert "writing the recording failed" in line and "File too large" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--segment", "5000"], "--segment='5000': expected the steps or the time"),
+        (["--retain", "2GB"], "--retain needs --segment"),
+        (["--segment", "50steps", "--retain", "2 parsecs"], "--retain='2 parsecs': expected"),
+        (["--keep", "num_preemptions > 0"], "--keep needs --segment"),
+        (["--segment", "50steps", "--keep-max", "1GB"], "--keep-max needs --keep"),
+        (["--segment", "50steps", "--keep", "nope > 0"], "--keep='nope > 0': Binder Error"),
+        (
+            ["--segment", "50steps", "--keep", "1; COPY t TO 'x'"],
+            'Parser Error: syntax error at or near ";"',
+        ),
+        (["--segment", "50steps", "--keep", "true", "--keep-max", "many"], "expected a size"),
+    ],
+)
+def test_a_malformed_segment_option_is_one_line_and_writes_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    workload = tmp_path / "traffic.toml"
+    workload.write_text(TRAFFIC.format(num_requests=10))
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "record", str(workload), "-o", str(out), *args],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from stepscope.tracer.segments import Retention, SegmentEvery, SegmentSettings
+from stepscope.tracer.segments import KeepRule, Retention, SegmentEvery, SegmentSettings
 from stepscope.tracer.vllm.attach.dp_rank import DataParallelRank
 from stepscope.tracer.vllm.attach.settings import redact, segments, trace_path
 
@@ -115,4 +115,45 @@ def test_a_retention_without_segments_is_refused(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("STEPSCOPE_TRACE_SEGMENT", raising=False)
     monkeypatch.setenv("STEPSCOPE_TRACE_RETAIN", "2GB")
     with pytest.raises(ValueError, match="needs STEPSCOPE_TRACE_SEGMENT"):
+        segments(_config())
+
+
+def test_a_keep_rule_spares_segments_up_to_retentions_size_or_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "60s")
+    monkeypatch.setenv("STEPSCOPE_TRACE_RETAIN", "2GB")
+    monkeypatch.setenv("STEPSCOPE_TRACE_KEEP", " num_preemptions > 0 ")
+    chosen = segments(_config())
+    assert chosen is not None and chosen.keep == KeepRule("num_preemptions > 0", 2 * 10**9)
+    monkeypatch.delenv("STEPSCOPE_TRACE_KEEP")
+    config = _config(keep="num_waiting_after > 100", keep_max="500MB")
+    chosen = segments(config)
+    assert chosen is not None and chosen.keep == KeepRule("num_waiting_after > 100", 500 * 10**6)
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "message"),
+    [
+        ("STEPSCOPE_TRACE_KEEP", "num_preemption > 0", 'Binder Error: Referenced column "num_p'),
+        ("STEPSCOPE_TRACE_KEEP", "1) FROM x; COPY y TO 'z'; SELECT (1", "Parser Error"),
+        ("STEPSCOPE_TRACE_KEEP_MAX", "lots", "expected a size"),
+    ],
+)
+def test_a_malformed_keep_rule_is_one_line_naming_its_setting(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "60s")
+    monkeypatch.setenv("STEPSCOPE_TRACE_KEEP", "num_preemptions > 0")
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ValueError, match=rf"^{env}=") as raised:
+        segments(_config())
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_keep_max_without_a_keep_rule_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "60s")
+    monkeypatch.delenv("STEPSCOPE_TRACE_KEEP", raising=False)
+    monkeypatch.setenv("STEPSCOPE_TRACE_KEEP_MAX", "1GB")
+    with pytest.raises(ValueError, match="needs STEPSCOPE_TRACE_KEEP as well"):
         segments(_config())

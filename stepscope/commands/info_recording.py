@@ -52,6 +52,7 @@ def _segment(trace: Trace, facts: SegmentFacts) -> dict[str, Any]:
         "size_bytes": sum(folder_bytes(folder) for folder in facts.folders),
         "ended_by": facts.ended_by,
         "opens_with_checkpoint": facts.opens_with_checkpoint,
+        "kept": facts.kept,
     }
 
 
@@ -93,6 +94,8 @@ def _segment_cells(segment: dict[str, Any]) -> tuple[str | Text, ...]:
         steps = f"{segment['first_step']}.. (no step)"
     parts = segment["num_parts"]
     state = "closed" if segment["closed"] else f"open, {parts} part{'s' if parts != 1 else ''}"
+    if segment["kept"]:
+        state += ", kept"
     return (
         Text(steps),
         Text(state),

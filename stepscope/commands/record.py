@@ -29,6 +29,7 @@ from stepscope.tracer.redact import Redactor
 from stepscope.tracer.segments import (
     Retention,
     SegmentSettings,
+    keep_rule,
     parse_retention,
     parse_segment_every,
 )
@@ -47,6 +48,8 @@ from .record_options import (
     CheckpointEveryOption,
     FlushEveryOption,
     FromTraceOption,
+    KeepMaxOption,
+    KeepOption,
     OtelOption,
     OutputOption,
     RecordDtypeOption,
@@ -72,6 +75,8 @@ def record(
     checkpoint_every: CheckpointEveryOption = None,
     segment: SegmentOption = None,
     retain: RetainOption = None,
+    keep: KeepOption = None,
+    keep_max: KeepMaxOption = None,
     otel: OtelOption = None,
     engine: RecordEngineOption = RecordEngine.STEPSCOPE,
     scheduler_cls: SchedulerClsOption = None,
@@ -82,7 +87,7 @@ def record(
 
     Ctrl-C, SIGTERM and SIGHUP stop it cleanly: the steps so far are kept in a trace
     marked incomplete, one line says so, and the exit status is 130, 143 or 129."""
-    segments = _segment_settings(segment, retain)
+    segments = _segment_settings(segment, retain, keep, keep_max)
     what = "a DuckDB trace" if segments is None else "a recording folder"
     check_outputs([new_file("-o", output, what)], [workload, from_trace])
     loaded = apply_knobs(_workload(workload, from_trace), knobs or [])
@@ -136,18 +141,25 @@ def record(
         raise
 
 
-def _segment_settings(segment: str | None, retain: str | None) -> SegmentSettings | None:
-    """`--segment` and `--retain` read, each a one-line error when malformed."""
+def _segment_settings(
+    segment: str | None, retain: str | None, keep: str | None, keep_max: str | None
+) -> SegmentSettings | None:
+    """`--segment`, `--retain`, `--keep` and `--keep-max` read, each a one-line error when
+    malformed."""
+    if keep_max is not None and keep is None:
+        raise InputError("--keep-max needs --keep (it bounds the segments --keep spares)")
     if segment is None:
-        if retain is not None:
-            raise InputError("--retain needs --segment (only a folder of segments is trimmed)")
+        for name, value in (("--retain", retain), ("--keep", keep)):
+            if value is not None:
+                raise InputError(f"{name} needs --segment (only a folder of segments is trimmed)")
         return None
     try:
         every = parse_segment_every(segment, "--segment")
         kept = Retention() if retain is None else parse_retention(retain, "--retain")
+        rule = None if keep is None else keep_rule((keep, "--keep"), (keep_max, "--keep-max"), kept)
     except ValueError as error:
         raise InputError(str(error)) from None
-    return SegmentSettings(every, kept)
+    return SegmentSettings(every, kept, rule)
 
 
 def _check_engine_options(

@@ -79,6 +79,24 @@ RetainOption = Annotated[
         "(24h), or both (2GB,24h). Default: keep them all.",
     ),
 ]
+KeepOption = Annotated[
+    str | None,
+    typer.Option(
+        "--keep",
+        metavar="CONDITION",
+        help="With --segment: spare from --retain every closed segment with a step where "
+        "CONDITION holds, SQL over a step's columns ('num_preemptions > 0').",
+    ),
+]
+KeepMaxOption = Annotated[
+    str | None,
+    typer.Option(
+        "--keep-max",
+        metavar="SIZE",
+        help="With --keep: the most the kept segments take (the oldest go past it). "
+        "Default: --retain's size.",
+    ),
+]
 OtelOption = Annotated[
     str | None,
     typer.Option(

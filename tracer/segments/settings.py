@@ -5,12 +5,16 @@ segment=60s           ... or once it has been open this long (monotonic clock)
 retain=2GB            the oldest closed segments go while the folder holds more
 retain=24h            ... or once they closed this long ago
 retain=2GB,24h        both
+keep=COND             closed segments where a step meets COND are spared (`keep.py`) ...
+keep_max=500MB        ... up to this much of them (default: retain's size)
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from .keep import check_keep_condition
 
 _STEPS = re.compile(r"(\d+)\s*steps?")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h|d)")
@@ -63,11 +67,25 @@ class Retention:
 
 
 @dataclass(frozen=True, slots=True)
+class KeepRule:
+    """Closed segments with a step where `condition` holds are spared from `Retention`; of
+    them, the oldest are deleted past `max_bytes` (None: no bound)."""
+
+    condition: str
+    max_bytes: int | None = None
+
+    def __str__(self) -> str:
+        bound = "no bound" if self.max_bytes is None else f"{self.max_bytes}B"
+        return f"{self.condition} ({bound})"
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentSettings:
     """A segmented recording's settings."""
 
     every: SegmentEvery
     retain: Retention = Retention()
+    keep: KeepRule | None = None
 
 
 def parse_segment_every(raw: str, setting: str) -> SegmentEvery:
@@ -100,3 +118,22 @@ def parse_retention(raw: str, setting: str) -> Retention:
                 f"{setting}={raw!r}: expected a size, an age or both to keep (2GB, 24h, 2GB,24h)"
             )
     return Retention(max_bytes, max_age_s)
+
+
+def parse_size(raw: str, setting: str) -> int:
+    """`500MB` (also `B`, `kB`, `GB`, `TB` and `KiB`...); anything else is a ValueError."""
+    size = _SIZE.fullmatch(raw.strip().lower())
+    if size is None or float(size.group(1)) <= 0:
+        raise ValueError(f"{setting}={raw!r}: expected a size (500MB, 2GB)")
+    return int(float(size.group(1)) * _BYTES[size.group(2)])
+
+
+def keep_rule(
+    condition: tuple[str, str], keep_max: tuple[str | None, str], retain: Retention
+) -> KeepRule:
+    """The keep rule of `condition` (checked) and `keep_max` (None: retain's size bound),
+    each a (raw value, setting it came from) pair."""
+    (raw_condition, condition_setting), (raw_max, max_setting) = condition, keep_max
+    checked = check_keep_condition(raw_condition, condition_setting)
+    max_bytes = retain.max_bytes if raw_max is None else parse_size(raw_max, max_setting)
+    return KeepRule(checked, max_bytes)

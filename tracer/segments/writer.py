@@ -45,6 +45,7 @@ from stepscope.schema.version import SCHEMA_VERSION
 
 from ..checkpoint_rows import pending_checkpoint_tables
 from ..writer import CHECKPOINTS, QUEUE_DEPTH, Batch, TraceWriteError
+from .keep import segment_matches
 from .parquet_files import file_schema, read_file, write_part_file, write_segment_file
 from .settings import SegmentSettings
 
@@ -86,6 +87,8 @@ class _ClosedSegment:
     num_bytes: int
     closed_at: float
     """Wall clock (seconds since the epoch) when it closed."""
+    kept: bool = False
+    """A step in it met the keep rule: retention spares it (up to the rule's own bound)."""
 
 
 class SegmentWriter:
@@ -286,6 +289,9 @@ class SegmentWriter:
         shutil.rmtree(closing, ignore_errors=True)
         closing.mkdir()
         parts = sorted(p for p in open_folder.iterdir() if not p.name.endswith(TEMPORARY_SUFFIX))
+        kept = self._meets_keep_rule(parts)
+        if kept is not None:
+            facts = {**facts, "segment_kept": str(kept).lower()}
         for file_name in sorted({f.name for part in parts for f in part.iterdir()}):
             files = [part / file_name for part in parts if (part / file_name).is_file()]
             if file_name == table_file("_meta"):
@@ -297,7 +303,15 @@ class SegmentWriter:
         closed = self.path / segment_name(self._first_step)
         os.replace(closing, closed)
         self._doom(open_folder)
-        self._closed.append(_ClosedSegment(closed, folder_bytes(closed), time.time()))
+        self._closed.append(_ClosedSegment(closed, folder_bytes(closed), time.time(), bool(kept)))
+
+    def _meets_keep_rule(self, parts: list[Path]) -> bool | None:
+        """Whether a step of the parts meets the keep rule (None: there is none)."""
+        keep = self.settings.keep
+        if keep is None:
+            return None
+        steps = [part / table_file("_steps") for part in parts]
+        return segment_matches(keep.condition, [path for path in steps if path.is_file()])
 
     @staticmethod
     def _segment_meta(files: list[Path]) -> list[tuple[str, str]]:
@@ -309,20 +323,33 @@ class SegmentWriter:
         return list(meta.items())
 
     def _apply_retention(self) -> None:
-        """Delete the oldest closed segments past the size or age bound (never the newest)."""
-        retain = self.settings.retain
+        """Delete the oldest closed segments past the size or age bound, and the oldest kept
+        ones past the keep rule's bound (never the newest closed segment)."""
+        retain, keep = self.settings.retain, self.settings.keep
         now = time.time()
-        while len(self._closed) > 1:
-            oldest = self._closed[0]
-            total = sum(segment.num_bytes for segment in self._closed) + self._open_bytes
+        while (oldest := self._oldest(kept=False)) is not None:
+            total = sum(s.num_bytes for s in self._closed if not s.kept) + self._open_bytes
             too_big = retain.max_bytes is not None and total > retain.max_bytes
             too_old = retain.max_age_s is not None and now - oldest.closed_at > retain.max_age_s
             if not (too_big or too_old):
-                return
-            self._closed.popleft()
-            with contextlib.suppress(OSError):  # else listed until deleted: no harm
-                (oldest.folder / EXPIRED).touch()  # readers stop listing it now
-            self._doom(oldest.folder)
+                break
+            self._expire(oldest)
+        while keep is not None and keep.max_bytes is not None:
+            oldest = self._oldest(kept=True)
+            kept_bytes = sum(s.num_bytes for s in self._closed if s.kept)
+            if oldest is None or kept_bytes <= keep.max_bytes:
+                break
+            self._expire(oldest)
+
+    def _oldest(self, *, kept: bool) -> _ClosedSegment | None:
+        """The oldest closed segment, kept or not, other than the newest."""
+        return next((s for s in list(self._closed)[:-1] if s.kept == kept), None)
+
+    def _expire(self, segment: _ClosedSegment) -> None:
+        self._closed.remove(segment)
+        with contextlib.suppress(OSError):  # else listed until deleted: no harm
+            (segment.folder / EXPIRED).touch()  # readers stop listing it now
+        self._doom(segment.folder)
 
     def _doom(self, folder: Path) -> None:
         self._doomed.append((time.monotonic() + READER_GRACE_S, folder))
@@ -382,6 +409,7 @@ def _create_folder(folder: Path, settings: SegmentSettings) -> IO[str]:
                 "created_at": _now_iso(),
                 "segment": str(settings.every),
                 "retain": str(settings.retain),
+                **({} if settings.keep is None else {"keep": str(settings.keep)}),
             },
         )
     except OSError as error:

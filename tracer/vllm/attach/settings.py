@@ -12,6 +12,9 @@
     STEPSCOPE_TRACE_RETAIN=2GB,24h               the oldest closed segments deleted past `2GB`
                                                  or `24h` (either alone too)
     --additional-config '{"stepscope": {"trace": "/traces/", "segment": "60s", "retain": "2GB"}}'
+    STEPSCOPE_TRACE_KEEP="num_preemptions > 0"   closed segments with a step where it holds are
+                                                 spared from retention ...
+    STEPSCOPE_TRACE_KEEP_MAX=500MB               ... up to this much (default: retain's size)
 
 Each engine core of a data-parallel server records its own scheduler. A file path
 without `{rank}` gets `-rank{R}` before its suffix there, so the ranks never share a
@@ -37,6 +40,7 @@ from typing import Any
 from stepscope.tracer.segments import (
     Retention,
     SegmentSettings,
+    keep_rule,
     parse_retention,
     parse_segment_every,
 )
@@ -49,6 +53,8 @@ REDACT_ENV = "STEPSCOPE_TRACE_REDACT"
 CHECKPOINT_ENV = "STEPSCOPE_TRACE_CHECKPOINT"
 SEGMENT_ENV = "STEPSCOPE_TRACE_SEGMENT"
 RETAIN_ENV = "STEPSCOPE_TRACE_RETAIN"
+KEEP_ENV = "STEPSCOPE_TRACE_KEEP"
+KEEP_MAX_ENV = "STEPSCOPE_TRACE_KEEP_MAX"
 CONFIG_KEY = "stepscope"
 RANK_FIELD = "{rank}"
 
@@ -113,13 +119,19 @@ def segments(vllm_config: Any) -> SegmentSettings | None:
     malformed value is a ValueError naming the setting it came from."""
     every_raw, every_setting = _setting(vllm_config, SEGMENT_ENV, "segment")
     retain_raw, retain_setting = _setting(vllm_config, RETAIN_ENV, "retain")
+    keep_raw, keep_setting = _setting(vllm_config, KEEP_ENV, "keep")
+    keep_max = _setting(vllm_config, KEEP_MAX_ENV, "keep_max")
+    if keep_max[0] is not None and keep_raw is None:
+        raise ValueError(f"{keep_max[1]}={keep_max[0]!r} needs {KEEP_ENV} as well")
     if every_raw is None:
-        if retain_raw is not None:
-            raise ValueError(f"{retain_setting}={retain_raw!r} needs {SEGMENT_ENV} as well")
+        for raw, setting in ((retain_raw, retain_setting), (keep_raw, keep_setting)):
+            if raw is not None:
+                raise ValueError(f"{setting}={raw!r} needs {SEGMENT_ENV} as well")
         return None
     every = parse_segment_every(every_raw, every_setting)
     retain = Retention() if retain_raw is None else parse_retention(retain_raw, retain_setting)
-    return SegmentSettings(every, retain)
+    keep = None if keep_raw is None else keep_rule((keep_raw, keep_setting), keep_max, retain)
+    return SegmentSettings(every, retain, keep)
 
 
 def _setting(vllm_config: Any, env: str, key: str) -> tuple[str | None, str]:
