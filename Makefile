@@ -27,8 +27,9 @@ installed:
 docs:
 	NO_MKDOCS_2_WARNING=1 $(dir $(abspath $(PYTHON)))mkdocs build --strict --quiet
 
+# The slowest tests are listed at the end: CI's time budget is spent there.
 test:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q --durations=25
 
 # Everything but the tests marked slow (those start real vLLM engines and schedulers).
 test-fast:
