@@ -279,6 +279,18 @@ def test_a_keep_rule_spares_the_segments_it_matches_up_to_its_own_bound(tmp_path
     assert [s.first_step for s in scan(bounded) if s.first_step < 400] == [350]
 
 
+def test_a_keep_rule_that_fails_on_a_value_keeps_nothing_and_recording_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "failing-rule"
+    rule = "CAST(admission_stop AS VARCHAR)::INTEGER > 0"  # binds; no stop reads as a number
+    summary = record(traffic(), path, "50steps", retain="60kB", keep=(rule, None))
+    assert summary.complete
+    assert not any(meta(s.folders[0]).get("segment_kept") == "true" for s in scan(path))
+    failures = [r.message for r in caplog.records if "the keep rule" in r.message]
+    assert len(failures) == 1 and "recording goes on" in failures[0]
+
+
 def test_retention_by_age(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [1_000_000.0]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import fcntl
+import logging
 import os
 import queue
 import shutil
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+import duckdb
 import pyarrow as pa
 from stepscope.schema.recording_layout import (
     CLOSING_SUFFIX,
@@ -48,6 +50,8 @@ from ..writer import CHECKPOINTS, QUEUE_DEPTH, Batch, TraceWriteError
 from .keep import segment_matches
 from .parquet_files import file_schema, read_file, write_part_file, write_segment_file
 from .settings import SegmentSettings
+
+logger = logging.getLogger("stepscope.tracer")
 
 _DELETING_SUFFIX = ".deleting"
 READER_GRACE_S = 30.0
@@ -118,7 +122,8 @@ class SegmentWriter:
         self._doomed: deque[tuple[float, Path]] = deque()
         """Folders to delete, each with when (monotonic), oldest first."""
         self._closed: deque[_ClosedSegment] = deque()
-        self._told_too_big = False
+        self._keep_failed = False
+        """The keep rule failed once (said once; it keeps nothing from then on)."""
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_DEPTH)
         self._error: BaseException | None = None
         self._thread = threading.Thread(
@@ -310,8 +315,21 @@ class SegmentWriter:
         keep = self.settings.keep
         if keep is None:
             return None
+        if self._keep_failed:
+            return False
         steps = [part / table_file("_steps") for part in parts]
-        return segment_matches(keep.condition, [path for path in steps if path.is_file()])
+        try:
+            return segment_matches(keep.condition, [path for path in steps if path.is_file()])
+        except duckdb.Error as error:  # it bound at the start, yet a value can fail (a cast)
+            self._keep_failed = True
+            logger.error(
+                "stepscope: the keep rule %r failed on the segment at step %d (%s); from here "
+                "on it keeps no segment, and recording goes on",
+                keep.condition,
+                self._first_step,
+                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+            )
+            return False
 
     @staticmethod
     def _segment_meta(files: list[Path]) -> list[tuple[str, str]]:
