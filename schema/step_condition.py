@@ -7,12 +7,15 @@ connection of its own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from .lockdown import connect_locked
+from .lockdown import connect_locked, connect_unlocked, lock
+from .member_views import create_enum_types, logical_select
 from .sql_files import query
 from .trace import Trace
 from .trace_error import TraceError
@@ -42,6 +45,31 @@ def condition_rows(trace: Trace, first: int, last: int) -> pa.Table:
     return trace.arrow(query(__package__, "condition_steps"), [first, last])
 
 
+STORED_SKIPPED = ("blocked_request_index",)
+"""Of the columns a step stores, those a stored-step condition does not read (the `steps`
+view joins this one to a request id)."""
+
+
+def stored_step_rows(files: Sequence[Path]) -> pa.Table:
+    """The `_steps` rows of a recording's Parquet files (a segment's, or its parts'), typed as
+    a reader types them, less `STORED_SKIPPED`; none but the columns when `files` is empty."""
+    con = connect_unlocked()
+    try:
+        create_enum_types(con)
+        listed = [str(path) for path in files]
+        have: set[str] = set()
+        if listed:
+            described = con.execute(query(__package__, "stored_step_columns"), [listed])
+            have = {row[0] for row in described.fetchall()}
+        lock(con, sorted({path.parent for path in files}))
+        source = "read_parquet($files)" if listed else None
+        steps = logical_select("_steps", have, source, cast=True)
+        rows = con.sql(steps, params={"files": listed} if listed else None).to_arrow_table()
+        return rows.drop_columns(list(STORED_SKIPPED))
+    finally:
+        con.close()
+
+
 class StepCondition:
     """A SQL condition over a step's columns, e.g. `num_free_blocks_after_schedule < 10`.
 
@@ -51,13 +79,18 @@ class StepCondition:
     A condition that does not bind is a TraceError when it is made.
     """
 
-    def __init__(self, condition: str) -> None:
+    def __init__(self, condition: str, columns: pa.Table | None = None) -> None:
+        """`columns`: rows (none needed) of other columns to read instead of `STEP_COLUMNS`,
+        such as `stored_step_rows`'."""
         self.condition = condition.strip()
         self._con = connect_locked()
         # The user's own condition, run where it can read nothing but the rows it is given.
         self._sql = f"SELECT min(step) FROM step_rows WHERE coalesce(({self.condition}), FALSE)"
         try:
-            self.holds(STEP_COLUMNS)
+            if columns is None:
+                self.holds(STEP_COLUMNS)
+            else:
+                self.first_step(columns.slice(0, 0))
         except BaseException:
             self._con.close()
             raise

@@ -240,7 +240,11 @@ FILE_QUERIES = frozenset(
 """Queries of a trace file's own storage, run on the file itself before (or beside) a reader."""
 
 RECORDING_QUERIES = frozenset(
-    {"schema/sql/recording_meta.sql", "schema/sql/recording_requests.sql"}
+    {
+        "schema/sql/recording_meta.sql",
+        "schema/sql/recording_requests.sql",
+        "schema/sql/stored_step_columns.sql",
+    }
 )
 """Queries of a recording folder's files, run on them before the views are made."""
 

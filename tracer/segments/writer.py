@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import duckdb
 import pyarrow as pa
+from stepscope.schema import TraceError
 from stepscope.schema.recording_layout import (
     CLOSING_SUFFIX,
     EXPIRED,
@@ -320,14 +320,14 @@ class SegmentWriter:
         steps = [part / table_file("_steps") for part in parts]
         try:
             return segment_matches(keep.condition, [path for path in steps if path.is_file()])
-        except duckdb.Error as error:  # it bound at the start, yet a value can fail (a cast)
+        except TraceError as error:  # it bound at the start, yet a value can fail (a cast)
             self._keep_failed = True
             logger.error(
                 "stepscope: the keep rule %r failed on the segment at step %d (%s); from here "
                 "on it keeps no segment, and recording goes on",
                 keep.condition,
                 self._first_step,
-                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+                error,
             )
             return False
 
