@@ -168,9 +168,10 @@ def _scheduled_rows(folder: Path) -> tuple[int, int]:
     return int(rows), sum(folder_bytes(segment.folders[0]) for segment in closed)
 
 
-def trend(samples: list[Sample], value: str) -> float:
-    """The least-squares line's rise over the samples from 10 % of the run on."""
-    kept = samples[len(samples) // 10 :]
+def trend(samples: list[Sample], value: str, *, from_first: bool = False) -> float:
+    """The least-squares line's rise over the samples from 10 % of the run on (all of them
+    with `from_first`)."""
+    kept = samples if from_first else samples[len(samples) // 10 :]
     if len(kept) < 2:
         return 0.0
     xs = [sample.at_s for sample in kept]
@@ -201,7 +202,10 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"{max((s.disk_bytes for s in deleting), default=0) / 1e6:.1f} MB |",
         f"| disk use: first deletion at | "
         f"{(deleting[0].at_s / 60 if deleting else float('nan')):.1f} min |",
-        f"| disk use trend from 10 % on | {trend(samples, 'disk_bytes') / 1e6:+.1f} MB |",
+        f"| disk use once retention deleted: smallest sample, trend | "
+        f"{min((s.disk_bytes for s in deleting), default=0) / 1e6:.1f} MB, "
+        f"{trend(deleting, 'disk_bytes', from_first=True) / 1e6:+.2f} MB over "
+        f"{(deleting[-1].at_s - deleting[0].at_s) / 60 if deleting else 0:.1f} min |",
         f"| engine RSS, min–max from 10 % on | {min(rss, default=0) / 1e6:.0f}–"
         f"{max(rss, default=0) / 1e6:.0f} MB |",
         f"| engine RSS trend from 10 % on | {trend(samples, 'rss_bytes') / 1e6:+.1f} MB |",

@@ -169,7 +169,7 @@ def prepare(scratch: Path) -> tuple[Path, dict[str, str]]:
     model = Path(os.environ.get("STEPSCOPE_TINY_MODEL", Path.home() / ".cache" / "stepscope-tiny"))
     subprocess.run(
         [str(PYTHON), "-m", "stepscope.tracer.vllm.drive.tiny_model", str(model)],
-        env=env, check=True, capture_output=True,
+        cwd=scratch, env=env, check=True, capture_output=True,  # not the checkout's stepscope/
     )  # fmt: skip
     return model, env
 
