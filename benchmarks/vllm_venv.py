@@ -22,12 +22,15 @@ def available() -> bool:
     return (VENV / "bin" / "python").exists()
 
 
-def run_worker(script: str, payload: Any, *args: str) -> Any:
-    """Run `benchmarks/<script> PAYLOAD.json ARGS... SCRATCH`; returns its last line as JSON."""
+def run_worker(script: str, payload: Any, *args: str, source: Path = REPO) -> Any:
+    """Run `benchmarks/<script> PAYLOAD.json ARGS... SCRATCH`; returns its last line as JSON.
+
+    `source`: the stepscope checkout the worker imports (this one unless told otherwise).
+    """
     python = VENV / "bin" / "python"
     with tempfile.TemporaryDirectory() as scratch:
         site = Path(scratch) / "site"
-        install_site(python, REPO, site)
+        install_site(python, source, site)
         payload_path = Path(scratch) / "payload.json"
         payload_path.write_text(json.dumps(payload))
         result = subprocess.run(

@@ -62,6 +62,38 @@ def _decode_case(
     }
 
 
+def serve_case(num_requests: int = 200, seed: int = 0) -> dict[str, Any]:
+    """`vllm_serve_overhead.py`'s load without a server: prompts of a 64-token shared prefix
+    and 96 random tokens, 64 output tokens each, all arriving at once, into its server's
+    settings (block size 32, 96 blocks, budget 256, 32 sequences): a full KV pool, so
+    admissions are refused and running requests preempted."""
+    rng = random.Random(seed)
+    prefix = [rng.randint(3, 1000) for _ in range(64)]
+    requests = [
+        {
+            "id": f"s{i}",
+            "arrival_step": 0,
+            "prompt_token_ids": prefix + [rng.randint(3, 1000) for _ in range(96)],
+            "max_tokens": 64,
+        }
+        for i in range(num_requests)
+    ]
+    config = {
+        "block_size": 32,
+        "num_blocks": 96,
+        "max_num_batched_tokens": 256,
+        "max_num_seqs": 32,
+        "max_model_len": 1024,
+        "enable_prefix_caching": True,
+    }
+    return {
+        "name": f"serve {num_requests} reqs",
+        "workload": {"config": config, "requests": requests},
+        "measure_from": 0,
+        "num_steps": 100_000,
+    }
+
+
 def lora_mixed_case(num_requests: int, max_loras: int, num_adapters: int) -> dict[str, Any]:
     """The mixed case with LoRA: request i uses adapter `i % num_adapters + 1`, at most
     `max_loras` of them run at once (the rest wait at the LoRA gate)."""
