@@ -164,6 +164,14 @@ class EngineConfig:
         return self.use_eagle and self.num_hash_lookahead_tokens == 0
 
     @property
+    def keeps_prefill_cadence(self) -> bool:
+        """Whether the scheduler keeps the prefill cadence's counters (the knob set, 0.33)."""
+        return (
+            self.prefill_schedule_interval is not None
+            and self.vllm_rules.applies_prefill_interval_locally
+        )
+
+    @property
     def local_prefill_interval(self) -> int:
         """The prefill cadence this single-engine scheduler applies itself (1: none)."""
         interval = self.prefill_schedule_interval

@@ -62,10 +62,7 @@ class SchedulerState:
         """Input slots each scheduled request takes for drafting (vLLM's `draft_slots`)."""
         self.num_prefill_lookahead = config.num_prefill_lookahead_tokens
         self.prefill_cadence = (
-            PrefillCadence(config.local_prefill_interval)
-            if config.prefill_schedule_interval is not None
-            and config.vllm_rules.applies_prefill_interval_locally
-            else None
+            PrefillCadence(config.local_prefill_interval) if config.keeps_prefill_cadence else None
         )
         """vLLM 0.33's prefill cadence counters, kept when `prefill_schedule_interval` is set."""
         self.deferred_waiting: set[str] = set()
