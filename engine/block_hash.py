@@ -48,17 +48,24 @@ def hash_block_tokens(
 
 
 class ChainedBlockHasher:
-    """Returns the hashes of a request's newly full blocks, each chained to its parent's."""
+    """Returns the hashes of a request's newly full blocks, each chained to its parent's.
 
-    __slots__ = ("block_size",)
+    With `num_hash_lookahead_tokens` L, each hash also covers the L tokens after its block
+    (an EAGLE-style drafter's KV at the block's last position depends on them), so a block
+    is hashed only once they exist.
+    """
 
-    def __init__(self, block_size: int) -> None:
+    __slots__ = ("block_size", "num_hash_lookahead_tokens")
+
+    def __init__(self, block_size: int, num_hash_lookahead_tokens: int = 0) -> None:
         self.block_size = block_size
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
 
     def __call__(self, request: Request) -> list[BlockHash]:
         block_size = self.block_size
+        lookahead = self.num_hash_lookahead_tokens
         start = len(request.block_hashes) * block_size
-        num_tokens = request.num_tokens
+        num_tokens = request.num_tokens - lookahead
         if start + block_size > num_tokens:
             return []
         parent = request.block_hashes[-1] if request.block_hashes else NONE_HASH
@@ -66,9 +73,10 @@ class ChainedBlockHasher:
         extra_key = lora_hash_key(request.lora_request)
         new_hashes = []
         while start + block_size <= num_tokens:
-            parent = hash_block_tokens(parent, tokens[start : start + block_size], extra_key)
+            end = start + block_size
+            parent = hash_block_tokens(parent, tokens[start : end + lookahead], extra_key)
             new_hashes.append(parent)
-            start += block_size
+            start = end
         return new_hashes
 
 
@@ -115,28 +123,39 @@ def vllm_extra_keys(lora_request: LoRARequest | None) -> tuple[Any, ...] | None:
 
 
 class VllmBlockHasher:
-    """vLLM's `request_block_hasher` (no hash lookahead: that is EAGLE's), under `none_hash`."""
+    """vLLM's `request_block_hasher`, under `none_hash`, with its hash lookahead."""
 
-    __slots__ = ("block_size", "hash_function", "none_hash")
+    __slots__ = ("block_size", "hash_function", "none_hash", "num_hash_lookahead_tokens")
 
-    def __init__(self, block_size: int, hash_function: HashFunction, none_hash: BlockHash) -> None:
+    def __init__(
+        self,
+        block_size: int,
+        hash_function: HashFunction,
+        none_hash: BlockHash,
+        num_hash_lookahead_tokens: int = 0,
+    ) -> None:
         self.block_size = block_size
         self.hash_function = hash_function
         self.none_hash = none_hash
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
 
     def __call__(self, request: Request) -> list[BlockHash]:
         block_size = self.block_size
+        lookahead = self.num_hash_lookahead_tokens
         start = len(request.block_hashes) * block_size
-        num_tokens = request.num_tokens
+        num_tokens = request.num_tokens - lookahead
         parent = request.block_hashes[-1] if request.block_hashes else self.none_hash
         tokens = request.all_token_ids
         extra_keys = vllm_extra_keys(request.lora_request)
         new_hashes = []
         while start + block_size <= num_tokens:
-            block = tokens[start : start + block_size]
-            parent = vllm_hash_block_tokens(self.hash_function, parent, block, extra_keys)
+            end = start + block_size
+            keys = extra_keys
+            if lookahead:
+                keys = (extra_keys, *tokens[end : end + lookahead])
+            parent = vllm_hash_block_tokens(self.hash_function, parent, tokens[start:end], keys)
             new_hashes.append(parent)
-            start += block_size
+            start = end
         return new_hashes
 
 
@@ -146,7 +165,10 @@ def is_reproducible(block_hasher: str) -> bool:
 
 
 def make_block_hasher(
-    block_size: int, block_hasher: str = STEPSCOPE_HASHER, none_hash: BlockHash | None = None
+    block_size: int,
+    block_hasher: str = STEPSCOPE_HASHER,
+    none_hash: BlockHash | None = None,
+    num_hash_lookahead_tokens: int = 0,
 ) -> BlockHasher:
     """A hasher that returns the hashes of a request's newly full blocks.
 
@@ -154,6 +176,6 @@ def make_block_hasher(
     """
     hash_function = _HASH_FUNCTIONS.get(block_hasher)
     if hash_function is None:
-        return ChainedBlockHasher(block_size)
+        return ChainedBlockHasher(block_size, num_hash_lookahead_tokens)
     assert none_hash is not None, f"{block_hasher} chains from vLLM's NONE_HASH"
-    return VllmBlockHasher(block_size, hash_function, none_hash)
+    return VllmBlockHasher(block_size, hash_function, none_hash, num_hash_lookahead_tokens)

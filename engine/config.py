@@ -27,16 +27,17 @@ class SchedulingPolicy(enum.StrEnum):
 
 _REQUIRED = ("block_size", "num_blocks", "max_num_batched_tokens", "max_num_seqs")
 
-_UNSUPPORTED = {
-    "prefill_schedule_interval": 1,
-}
-
 HASHING_KNOBS = ("block_hasher", "none_hash")
 """Knobs that decide nothing: each hasher gives equal hashes to the same prefixes, so the
 same prefix-cache hits (a checkpoint's hashes depend on them: `restore.SHAPING_KNOBS`)."""
 
-SPECULATIVE_METHODS = ("ngram", "draft_model")
+EAGLE_METHODS = ("eagle", "eagle3", "mtp")
+"""Drafters that read the target's hidden states (vLLM's `use_eagle()`), as the scheduler
+sees them: no draft slot, k lookahead slots, a prefill lookahead and lookahead hashes."""
+SPECULATIVE_METHODS = ("ngram", "draft_model", *EAGLE_METHODS)
 """The speculative-decoding methods whose scheduling the engine models."""
+SPEC_ONLY_KNOBS = ("mtp_num_modules", "parallel_drafting", "disable_lookahead_block_hashes")
+"""Speculative-config knobs beyond the method and `num_speculative_tokens`."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,7 +69,17 @@ class EngineConfig:
     num_speculative_tokens: int = 0
     """Drafts verified per decode step (vLLM's `SpeculativeConfig`); 0 turns spec decoding off."""
     speculative_method: str | None = None
-    """How drafts are proposed: `ngram` or `draft_model` (None when spec decoding is off)."""
+    """How drafts are proposed: `ngram`, `draft_model`, `eagle`, `eagle3` or `mtp` (None when
+    spec decoding is off)."""
+    mtp_num_modules: int | None = None
+    """MTP modules of an `mtp` drafter (its `num_nextn_predict_layers`); None: 1."""
+    parallel_drafting: bool = False
+    """All drafts in one forward pass (P-EAGLE, or PARD with `draft_model`)."""
+    disable_lookahead_block_hashes: bool = False
+    """EAGLE-style drafters keep plain block hashes and drop the last matched block (0.33)."""
+    prefill_schedule_interval: int | None = None
+    """Prefill only once every N executed steps while a decode runs (vLLM's
+    `SchedulerConfig`); None: not set (1)."""
     max_loras: int | None = None
     """LoRA adapters that may run at once (vLLM's `LoRAConfig.max_loras`); None: LoRA off."""
     block_hasher: str = STEPSCOPE_HASHER
@@ -105,16 +116,68 @@ class EngineConfig:
         return self.max_num_active_seqs
 
     @property
+    def use_eagle(self) -> bool:
+        """Whether the drafter reads the target's hidden states (EAGLE, EAGLE-3, MTP)."""
+        return self.speculative_method in EAGLE_METHODS
+
+    @property
     def num_lookahead_tokens(self) -> int:
-        """KV slots past the scheduled tokens that the drafter writes (draft_model: k)."""
-        if self.speculative_method == "draft_model":
+        """KV slots past the scheduled tokens that the drafter writes (draft_model, EAGLE: k)."""
+        if self.speculative_method == "draft_model" or self.use_eagle:
             return self.num_speculative_tokens
         return 0
 
     @property
     def max_num_new_slots_for_drafting(self) -> int:
-        """Input slots each scheduled request takes beyond its tokens (draft_model: 1)."""
+        """Input slots each scheduled request takes beyond its tokens (draft_model: 1;
+        parallel drafting: k - 1, PARD's k)."""
+        if self.parallel_drafting:
+            k = self.num_speculative_tokens
+            return k if self.speculative_method == "draft_model" else k - 1
         return 1 if self.speculative_method == "draft_model" else 0
+
+    @property
+    def num_prefill_lookahead_tokens(self) -> int:
+        """Prompt tokens past a chunk that an EAGLE-style drafter reads: 1, multi-module MTP's k."""
+        if not self.use_eagle:
+            return 0
+        num_modules = self.mtp_num_modules or 1
+        if self.speculative_method == "mtp" and min(num_modules, self.num_speculative_tokens) > 1:
+            return self.num_speculative_tokens
+        return 1
+
+    @property
+    def num_hash_lookahead_tokens(self) -> int:
+        """Tokens after each block that its hash covers (0: plain hashes)."""
+        if (
+            not self.use_eagle
+            or self.disable_lookahead_block_hashes
+            or not self.enable_prefix_caching
+            or not self.vllm_rules.has_lookahead_block_hashes
+        ):
+            return 0
+        return self.num_prefill_lookahead_tokens
+
+    @property
+    def use_eagle_block_drop(self) -> bool:
+        """Whether a prefix hit drops its last matched block (EAGLE-style, plain hashes)."""
+        return self.use_eagle and self.num_hash_lookahead_tokens == 0
+
+    @property
+    def keeps_prefill_cadence(self) -> bool:
+        """Whether the scheduler keeps the prefill cadence's counters (the knob set, 0.33)."""
+        return (
+            self.prefill_schedule_interval is not None
+            and self.vllm_rules.applies_prefill_interval_locally
+        )
+
+    @property
+    def local_prefill_interval(self) -> int:
+        """The prefill cadence this single-engine scheduler applies itself (1: none)."""
+        interval = self.prefill_schedule_interval
+        if interval is None or not self.vllm_rules.applies_prefill_interval_locally:
+            return 1
+        return interval
 
     @property
     def watermark_blocks(self) -> int:
@@ -124,9 +187,6 @@ class EngineConfig:
     def from_dict(cls, raw: Mapping[str, Any]) -> EngineConfig:
         """Build and validate a config from workload JSON; unknown keys are errors."""
         values = dict(raw)
-        for key, default in _UNSUPPORTED.items():
-            if key in values and values.pop(key) != default:
-                raise ConfigError(key, f"only {default!r} is supported")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -162,7 +222,13 @@ class EngineConfig:
         _in_range("num_blocks", self.num_blocks, 2)
         _in_range("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
         _in_range("num_speculative_tokens", self.num_speculative_tokens, 0)
-        for key in ("max_num_scheduled_tokens", "max_num_active_seqs", "max_loras"):
+        for key in (
+            "max_num_scheduled_tokens",
+            "max_num_active_seqs",
+            "max_loras",
+            "mtp_num_modules",
+            "prefill_schedule_interval",
+        ):
             value = getattr(self, key)
             if value is not None:
                 _in_range(key, value, 1)
@@ -202,13 +268,34 @@ class EngineConfig:
         if self.num_speculative_tokens == 0:
             if method is not None:
                 raise ConfigError("speculative_method", "needs num_speculative_tokens >= 1")
+            for knob in SPEC_ONLY_KNOBS:
+                if getattr(self, knob) not in (None, False):
+                    raise ConfigError(knob, "needs num_speculative_tokens >= 1")
             return
         _check_method(method)
+        self._validate_eagle()
         if self.async_scheduling and method == "ngram":
             raise ConfigError(
                 "speculative_method",
                 "ngram is not supported with async_scheduling (vLLM's V1 model runner"
                 " refuses it); use draft_model",
+            )
+
+    def _validate_eagle(self) -> None:
+        """vLLM's checks of the EAGLE-style knobs."""
+        if self.mtp_num_modules is not None and self.speculative_method != "mtp":
+            raise ConfigError("mtp_num_modules", "needs speculative_method mtp")
+        if self.disable_lookahead_block_hashes and not self.vllm_rules.has_lookahead_block_hashes:
+            raise ConfigError(
+                "disable_lookahead_block_hashes",
+                f"vLLM {self.vllm_version} has no lookahead block hashes to disable",
+            )
+        num_prefill_lookahead = self.num_prefill_lookahead_tokens
+        if self.enable_prefix_caching and self.block_size < num_prefill_lookahead:
+            raise ConfigError(
+                "block_size",
+                f"multi-module MTP with prefix caching needs block_size >= "
+                f"num_speculative_tokens ({num_prefill_lookahead}), got {self.block_size}",
             )
 
     def _validate_block_hasher(self) -> None:
@@ -271,6 +358,8 @@ _FIELD_TYPES: dict[str, type] = {
     "async_scheduling": bool,
     "vllm_version": str,
     "speculative_method": str,
+    "parallel_drafting": bool,
+    "disable_lookahead_block_hashes": bool,
     "block_hasher": str,
     "none_hash": str,
 }

@@ -55,8 +55,14 @@ class KVCacheManager:
         *,
         enable_caching: bool,
         watermark_blocks: int = 0,
+        use_eagle: bool = False,
+        num_reprefillable_tokens: int = 0,
     ) -> None:
         self.block_size = block_size
+        self.use_eagle = use_eagle
+        """EAGLE-style drafter with plain hashes: a prefix hit drops its last matched block."""
+        self.num_reprefillable_tokens = num_reprefillable_tokens
+        """The last computed tokens a multi-module MTP drafter may re-prefill: never cached."""
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
         self.watermark_blocks = watermark_blocks
@@ -88,6 +94,8 @@ class KVCacheManager:
             if block is None:
                 break
             hit_blocks.append(block)
+        if self.use_eagle and hit_blocks:
+            hit_blocks.pop()
         return hit_blocks, len(hit_blocks) * self.block_size
 
     def allocate_slots(
@@ -213,6 +221,7 @@ class KVCacheManager:
         request_id = request.request_id
         num_cached_blocks = self.num_cached_block.get(request_id, 0)
         num_hashed_tokens = len(request.block_hashes) * self.block_size
+        num_tokens -= self.num_reprefillable_tokens
         num_full_blocks = min(num_tokens, num_hashed_tokens) // self.block_size
         if num_cached_blocks >= num_full_blocks:
             return

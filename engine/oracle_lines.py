@@ -52,6 +52,7 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
     spec = bool(loop.workload.config.num_speculative_tokens)
     line = _head(record.step, record.arrived, record.aborted)
     line.update(_schedule_fields(engine_step, loop.request_index, spec=spec))
+    line.update(_cadence_fields(loop))
     line.update(_update_fields(engine_step, spec=spec))
     line.update(_state_fields(loop))
     if spec:
@@ -72,6 +73,7 @@ def call_line(call: BatchQueueCall, loop: EngineLoop) -> dict[str, Any]:
     line["scheduled"] = call.scheduled is not None
     if call.scheduled is not None:
         line.update(_schedule_fields(call.scheduled, loop.request_index, spec=spec))
+        line.update(_cadence_fields(loop))
     line["update_step"] = call.update_step
     if call.processed is None:
         line.update(sampled={}, finished_this_step=[])
@@ -136,6 +138,13 @@ def _schedule_fields(
     if spec:
         fields.update(schedule_spec_fields(output))
     return fields
+
+
+def _cadence_fields(loop: EngineLoop) -> dict[str, Any]:
+    """The prefill cadence's counters after `schedule()`, when `prefill_schedule_interval`
+    is set and this version's scheduler keeps them (an update never changes them)."""
+    cadence = loop.core.scheduler.prefill_cadence
+    return {} if cadence is None else {"prefill_cadence": cadence.fields()}
 
 
 def _update_fields(engine_step: EngineStep, *, spec: bool) -> dict[str, Any]:

@@ -93,8 +93,9 @@ class WaitingSkipReason(enum.StrEnum):
     WAITING_FOR_STREAMING_REQ = "waiting_for_streaming_req"
     """A streaming-input session waiting for its next chunk (recorded vLLM only)."""
     CANNOT_SCHEDULE = "cannot_schedule"
-    """Requeued by vLLM for a cause it does not show: a KV connector or encoder transfer
-    not yet settled, or no tokens left after the prefill lookahead (recorded vLLM only)."""
+    """Requeued for a cause vLLM does not show: no tokens left after the prefill lookahead
+    (multi-module MTP), or a KV connector or encoder transfer not yet settled (recorded
+    vLLM only)."""
 
 
 @dataclass(frozen=True, slots=True)

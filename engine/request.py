@@ -65,6 +65,8 @@ class BlockHasher(Protocol):
     """Hashes a request's newly full blocks (vLLM's `request_block_hasher`)."""
 
     block_size: int
+    num_hash_lookahead_tokens: int
+    """Tokens after each block that its hash covers (a block is hashed once they exist)."""
 
     def __call__(self, request: Request) -> list[bytes]: ...
 
@@ -186,7 +188,9 @@ class Request:
         block_hasher = self._block_hasher
         if block_hasher is not None:
             self.block_hashes.extend(block_hasher(self))
-            self._num_tokens_next_block = (len(self.block_hashes) + 1) * block_hasher.block_size
+            self._num_tokens_next_block = (
+                len(self.block_hashes) + 1
+            ) * block_hasher.block_size + block_hasher.num_hash_lookahead_tokens
 
     def __lt__(self, other: Request) -> bool:
         """The waiting heap's order: priority, then arrival time, then request id.

@@ -62,6 +62,16 @@ def check_hashes_computable(config: EngineConfig) -> None:
         )
 
 
+def check_restorable(config: EngineConfig) -> None:
+    """Whether a checkpoint taken under `config` holds the whole state a run needs."""
+    check_hashes_computable(config)
+    if config.keeps_prefill_cadence:
+        raise CheckpointError(
+            "prefill_schedule_interval: checkpoints do not hold the prefill cadence's "
+            "counters, so this trace's checkpoints cannot be restored; replay from step 0"
+        )
+
+
 def restore_core(
     core: EngineCore[Any],
     checkpoint: SchedulerCheckpoint,

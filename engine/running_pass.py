@@ -33,12 +33,22 @@ class RunningPass(SchedulerState):
         decisions = None if self.probe is None else self.probe.decisions
         draft_slots = plan.draft_slots
         drafting = self.num_spec_tokens > 0
+        tracks_prefill = self.prefill_cadence is not None
+        defer_prefills = plan.defer_prefills
+        reserves_prefill_lookahead = self.num_prefill_lookahead > 1
         req_index = 0
         while req_index < len(running):
             if plan.token_budget <= 0 or plan.input_budget <= draft_slots:
                 return RunningPassEnd.BUDGET
             request = running[req_index]
+            if defer_prefills and request.is_prefill_chunk:
+                req_index += 1
+                continue
             num_new_tokens = self._num_new_tokens_running(request, plan)
+            if reserves_prefill_lookahead:
+                num_new_tokens = self._reserve_prefill_lookahead(
+                    request, request.num_computed_tokens, num_new_tokens
+                )
             if num_new_tokens <= 0:
                 req_index += 1
                 continue
@@ -61,6 +71,8 @@ class RunningPass(SchedulerState):
             req_index += 1
             if drafting:
                 schedule_drafts(request, num_new_tokens, plan)
+            elif tracks_prefill:
+                plan.prefill_scheduled |= request.is_prefill_chunk
         return RunningPassEnd.ALL_VISITED
 
     def _self_preemption_continues(self) -> bool:

@@ -63,14 +63,24 @@ class Scheduler(RunningPass, WaitingPass, OutputUpdate):
             long_prefill_token_threshold=self._long_prefill_token_threshold(),
             draft_slots=self.draft_slots,
         )
+        cadence = self.prefill_cadence
+        if cadence is not None:
+            plan.defer_prefills = cadence.defer_prefills(self.running)
         if self.probe is not None:
             self.probe.on_schedule_start(self._schedule_start(plan))
         plan.running_pass_end = self._schedule_running(plan)
         if self._may_admit(plan):
             plan.admission_stop = self._schedule_waiting(plan)
+            if cadence is not None and not plan.defer_prefills:
+                cadence.after_waiting_pass(len(self.waiting), len(self.deferred_waiting))
         else:
             plan.admission_stop = AdmissionStop.PREEMPTED_THIS_STEP
         output = self._make_output(plan)
+        if cadence is not None:
+            cadence.after_schedule(
+                output.total_num_scheduled_tokens,
+                carried_prefill=plan.prefill_scheduled or plan.prefill_admitted,
+            )
         self._update_after_schedule(output)
         end = ScheduleEnd(
             plan.running_pass_end,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from .block_hash import make_block_hasher
 from .config import EngineConfig
 from .kv_cache_manager import KVCacheManager
+from .prefill_cadence import PrefillCadence
 from .request import BlockHasher, Request, RequestStatus
 from .request_queue import create_request_queue
 
@@ -36,9 +37,16 @@ class SchedulerState:
             max_model_len=config.max_model_len,
             enable_caching=config.enable_prefix_caching,
             watermark_blocks=config.watermark_blocks,
+            use_eagle=config.use_eagle_block_drop,
+            num_reprefillable_tokens=max(0, config.num_prefill_lookahead_tokens - 1),
         )
         self.block_hasher: BlockHasher | None = (
-            make_block_hasher(config.block_size, config.block_hasher, config.none_hash_bytes)
+            make_block_hasher(
+                config.block_size,
+                config.block_hasher,
+                config.none_hash_bytes,
+                config.num_hash_lookahead_tokens,
+            )
             if config.enable_prefix_caching
             else None
         )
@@ -52,12 +60,21 @@ class SchedulerState:
         self.num_lookahead_tokens = config.num_lookahead_tokens
         self.draft_slots = config.max_num_new_slots_for_drafting
         """Input slots each scheduled request takes for drafting (vLLM's `draft_slots`)."""
+        self.num_prefill_lookahead = config.num_prefill_lookahead_tokens
+        self.prefill_cadence = (
+            PrefillCadence(config.local_prefill_interval) if config.keeps_prefill_cadence else None
+        )
+        """vLLM 0.33's prefill cadence counters, kept when `prefill_schedule_interval` is set."""
+        self.deferred_waiting: set[str] = set()
+        """Waiting requests that were passed over (or wait for a grammar), until admitted."""
 
     def add_request(self, request: Request) -> None:
         if request.request_id in self.requests:
             raise ValueError(f"duplicate request id {request.request_id!r}")
         self.waiting.add_request(request)
         self.requests[request.request_id] = request
+        if request.status == RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
+            self.deferred_waiting.add(request.request_id)
 
     def finish_requests(
         self, request_ids: str | Iterable[str], finished_status: RequestStatus
@@ -81,6 +98,7 @@ class SchedulerState:
         waiting = [r for r in finished if r.status != RequestStatus.RUNNING]
         if waiting:
             self.waiting.remove_requests(waiting)
+            self.deferred_waiting.difference_update(r.request_id for r in waiting)
         for request in finished:
             request.status = finished_status
             self._free_request(request)
@@ -90,6 +108,19 @@ class SchedulerState:
         self.finished_req_ids.add(request.request_id)
         self.kv_cache_manager.free(request)
         del self.requests[request.request_id]
+
+    def _reserve_prefill_lookahead(
+        self, request: Request, num_computed_tokens: int, num_new_tokens: int
+    ) -> int:
+        """Never end a prefill chunk within `num_prefill_lookahead` tokens of the prompt end.
+
+        A multi-module MTP drafter reads that many known tokens past a chunk, so a chunk
+        either finishes the prompt or leaves at least that many for the next one.
+        """
+        remaining = request.num_tokens - num_computed_tokens - num_new_tokens
+        if 0 < remaining < self.num_prefill_lookahead:
+            num_new_tokens -= self.num_prefill_lookahead - remaining
+        return max(num_new_tokens, 0)
 
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting)."""

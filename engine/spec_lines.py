@@ -71,7 +71,15 @@ def spec_config_fields(config: EngineConfig) -> dict[str, Any]:
     """What the oracle's `effective_config` adds with spec decoding on."""
     if not config.num_speculative_tokens:
         return {}
-    return {
+    fields: dict[str, Any] = {
         "max_num_new_slots_for_drafting": config.max_num_new_slots_for_drafting,
         "num_lookahead_tokens": config.num_lookahead_tokens,
     }
+    if config.use_eagle or config.parallel_drafting or config.mtp_num_modules is not None:
+        fields.update(
+            parallel_drafting=config.parallel_drafting,
+            num_prefill_lookahead_tokens=config.num_prefill_lookahead_tokens,
+            num_hash_lookahead_tokens=config.num_hash_lookahead_tokens,
+            use_eagle_block_drop=config.use_eagle_block_drop,
+        )
+    return fields

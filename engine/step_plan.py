@@ -37,6 +37,8 @@ class AdmissionStop(enum.StrEnum):
     PREEMPTED_THIS_STEP = "preempted_this_step"
     CHUNKING_OFF = "chunking_off"
     """Chunked prefill is off and the head's prompt exceeds the budget left."""
+    PREFILL_HELD = "prefill_held"
+    """The head has prompt left and this step holds prefill (`prefill_schedule_interval`)."""
 
 
 REFUSAL_STOP = {
@@ -69,6 +71,10 @@ class StepPlan:
     scheduled_spec_decode_tokens: dict[str, tuple[int, ...]] = field(default_factory=dict)
     prefill_scheduled: bool = False
     """A running request scheduled this step is still prefilling (no draft padding then)."""
+    prefill_admitted: bool = False
+    """An admission this step had prompt left to compute (the prefill cadence's stamp)."""
+    defer_prefills: bool = False
+    """This step holds prefill: running chunks are skipped, admissions with prompt left wait."""
 
     def take(self, request: Request, num_new_tokens: int, blocks: Sequence[KVCacheBlock]) -> None:
         request_id = request.request_id

@@ -32,6 +32,12 @@ class VllmRules:
     lora_gate_counts_unscheduled_running: bool
     """The `max_loras` gate counts the adapters of every running request (0.33), or only
     of the running requests scheduled this step (0.32's `scheduled_running_reqs`)."""
+    applies_prefill_interval_locally: bool
+    """`prefill_schedule_interval` holds prefill in an engine without data parallelism
+    (0.33's local cadence); 0.32 applies it only in a data-parallel MoE engine core."""
+    has_lookahead_block_hashes: bool
+    """EAGLE-style drafters with prefix caching hash each block together with the next
+    prefill-lookahead tokens instead of dropping the last matched block (0.33)."""
 
 
 VLLM_0_33 = VllmRules(
@@ -39,12 +45,16 @@ VLLM_0_33 = VllmRules(
     self_preemption_continues=True,
     caches_drafted_blocks_at_update=True,
     lora_gate_counts_unscheduled_running=True,
+    applies_prefill_interval_locally=True,
+    has_lookahead_block_hashes=True,
 )
 VLLM_0_32 = VllmRules(
     version_line="0.32.x",
     self_preemption_continues=False,
     caches_drafted_blocks_at_update=False,
     lora_gate_counts_unscheduled_running=False,
+    applies_prefill_interval_locally=False,
+    has_lookahead_block_hashes=False,
 )
 
 _VERSIONS: tuple[tuple[re.Pattern[str], VllmRules], ...] = (

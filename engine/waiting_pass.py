@@ -60,16 +60,24 @@ class WaitingPass(SchedulerState):
             request = waiting.peek_request()
             reason = self._skip_reason(request, scheduled_loras)
             if reason is not None:
-                skipped.appendleft(waiting.pop_request())
-                if self.probe is not None:
-                    self.probe.decisions.append(WaitingSkip(request.request_id, reason))
+                self._skip(request, reason, skipped)
                 continue
             stop = self._try_admit(request, plan)
+            if isinstance(stop, WaitingSkipReason):
+                self._skip(request, stop, skipped)
+                continue
             if stop is not None:
                 return stop
             if scheduled_loras is not None and request.lora_request is not None:
                 scheduled_loras.add(request.lora_request.lora_int_id)
         return AdmissionStop.BUDGET
+
+    def _skip(self, request: Request, reason: WaitingSkipReason, skipped: deque[Request]) -> None:
+        """Pass the head over for this step; it stays deferred until admitted."""
+        skipped.appendleft(self.waiting.pop_request())
+        self.deferred_waiting.add(request.request_id)
+        if self.probe is not None:
+            self.probe.decisions.append(WaitingSkip(request.request_id, reason))
 
     def _skip_reason(
         self, request: Request, scheduled_loras: set[int] | None
@@ -87,9 +95,14 @@ class WaitingPass(SchedulerState):
                 return WaitingSkipReason.MAX_LORAS
         return None
 
-    def _try_admit(self, request: Request, plan: StepPlan) -> AdmissionStop | None:
-        """Admit the head of the queue, or say why it cannot be admitted this step."""
+    def _try_admit(
+        self, request: Request, plan: StepPlan
+    ) -> AdmissionStop | WaitingSkipReason | None:
+        """Admit the head of the queue, or say why it stops admission or is passed over."""
         hit_blocks, num_computed_tokens = self.kv_cache_manager.get_computed_blocks(request)
+        if plan.defer_prefills and num_computed_tokens < request.num_tokens - 1:
+            plan.blocked_request_id = request.request_id
+            return AdmissionStop.PREFILL_HELD
         request_token_budget = min(plan.token_budget, plan.input_budget - plan.draft_slots)
         num_new_tokens = request.num_tokens - num_computed_tokens
         pad_spec_decode_to = 0
@@ -112,6 +125,12 @@ class WaitingPass(SchedulerState):
             plan.blocked_request_id = request.request_id
             return AdmissionStop.CHUNKING_OFF
         num_new_tokens = min(num_new_tokens, request_token_budget)
+        if self.num_prefill_lookahead > 1:
+            num_new_tokens = self._reserve_prefill_lookahead(
+                request, num_computed_tokens, num_new_tokens
+            )
+            if num_new_tokens == 0:
+                return WaitingSkipReason.CANNOT_SCHEDULE
         result = self._allocate_for_admission(request, num_new_tokens, hit_blocks)
         if isinstance(result, AllocationRefusal):
             plan.blocked_request_id = request.request_id
@@ -122,6 +141,7 @@ class WaitingPass(SchedulerState):
             )
             plan.prefix_cache_hits += num_computed_tokens
         self._admit(request, num_new_tokens, num_computed_tokens, plan)
+        plan.prefill_admitted |= num_computed_tokens < request.num_tokens - 1
         if pad_spec_decode_to > 1 and num_new_tokens == pad_spec_decode_to:
             plan.scheduled_spec_decode_tokens[request.request_id] = (-1,) * self.num_spec_tokens
         return None
@@ -162,6 +182,8 @@ class WaitingPass(SchedulerState):
         self, request: Request, num_new_tokens: int, num_computed_tokens: int, plan: StepPlan
     ) -> None:
         self.waiting.pop_request()
+        if self.deferred_waiting:
+            self.deferred_waiting.discard(request.request_id)
         self.running.append(request)
         if request.status == RequestStatus.WAITING:
             plan.scheduled_new.append(request)

@@ -15,7 +15,7 @@ CREATE TYPE refusal_check AS ENUM ('full_sequence', 'slots');
 CREATE TYPE running_pass_end AS ENUM ('all_visited', 'budget', 'self_preempted');
 CREATE TYPE admission_stop AS ENUM (
     'no_waiting', 'budget', 'max_num_seqs', 'kv_full', 'kv_full_sequence',
-    'preempted_this_step', 'chunking_off'
+    'preempted_this_step', 'chunking_off', 'prefill_held'
 );
 CREATE TYPE scheduling_policy AS ENUM ('fcfs', 'priority');
 CREATE TYPE event_kind AS ENUM (
@@ -61,7 +61,11 @@ CREATE TABLE _config (
     async_scheduling BOOLEAN,  -- AsyncScheduler with a batch queue: a step is scheduled before the previous one's output
     vllm_version VARCHAR,  -- vLLM version whose rules decide where versions differ (0.32.x or 0.33.0)
     num_speculative_tokens INTEGER,  -- drafts verified per decode step (0: speculative decoding off)
-    speculative_method VARCHAR,  -- how drafts are proposed: ngram or draft_model (NULL: off)
+    speculative_method VARCHAR,  -- how drafts are proposed: ngram, draft_model, eagle, eagle3 or mtp (NULL: off)
+    mtp_num_modules INTEGER,  -- MTP modules of an mtp drafter (NULL: 1)
+    parallel_drafting BOOLEAN,  -- all drafts in one pass (P-EAGLE: k - 1 draft slots; PARD: k) (NULL: off)
+    disable_lookahead_block_hashes BOOLEAN,  -- EAGLE-style drafters keep plain hashes and drop the last hit block (NULL: off)
+    prefill_schedule_interval INTEGER,  -- prefill only once every N executed steps while a decode runs (NULL: not set, 1)
     max_loras INTEGER,  -- LoRA adapters that may run at once (NULL: LoRA off)
     block_hasher VARCHAR,  -- how full blocks are hashed: stepscope, or vllm-<prefix_caching_hash_algo> (NULL: stepscope)
     none_hash VARCHAR  -- vLLM's NONE_HASH in hex, the parent hash of every first block (NULL: stepscope's own)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -28,9 +28,12 @@ SCHEMA_VERSION = 8
 8: `_steps.ended_at_ns`, the wall clock when each step ended (`snapshot --last 10m`, the
    TUI's clock); NULL in an older trace. A recording can also be a folder of segments
    (`recording_layout.py`), each of whose Parquet files holds tables of this version.
+9: EAGLE-style drafters and the prefill cadence: `_config.mtp_num_modules`,
+   `parallel_drafting`, `disable_lookahead_block_hashes`, `prefill_schedule_interval`, and
+   the `admission_stop` `prefill_held`. In an older trace they read as NULL (off).
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, SCHEMA_VERSION})
 
 TABLES_ADDED = {
     "_spec_decode": 4,

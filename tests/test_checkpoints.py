@@ -25,7 +25,7 @@ from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact, verify_checkpoint
 from stepscope.replay.from_step import StepWindow
-from stepscope.replay.inputs import workload_from_trace
+from stepscope.replay.inputs import recorded_config, workload_from_trace
 from stepscope.replay.trace_runner import whatif_model_runner
 from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
@@ -128,7 +128,12 @@ def test_a_replay_from_a_checkpoint_and_from_the_step_after_it_is_exact(
     trace_path = _recorded(case, tmp_path)
     with open_trace(trace_path) as trace:
         steps, num_steps = checkpoint_steps(trace), trace.num_steps
+        keeps_prefill_cadence = recorded_config(trace).keeps_prefill_cadence
     for from_step in _starts(steps, num_steps):
+        if keeps_prefill_cadence:
+            with pytest.raises(CheckpointError, match="prefill cadence"):
+                replay_exact(trace_path, window=StepWindow(from_step))
+            continue
         result = replay_exact(trace_path, window=StepWindow(from_step))
         assert result.divergence is None, (from_step, result.divergence)
         assert result.num_compared_steps == num_steps - from_step

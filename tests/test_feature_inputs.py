@@ -48,9 +48,9 @@ def test_the_method_decides_draft_slots_and_lookahead() -> None:
     ("knobs", "key", "words"),
     [
         (
-            {"num_speculative_tokens": 2, "speculative_method": "eagle"},
+            {"num_speculative_tokens": 2, "speculative_method": "dflash"},
             "speculative_method",
-            "'eagle'",
+            "'dflash'",
         ),
         ({"speculative_method": "ngram"}, "speculative_method", "needs num_speculative_tokens"),
         ({"num_speculative_tokens": -1}, "num_speculative_tokens", "at least 0"),

@@ -13,6 +13,8 @@ of its operators makes.
 
 from __future__ import annotations
 
+import itertools
+import math
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -119,11 +121,14 @@ def every_kind_of_step(pressured: Path, path: Path) -> Path:
     grammars keep some requests waiting, into their waits after a preemption too."""
     shutil.copy(pressured, path)
     stops = [None, *enum_types()["admission_stop"]]
+    # A cycle coprime to the idle (11) and blocked-head (3) cycles, so every stop meets each.
+    cycle = next(n for n in itertools.count(len(stops)) if math.gcd(n, 33) == 1)
+    stops += [None] * (cycle - len(stops))
     with duckdb.connect(str(path)) as con:
         for index, stop in enumerate(stops):
             con.execute(
                 "UPDATE _steps SET admission_stop = ? WHERE step % ? = ?",
-                [stop, len(stops), index],
+                [stop, cycle, index],
             )
         con.execute("UPDATE _steps SET idle = true WHERE step % 11 = 4")
         con.execute(

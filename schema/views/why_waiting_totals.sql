@@ -129,6 +129,8 @@ lined_up AS (
             AS num_behind_blocked_head,
         sum(CASE WHEN side = 1 AND reason = 'preempted_this_step' THEN 1 ELSE 0 END) OVER up_to
             AS num_preempted_this_step,
+        sum(CASE WHEN side = 1 AND reason = 'prefill_held' THEN 1 ELSE 0 END) OVER up_to
+            AS num_prefill_held,
         sum(CASE WHEN side = 1 AND reason IS NULL THEN 1 ELSE 0 END) OVER up_to AS num_no_stop
     FROM (
         SELECT NULL AS request_index, NULL AS segment, NULL AS is_grammar, 1 AS side, step, reason
@@ -151,6 +153,7 @@ ranked_steps AS (
             WHEN reason = 'max_num_seqs' THEN num_max_num_seqs
             WHEN reason = 'behind_blocked_head' THEN num_behind_blocked_head
             WHEN reason = 'preempted_this_step' THEN num_preempted_this_step
+            WHEN reason = 'prefill_held' THEN num_prefill_held
         END AS num_steps_up_to
     FROM lined_up
     WHERE side = 1
@@ -170,6 +173,7 @@ spans AS (
             WHEN r.reason = 'max_num_seqs' THEN b.num_max_num_seqs
             WHEN r.reason = 'behind_blocked_head' THEN b.num_behind_blocked_head
             WHEN r.reason = 'preempted_this_step' THEN b.num_preempted_this_step
+            WHEN r.reason = 'prefill_held' THEN b.num_prefill_held
         END AS num_steps_before,
         CASE
             WHEN e.is_grammar THEN e.num_any
@@ -179,6 +183,7 @@ spans AS (
             WHEN r.reason = 'max_num_seqs' THEN e.num_max_num_seqs
             WHEN r.reason = 'behind_blocked_head' THEN e.num_behind_blocked_head
             WHEN r.reason = 'preempted_this_step' THEN e.num_preempted_this_step
+            WHEN r.reason = 'prefill_held' THEN e.num_prefill_held
         END AS num_steps_through
     FROM lined_up b
     JOIN lined_up e
