@@ -48,6 +48,19 @@ def stalled_at_max_num_seqs(max_num_seqs: int) -> Workload:
     return _synthetic(config, longs + shorts)
 
 
+def held_by_prefill_interval(interval: int) -> Workload:
+    """Two long decodes run; four short requests that arrive at step 3 wait for the
+    prefill cadence's next release (`prefill_schedule_interval`), with blocks and budget free."""
+    longs = [{"id": f"long-{i}", "prompt_token_ids": _prompt(i), "output_token_ids": [5] * 80,
+              "max_tokens": 80} for i in range(2)]  # fmt: skip
+    shorts = [{"id": f"short-{i}", "arrival_step": 3, "prompt_token_ids": _prompt(10 + i),
+               "output_token_ids": [6] * 8, "max_tokens": 8} for i in range(4)]  # fmt: skip
+    config = {"block_size": 16, "num_blocks": 64, "max_num_batched_tokens": 256,
+              "max_num_seqs": 8, "max_model_len": 256,
+              "prefill_schedule_interval": interval}  # fmt: skip
+    return _synthetic(config, longs + shorts)
+
+
 def gated_by_max_loras(max_loras: int) -> Workload:
     """Adapter 1's two long decodes take the only LoRA slot; adapter 2's requests wait."""
     first = [{"id": f"a1-{i}", "prompt_token_ids": _prompt(i), "output_token_ids": [5] * 60,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from doctor_workloads import Twins, twins
+from doctor_workloads import Twins, held_by_prefill_interval, twins
 from stepscope.replay.doctor import KINDS, Severity, diagnose
 from stepscope.replay.from_step import WHOLE, StepWindow
 from stepscope.replay.whatif import replay_whatif
@@ -195,6 +195,17 @@ def test_a_markdown_report_never_replaces_the_trace(
     before = sick.read_bytes()
     assert_one_line_error(stepscope("doctor", str(sick), "--markdown", str(sick)), str(sick))
     assert sick.read_bytes() == before
+
+
+def test_prefill_held_by_the_interval_is_cured_by_a_shorter_one(tmp_path: Path) -> None:
+    sick = tmp_path / "held.duckdb"
+    record(held_by_prefill_interval(32), sick)
+    (finding,) = [f for f in diagnose(sick, sick, WHOLE).findings if f.kind == "admission_stall"]
+    assert "prefill_held" in finding.summary
+    assert finding.what_if is not None, finding
+    assert finding.what_if.knobs == {"prefill_schedule_interval": 16}
+    before, after = finding.what_if.effect[finding.what_if.target]
+    assert after < before
 
 
 def test_what_ifs_from_a_step_start_at_its_checkpoint(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .candidates import chunked_prefill, more_loras, more_seqs
+from .candidates import chunked_prefill, more_loras, more_seqs, shorter_prefill_interval
 from .examined import Examined
 from .finding import Finding, Severity, span
 
@@ -65,4 +65,6 @@ def _candidates(examined: Examined, stops: list[str]) -> tuple[dict[str, Any], .
         found += chunked_prefill(config)
     if "no_waiting" in stops:
         found += more_loras(config)
+    if "prefill_held" in stops:
+        found += shorter_prefill_interval(config)
     return tuple(found)

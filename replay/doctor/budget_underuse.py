@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .candidates import chunked_prefill, more_blocks, more_loras, more_seqs
+from .candidates import (
+    chunked_prefill,
+    more_blocks,
+    more_loras,
+    more_seqs,
+    shorter_prefill_interval,
+)
 from .examined import Examined
 from .finding import Finding, Severity, span
 
@@ -63,4 +69,6 @@ def _candidates(examined: Examined, stop: str) -> tuple[dict[str, Any], ...]:
         return more_blocks(config)
     if stop == "no_waiting":  # every waiting request was passed over, for its adapter
         return more_loras(config)
+    if stop == "prefill_held":
+        return shorter_prefill_interval(config)
     return ()

@@ -36,6 +36,13 @@ def more_loras(config: EngineConfig) -> tuple[dict[str, Any], ...]:
     return tuple({"max_loras": config.max_loras + extra} for extra in (1, 2))
 
 
+def shorter_prefill_interval(config: EngineConfig) -> tuple[dict[str, Any], ...]:
+    """Prefill held between releases: half the interval, then none (1)."""
+    interval = config.local_prefill_interval
+    shorter = dict.fromkeys(value for value in (interval // 2, 1) if 1 <= value < interval)
+    return tuple({"prefill_schedule_interval": value} for value in shorter)
+
+
 def _grown(knob: str, value: int) -> tuple[dict[str, Any], ...]:
     grown = dict.fromkeys(math.ceil(value * factor) for factor in GROWTH)
     return tuple({knob: new} for new in grown if new > value)

@@ -6,7 +6,14 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .candidates import chunked_prefill, more_batched_tokens, more_blocks, more_loras, more_seqs
+from .candidates import (
+    chunked_prefill,
+    more_batched_tokens,
+    more_blocks,
+    more_loras,
+    more_seqs,
+    shorter_prefill_interval,
+)
 from .examined import Examined
 from .finding import SHOWN_REQUESTS, Finding, Severity, span
 
@@ -78,5 +85,6 @@ def _candidates(examined: Examined, reason: str) -> tuple[dict[str, Any], ...]:
         "max_num_seqs": more_seqs,
         "chunking_off": chunked_prefill,
         "lora_gate": more_loras,
+        "prefill_held": shorter_prefill_interval,
     }
     return by_reason.get(reason, more_blocks)(config)
