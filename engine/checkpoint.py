@@ -4,7 +4,8 @@ What a later decision reads, and nothing else: every unfinished request's counte
 tokens, drafts and block table, the waiting and running queues in order, the ids the
 next `SchedulerOutput` ships (finished, preempted), the block pool (each block's
 reference count and hash, the free queue's order, the prefix-cache index's order), and
-under async scheduling the batch in the queue whose output is still to be processed.
+under async scheduling the batch in the queue whose output is still to be processed, and
+with `prefill_schedule_interval` the prefill cadence's counters.
 A request's spec (prompt, sampling params, priority, LoRA, arrival) is not here: the
 trace's `_requests` holds it. Every field is a snapshot; nothing aliases live state.
 
@@ -88,6 +89,18 @@ class PendingBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class CadenceCheckpoint:
+    """vLLM 0.33's prefill cadence (`prefill_schedule_interval`), named as vLLM's counters."""
+
+    num_executed_steps: int
+    last_prefill_step: int
+    prefill_capacity_bound: bool
+    deferred_req_ids: tuple[str, ...]
+    """The waiting requests passed over (or waiting for a grammar): the capacity escape
+    counts the waiting queue beyond them. Sorted."""
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerCheckpoint:
     step: int
     requests: tuple[RequestCheckpoint, ...]
@@ -100,6 +113,8 @@ class SchedulerCheckpoint:
     """Scheduled by the last `schedule()` (their tokens are not shipped again). Sorted."""
     block_pool: BlockPoolCheckpoint
     pending_batch: PendingBatch | None = None
+    prefill_cadence: CadenceCheckpoint | None = None
+    """None: the scheduler keeps no cadence (or the recorder that took it did not read it)."""
 
     @property
     def waiting(self) -> tuple[str, ...]:
@@ -143,6 +158,19 @@ def take_checkpoint(
         prev_step_scheduled_req_ids=tuple(sorted(scheduler.prev_step_scheduled_req_ids)),
         block_pool=_block_pool_checkpoint(scheduler),
         pending_batch=pending,
+        prefill_cadence=_cadence_checkpoint(scheduler),
+    )
+
+
+def _cadence_checkpoint(scheduler: SchedulerState) -> CadenceCheckpoint | None:
+    cadence = scheduler.prefill_cadence
+    if cadence is None:
+        return None
+    return CadenceCheckpoint(
+        num_executed_steps=cadence.num_executed_steps,
+        last_prefill_step=cadence.last_prefill_step,
+        prefill_capacity_bound=cadence.prefill_capacity_bound,
+        deferred_req_ids=tuple(sorted(scheduler.deferred_waiting)),
     )
 
 
@@ -234,6 +262,11 @@ def checkpoint_differences(
         found.append(
             f"{at}: the queued batch: checkpoint {expected.pending_batch}, "
             f"replay {actual.pending_batch}"
+        )
+    if expected.prefill_cadence != actual.prefill_cadence:
+        found.append(
+            f"{at}: the prefill cadence: checkpoint {expected.prefill_cadence}, "
+            f"replay {actual.prefill_cadence}"
         )
     return found[:limit]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from .block_hash_map import BlockHashToBlockMap
 from .block_pool import FreeKVCacheBlockQueue
-from .checkpoint import PendingBatch, RequestCheckpoint, SchedulerCheckpoint
+from .checkpoint import CadenceCheckpoint, PendingBatch, RequestCheckpoint, SchedulerCheckpoint
 from .config import HASHING_KNOBS, EngineConfig
 from .core import EngineCore, EngineStep
 from .errors import InputError
@@ -62,16 +62,6 @@ def check_hashes_computable(config: EngineConfig) -> None:
         )
 
 
-def check_restorable(config: EngineConfig) -> None:
-    """Whether a checkpoint taken under `config` holds the whole state a run needs."""
-    check_hashes_computable(config)
-    if config.keeps_prefill_cadence:
-        raise CheckpointError(
-            "prefill_schedule_interval: checkpoints do not hold the prefill cadence's "
-            "counters, so this trace's checkpoints cannot be restored; replay from step 0"
-        )
-
-
 def restore_core(
     core: EngineCore[Any],
     checkpoint: SchedulerCheckpoint,
@@ -96,7 +86,19 @@ def restore_core(
     _restore_blocks(scheduler, checkpoint)
     if checkpoint.pending_batch is not None:
         core.batch_queue.append(_engine_step(checkpoint.pending_batch))
+    _restore_cadence(scheduler, checkpoint.prefill_cadence)
     return requests
+
+
+def _restore_cadence(scheduler: SchedulerState, recorded: CadenceCheckpoint | None) -> None:
+    """The prefill cadence's counters (a scheduler that keeps none has nothing to take)."""
+    cadence = scheduler.prefill_cadence
+    if cadence is None or recorded is None:
+        return
+    cadence.num_executed_steps = recorded.num_executed_steps
+    cadence.last_prefill_step = recorded.last_prefill_step
+    cadence.prefill_capacity_bound = recorded.prefill_capacity_bound
+    scheduler.deferred_waiting = set(recorded.deferred_req_ids)
 
 
 def _restored_request(rc: RequestCheckpoint, spec: RequestSpec, core: EngineCore[Any]) -> Request:
@@ -176,6 +178,23 @@ def check_checkpoint(
     _check_blocks(checkpoint, config, where)
     if checkpoint.pending_batch is not None and not config.async_scheduling:
         raise CheckpointError(f"{where}: a batch is queued, but scheduling is synchronous")
+    _check_cadence(checkpoint, config, where)
+
+
+def _check_cadence(checkpoint: SchedulerCheckpoint, config: EngineConfig, where: str) -> None:
+    cadence = checkpoint.prefill_cadence
+    if cadence is None:
+        if config.keeps_prefill_cadence:
+            raise CheckpointError(
+                f"prefill_schedule_interval: {where} does not hold the prefill cadence's "
+                "counters (its recorder did not read them); replay from step 0"
+            )
+        return
+    unfinished = {rc.request_id for rc in checkpoint.requests}
+    if not set(cadence.deferred_req_ids) <= unfinished:
+        raise CheckpointError(f"{where}: the prefill cadence defers a request it does not hold")
+    if cadence.num_executed_steps < 0:
+        raise CheckpointError(f"{where}: the prefill cadence's num_executed_steps is negative")
 
 
 def _check_request(

@@ -16,6 +16,7 @@ import pyarrow as pa
 from stepscope.engine import InputError, RequestStatus
 from stepscope.engine.checkpoint import (
     BlockPoolCheckpoint,
+    CadenceCheckpoint,
     PendingBatch,
     RequestCheckpoint,
     SchedulerCheckpoint,
@@ -103,7 +104,25 @@ def read_checkpoint(trace: Trace, step: int) -> SchedulerCheckpoint:
         prev_step_scheduled_req_ids=tuple(sorted(previous)),
         block_pool=_block_pool(trace, step, num_blocks, where),
         pending_batch=None if pending_step is None else _batch(trace, step, pending_step, where),
+        prefill_cadence=_cadence(trace, step, where),
     )
+
+
+CADENCE_SCHEMA_VERSION = 9
+"""The first schema whose checkpoints can hold the prefill cadence."""
+
+
+def _cadence(trace: Trace, step: int, where: str) -> CadenceCheckpoint | None:
+    if trace.schema_version < CADENCE_SCHEMA_VERSION:
+        return None
+    [(executed, last, bound, deferred)] = trace.sql(query("checkpoint_cadence"), [step]).fetchall()
+    if executed is None:
+        return None
+    if last is None or bound is None or deferred is None or None in deferred:
+        raise CheckpointReadError(
+            f"{where}: the prefill cadence's columns are NULL in part, or name no request"
+        )
+    return CadenceCheckpoint(executed, last, bound, tuple(sorted(deferred)))
 
 
 def _requests(trace: Trace, step: int, where: str) -> tuple[RequestCheckpoint, ...]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from stepscope.engine import EngineLoop, InputError, TapeModelRunner, Workload
 from stepscope.engine.checkpoint import SchedulerCheckpoint, take_checkpoint
-from stepscope.engine.restore import check_checkpoint, check_knobs, check_restorable
+from stepscope.engine.restore import check_checkpoint, check_hashes_computable, check_knobs
 from stepscope.schema import StepGap, Trace
 
 from .checkpoints import checkpoint_steps, nearest_checkpoint, read_checkpoint
@@ -165,7 +165,7 @@ def start_at(
     recorded = workload_as_recorded(trace, workload, knobs)
     check_knobs(recorded.config, workload.config)
     if checkpoint is not None:
-        check_restorable(recorded.config)
+        check_hashes_computable(recorded.config)
         recorded = from_checkpoint_on(recorded, checkpoint)
         resume_runner(runner, trace, recorded, checkpoint)
     state = run_silently(recorded, runner, checkpoint, step)

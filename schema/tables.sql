@@ -218,7 +218,11 @@ CREATE TABLE _checkpoints (
     preempted_req_indices INTEGER[],  -- preempted since the last schedule()
     prev_step_scheduled_req_indices INTEGER[],  -- scheduled by the last schedule() (their tokens are not shipped again)
     pending_batch_step INTEGER,  -- async: the step whose batch is queued, its output not processed (NULL: none)
-    take_ns BIGINT  -- wall time the engine thread spent taking it
+    take_ns BIGINT,  -- wall time the engine thread spent taking it
+    num_executed_steps INTEGER,  -- prefill cadence: schedule() calls that scheduled a token (NULL: no cadence kept)
+    last_prefill_step INTEGER,  -- prefill cadence: the executed step that last carried prefill
+    prefill_capacity_bound BOOLEAN,  -- prefill cadence: the last release left a backlog, so nothing is held
+    deferred_req_indices INTEGER[]  -- prefill cadence: waiting requests passed over (or waiting for a grammar)
 );
 
 -- Every unfinished request in a checkpoint: its counters, tokens, drafts and block table.

@@ -8,6 +8,7 @@ oracle differential's kinds, each recorded with a checkpoint every few steps.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from collections.abc import Iterator
@@ -20,12 +21,12 @@ from conftest import REPO, SHARED_CONFORMANCE, TESTS
 from random_workloads import random_workload, with_lora, with_spec_decoding
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload, parse_workload
 from stepscope.engine.kv_cache_block import KVCacheBlock
-from stepscope.engine.restore import CheckpointError
+from stepscope.engine.restore import CheckpointError, check_checkpoint
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
 from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact, verify_checkpoint
 from stepscope.replay.from_step import StepWindow
-from stepscope.replay.inputs import recorded_config, workload_from_trace
+from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.trace_runner import whatif_model_runner
 from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
@@ -33,6 +34,7 @@ from stepscope.schema.ddl import table_specs
 from stepscope.tracer.checkpoint_rows import checkpoint_tables
 from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
+from test_next_conformance import MODELLED, SHARED_NEXT
 
 EVERY = 3
 """Steps between checkpoints in the corpus' recordings: most steps of a short case are a
@@ -49,6 +51,12 @@ _FOLDERS = (
     SHARED_CONFORMANCE,
     SHARED_CONFORMANCE.parent / "conformance-features",
 )
+
+
+NEXT_MODELLED = sorted(
+    path for path in SHARED_NEXT.glob("*.json") if path.name.startswith(MODELLED)
+)
+"""The scenarios of `../shared/conformance-next/` the engine models."""
 
 
 def _random_workloads() -> Iterator[tuple[str, Workload]]:
@@ -69,6 +77,7 @@ def _corpus() -> list[pytest.param]:
         for folder in _FOLDERS
         for path in sorted(folder.glob("*.json"))
     ]
+    cases += [pytest.param(path, id=f"conformance-next/{path.stem}") for path in NEXT_MODELLED]
     cases.append(pytest.param(REPO / "examples" / "preemption_storm" / "workload.json", id="storm"))
     cases += [pytest.param(workload, id=name) for name, workload in _random_workloads()]
     return cases
@@ -97,6 +106,23 @@ def test_a_checkpoints_rows_follow_the_ddl(tmp_path: Path) -> None:
     assert tables.keys() == specs.keys()
     for name, table in tables.items():
         assert table.column_names == [column for column, _, _ in specs[name].columns]
+
+
+def test_a_checkpoint_without_the_prefill_cadence_is_refused_where_it_is_kept(
+    tmp_path: Path,
+) -> None:
+    """A recorder that took no cadence counters (NULL columns) leaves a state the engine
+    cannot resume a cadence from: one line, not a replay that quietly diverges."""
+    (case,) = [path for path in NEXT_MODELLED if path.name.startswith("84_")]
+    trace_path = _recorded(case, tmp_path)
+    with open_trace(trace_path) as trace:
+        state = read_checkpoint(trace, checkpoint_steps(trace)[-1])
+        workload = workload_from_trace(trace, since=state)
+    assert state.prefill_cadence is not None
+    specs = {spec.request_id: spec for spec in workload.requests}
+    without = dataclasses.replace(state, prefill_cadence=None)
+    with pytest.raises(CheckpointError, match=r"prefill_schedule_interval: .* does not hold"):
+        check_checkpoint(without, workload.config, specs)
 
 
 def test_the_corpus_is_whole() -> None:
@@ -128,12 +154,7 @@ def test_a_replay_from_a_checkpoint_and_from_the_step_after_it_is_exact(
     trace_path = _recorded(case, tmp_path)
     with open_trace(trace_path) as trace:
         steps, num_steps = checkpoint_steps(trace), trace.num_steps
-        keeps_prefill_cadence = recorded_config(trace).keeps_prefill_cadence
     for from_step in _starts(steps, num_steps):
-        if keeps_prefill_cadence:
-            with pytest.raises(CheckpointError, match="prefill cadence"):
-                replay_exact(trace_path, window=StepWindow(from_step))
-            continue
         result = replay_exact(trace_path, window=StepWindow(from_step))
         assert result.divergence is None, (from_step, result.divergence)
         assert result.num_compared_steps == num_steps - from_step

@@ -89,6 +89,7 @@ PARAMETERS: dict[str, list[Any] | dict[str, Any]] = {
     "replay/sql/checkpoint_requests.sql": [3],
     "replay/sql/checkpoint_blocks.sql": [3],
     "replay/sql/checkpoint_batch.sql": [3],
+    "replay/sql/checkpoint_cadence.sql": [3],
     "replay/sql/resume_drafts.sql": [3, [0]],
     "replay/sql/latency_seconds.sql": {"base": 0.01, "per_token": 1e-4, "per_request": 1e-3},
     "replay/sql/sweep_request_latency.sql": {

@@ -7,11 +7,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from stepscope.engine.checkpoint import PendingBatch, SchedulerCheckpoint
+from stepscope.engine.checkpoint import CadenceCheckpoint, PendingBatch, SchedulerCheckpoint
 
 _INT = pa.int32()
 _TOKENS = pa.list_(pa.int64())
 _NO_BATCH = PendingBatch(-1, (), (), ())
+_NO_CADENCE = CadenceCheckpoint(
+    num_executed_steps=0, last_prefill_step=0, prefill_capacity_bound=False, deferred_req_ids=()
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class PendingCheckpoint:
             *checkpoint.preempted_req_ids,
             *checkpoint.prev_step_scheduled_req_ids,
             *(req_id for req_id, _ in (checkpoint.pending_batch or _NO_BATCH).num_scheduled_tokens),
+            *(checkpoint.prefill_cadence or _NO_CADENCE).deferred_req_ids,
         )
         return PendingCheckpoint(checkpoint, {rid: request_index[rid] for rid in named}, take_ns)
 
@@ -89,8 +93,27 @@ def _checkpoint_row(
             ),
             "pending_batch_step": pa.array([None if pending is None else pending.step], _INT),
             "take_ns": pa.array([take_ns], pa.int64()),
+            **_cadence_columns(checkpoint.prefill_cadence, request_index),
         }
     )
+
+
+def _cadence_columns(
+    cadence: CadenceCheckpoint | None, request_index: Mapping[str, int]
+) -> dict[str, pa.Array]:
+    """The prefill cadence's counters (NULL: the scheduler kept none)."""
+    if cadence is None:
+        executed, last, bound, deferred = None, None, None, None
+    else:
+        executed, last = cadence.num_executed_steps, cadence.last_prefill_step
+        bound = cadence.prefill_capacity_bound
+        deferred = _indices(cadence.deferred_req_ids, request_index)
+    return {
+        "num_executed_steps": pa.array([executed], _INT),
+        "last_prefill_step": pa.array([last], _INT),
+        "prefill_capacity_bound": pa.array([bound], pa.bool_()),
+        "deferred_req_indices": pa.array([deferred], pa.list_(_INT)),
+    }
 
 
 def _request_rows(checkpoint: SchedulerCheckpoint, request_index: Mapping[str, int]) -> pa.Table:
