@@ -56,6 +56,7 @@ pytestmark = [
 
 @dataclass(frozen=True)
 class Recorded:
+    vllm: VllmPython
     version: str
     out: Path
 
@@ -69,7 +70,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     vllm: VllmPython = request.getfixturevalue(VERSIONS[request.param])
     out = tmp_path_factory.mktemp(f"vllm-next-{request.param}")
     vllm.record(out, SCENARIOS, {"vllm_version": request.param})
-    return Recorded(request.param, out)
+    return Recorded(vllm, request.param, out)
 
 
 def test_the_scenarios_are_found() -> None:
@@ -178,3 +179,9 @@ def test_a_drafting_knob_the_engine_does_not_model_is_outside_the_subset() -> No
         _scheduler(num_hash_lookahead_tokens=0, use_eagle_block_drop=False), as_032
     )
     assert reasons == {"speculative decoding with use_eagle_block_drop False (the engine's: True)"}
+
+
+def test_eagle_and_cadence_traces_replay_identically_through_vllm(recorded: Recorded) -> None:
+    traces = [str(recorded.trace(workload)) for workload in SCENARIOS]
+    outcomes = json.loads(recorded.vllm.harness("replay", *traces))
+    assert outcomes == dict.fromkeys(traces, "identical")
