@@ -53,10 +53,19 @@ class Recorded:
         return self.out / f"{workload.stem}.duckdb"
 
 
-def _copy(group: str, source: Path | dict[str, Any], knobs: dict[str, Any], out: Path) -> Path:
+NOT_IN_0_32 = ("disable_lookahead_block_hashes",)
+"""Knobs vLLM 0.32 does not have (it hashes blocks plainly either way): its recordings
+leave them out."""
+
+
+def _copy(
+    group: str, source: Path | dict[str, Any], knobs: dict[str, Any], out: Path, version: str
+) -> Path:
     """The workload under `knobs`, named `group-stem` so every recording has its own trace."""
     raw = json.loads(source.read_text()) if isinstance(source, Path) else dict(source)
     raw["config"] = {**raw["config"], **knobs}
+    if version.startswith("0.32."):
+        raw["config"] = {k: v for k, v in raw["config"].items() if k not in NOT_IN_0_32}
     stem = source.stem if isinstance(source, Path) else raw.pop("name")
     path = out / f"{group}-{stem}.json"
     path.write_text(json.dumps(raw))
@@ -76,7 +85,7 @@ def _random_late_aborts(mode: str) -> list[dict[str, Any]]:
     return workloads
 
 
-def _recording_workloads(out: Path) -> dict[str, list[Path]]:
+def _recording_workloads(out: Path, version: str) -> dict[str, list[Path]]:
     out.mkdir()
     sources: dict[str, tuple[list[Any], dict[str, Any]]] = {
         "sync": (CONFORMANCE + EXTRA, {}),
@@ -86,7 +95,7 @@ def _recording_workloads(out: Path) -> dict[str, list[Path]]:
         "v032": (ASYNC_V032, {}),
     }
     return {
-        group: [_copy(group, source, knobs, out) for source in group_sources]
+        group: [_copy(group, source, knobs, out, version) for source in group_sources]
         for group, (group_sources, knobs) in sources.items()
     }
 
@@ -96,7 +105,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     """Both vLLM versions, each recording every workload here once (vLLM's import is slow)."""
     vllm: VllmPython = request.getfixturevalue(VERSIONS[request.param])
     out = tmp_path_factory.mktemp(f"vllm-{request.param}")
-    workloads = _recording_workloads(out / "workloads")
+    workloads = _recording_workloads(out / "workloads", request.param)
     vllm.record(out, [path for paths in workloads.values() for path in paths], {})
     return Recorded(vllm, request.param, out, workloads)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from stepscope.engine import EngineConfig, SamplingParams
 from stepscope.engine.block_hash import VLLM_HASHERS, vllm_hasher_name
+from stepscope.engine.config import SPECULATIVE_METHODS
 from stepscope.engine.outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from stepscope.engine.request import FinishReason
 from stepscope.engine.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
@@ -61,23 +62,47 @@ def _max_num_scheduled_tokens(scheduler: Any) -> int | None:
     return None if filled_in and value == scheduler_config.max_num_batched_tokens else value
 
 
-MODELLED_SPECULATIVE_METHODS = ("ngram", "draft_model")
+MODELLED_SPECULATIVE_METHODS = SPECULATIVE_METHODS
 """The draft methods whose slots and lookahead stepscope's engine models."""
 
 
 def feature_settings(vllm_config: Any) -> dict[str, Any]:
-    """Speculative decoding and LoRA as the engine config takes them (only the keys in use).
+    """Speculative decoding, LoRA and the prefill cadence as the engine config takes them
+    (only the keys in use).
 
     A draft method the engine does not model is left out here and flagged by `subset`.
     """
-    settings: dict[str, Any] = {}
-    speculative = vllm_config.speculative_config
-    if speculative is not None and speculative.method in MODELLED_SPECULATIVE_METHODS:
-        settings["num_speculative_tokens"] = int(speculative.num_speculative_tokens)
-        settings["speculative_method"] = speculative.method
+    settings = speculative_settings(vllm_config.speculative_config)
     if vllm_config.lora_config is not None:
         settings["max_loras"] = int(vllm_config.lora_config.max_loras)
+    interval = vllm_config.scheduler_config.prefill_schedule_interval
+    if interval > 1:  # 1, vLLM's default, holds nothing
+        settings["prefill_schedule_interval"] = int(interval)
     return settings
+
+
+def speculative_settings(speculative: Any) -> dict[str, Any]:
+    """The draft method, its drafts per step and the EAGLE-style knobs (`SpeculativeConfig`)."""
+    if speculative is None or speculative.method not in MODELLED_SPECULATIVE_METHODS:
+        return {}
+    settings: dict[str, Any] = {
+        "num_speculative_tokens": int(speculative.num_speculative_tokens),
+        "speculative_method": speculative.method,
+    }
+    if speculative.parallel_drafting:
+        settings["parallel_drafting"] = True
+    if getattr(speculative, "disable_lookahead_block_hashes", False):  # 0.33 and later
+        settings["disable_lookahead_block_hashes"] = True
+    if speculative.method == "mtp":
+        settings["mtp_num_modules"] = mtp_num_modules(speculative)
+    return settings
+
+
+def mtp_num_modules(speculative: Any) -> int:
+    """An MTP drafter's modules, as vLLM's `use_multi_module_mtp` reads them."""
+    draft = speculative.draft_model_config
+    hf_config = None if draft is None else draft.hf_config
+    return int(getattr(hf_config, "num_nextn_predict_layers", 1))
 
 
 def block_hasher_settings(vllm_config: Any) -> dict[str, Any]:

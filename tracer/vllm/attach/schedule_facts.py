@@ -4,7 +4,7 @@ vLLM keeps a step's budgets and its loop exits in local variables. The start is
 read just before the call, as vLLM's own setup computes it; the reasons both
 passes stopped follow from what the call did (its grants, refusals and
 preemptions) and the queues it left, by the loop conditions of `schedule()`
-(scheduler.py L794 and L1062-1075 in 0.33.0) in their order, and the installed
+(scheduler.py L794, L1062-1075 and L1290 in 0.33.0) in their order, and the installed
 version's rules where versions differ.
 """
 
@@ -45,6 +45,23 @@ def schedule_start(scheduler: Any) -> ScheduleStart:
     )
 
 
+def applies_prefill_cadence(scheduler: Any) -> bool:
+    """Whether the scheduler holds prefill on its own (`prefill_schedule_interval`, 0.33)."""
+    return getattr(scheduler, "local_prefill_interval", 1) > 1
+
+
+def prefill_held(scheduler: Any) -> bool:
+    """Whether the `schedule()` about to run holds prefill (vLLM's local `defer_prefills`):
+    inside the interval since the last prefill, no backlog left by a release, a decode
+    running. Read only where `applies_prefill_cadence`."""
+    return (
+        not scheduler.prefill_capacity_bound
+        and (scheduler.num_executed_steps + 1) - scheduler.last_prefill_step
+        < scheduler.local_prefill_interval
+        and any(not request.is_prefill_chunk for request in scheduler.running)
+    )
+
+
 def _long_prefill_token_threshold(scheduler: Any, num_requests: int, input_budget: int) -> int:
     threshold = scheduler.scheduler_config.long_prefill_token_threshold
     if num_requests <= 1 or threshold <= 0:
@@ -60,15 +77,19 @@ def schedule_end(
     decisions: list[Decision],
     output: SchedulerOutput,
     prefix_cache: tuple[int, int],
+    *,
+    held: bool = False,
 ) -> ScheduleEnd:
-    """Why the running pass and the waiting pass stopped, from what the call did."""
+    """Why the running pass and the waiting pass stopped, from what the call did.
+
+    `held`: the call held prefill (`prefill_held`, read before it)."""
     cached = output.scheduled_cached_reqs
     num_running_rows = len(cached.req_ids) - len(cached.resumed_req_ids)
     running_rows = list(output.num_scheduled_tokens.values())[:num_running_rows]
     num_admitted = len(output.num_scheduled_tokens) - num_running_rows
     running = scheduler.running[: len(scheduler.running) - num_admitted]
     last_running_row = cached.req_ids[num_running_rows - 1] if num_running_rows else None
-    admission_stop, blocked = _admission_stop(scheduler, start, decisions, output)
+    admission_stop, blocked = _admission_stop(scheduler, start, decisions, output, held=held)
     return ScheduleEnd(
         running_pass_end=_running_pass_end(
             scheduler, start, decisions, running_rows, running, last_running_row
@@ -111,9 +132,19 @@ def _draft_slots(scheduler: Any) -> int:
 
 
 def _admission_stop(
-    scheduler: Any, start: ScheduleStart, decisions: list[Decision], output: SchedulerOutput
+    scheduler: Any,
+    start: ScheduleStart,
+    decisions: list[Decision],
+    output: SchedulerOutput,
+    *,
+    held: bool,
 ) -> tuple[AdmissionStop, str | None]:
-    """The first of the waiting loop's exits that holds, in the loop's order."""
+    """The first of the waiting loop's exits that holds, in the loop's order.
+
+    Past the queue's and the budgets' checks the head stopped the loop: on a held step
+    because it had prefill left (a head with one token left passes the hold, and then
+    fits any budget), else because chunked prefill is off.
+    """
     if any(type(d) is Preemption for d in decisions):
         return AdmissionStop.PREEMPTED_THIS_STEP, None
     admissions = [d for d in decisions if type(d) is AdmissionCall]
@@ -134,4 +165,6 @@ def _admission_stop(
     if len(scheduler.running) >= scheduler.max_num_active_reqs:
         return AdmissionStop.MAX_NUM_SEQS, None
     head = next(r for r in scheduler.waiting if r.request_id not in skipped)
+    if held:
+        return AdmissionStop.PREFILL_HELD, head.request_id
     return AdmissionStop.CHUNKING_OFF, head.request_id

@@ -54,7 +54,7 @@ from . import convert, settings
 from .allocation_tap import AllocationTap
 from .checkpointer import VllmCheckpointer
 from .iterations import Batch, Iteration, QueueState
-from .schedule_facts import schedule_end, schedule_start
+from .schedule_facts import applies_prefill_cadence, prefill_held, schedule_end, schedule_start
 from .subset import outside_subset, request_outside_subset
 
 logger = logging.getLogger("stepscope.tracer.vllm")
@@ -92,7 +92,7 @@ class VllmRecording:
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
         self.planned = {spec.request_id: spec for spec in workload.requests}
-        self.reasons = outside_subset(scheduler)
+        self.reasons = outside_subset(scheduler, config)
         self.recorder = BackgroundRecorder(
             TraceRecorder(
                 path,
@@ -103,7 +103,10 @@ class VllmRecording:
             ),
             lossless=planned is not None,
         )
-        can_checkpoint = redactor is None and _one_kv_cache_group(scheduler)
+        # The engine's checkpoints do not hold the prefill cadence's counters yet.
+        can_checkpoint = (
+            redactor is None and _one_kv_cache_group(scheduler) and not config.keeps_prefill_cadence
+        )
         self.checkpointer = (
             VllmCheckpointer(
                 scheduler,
@@ -116,12 +119,14 @@ class VllmRecording:
             if segments is not None or (interval is not None and can_checkpoint)
             else None
         )
-        """None: no checkpoints (turned off, a redacted recording, or several KV cache
-        groups) and one file; a segmented recording always has one (it opens segments)."""
+        """None: no checkpoints (turned off, a redacted recording, several KV cache groups
+        or a prefill cadence) and one file; a segmented recording always has one (it opens
+        segments)."""
         self.async_scheduling = config.async_scheduling
         self.drafts_follow_update = _drafts_follow_update(scheduler)
         self.speculative_decoding = config.num_speculative_tokens > 0
         self.queue_state = QueueState(scheduler)
+        self.applies_prefill_cadence = applies_prefill_cadence(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.sampling: dict[str, SamplingParams] = {}
         """The sampling params of each request the scheduler holds (its first admission's
@@ -136,6 +141,8 @@ class VllmRecording:
         """Iterations handed to the recorder: the next one to record is numbered so."""
         self.active = True
         self._start: Any = None
+        self._held = False
+        """The `schedule()` under way holds prefill (read only with a prefill cadence)."""
         self._arrived: list[str] = []
         self._rejected: list[str] = []
         self._aborted: list[str] = []
@@ -333,6 +340,8 @@ class VllmRecording:
         self._current = self._new_iteration(scheduling=True)
         self.tap.start_step()
         self._start = schedule_start(self.scheduler)
+        if self.applies_prefill_cadence:
+            self._held = prefill_held(self.scheduler)
         self.recorder.on_schedule_start(self._start)
         if self.scheduler._pause_state.name != "UNPAUSED":
             self.reasons.add("scheduling paused (set_pause_state)")
@@ -347,7 +356,12 @@ class VllmRecording:
         ours = convert.scheduler_output(output, self.sampling, self.admitted)
         self._forget(output.finished_req_ids)
         end = schedule_end(
-            self.scheduler, self._start, self.recorder.decisions, ours, self.tap.prefix_cache
+            self.scheduler,
+            self._start,
+            self.recorder.decisions,
+            ours,
+            self.tap.prefix_cache,
+            held=self._held,
         )
         self.recorder.on_schedule_end(end)
         iteration.batch = Batch(

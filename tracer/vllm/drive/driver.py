@@ -7,9 +7,7 @@ with a scripted model (`scripted_core`).
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from stepscope.tracer.redact import Redactor
 
 from ..attach import versions
 from . import grammar
+from .draft_configs import config_dir, speculative_config
 from .scripted_core import DriverRun, run_scripted
 
 VLLM_ENVIRONMENT = {
@@ -124,6 +123,7 @@ def _vllm_config(config: EngineConfig) -> Any:
         watermark=config.watermark,
         max_num_scheduled_tokens=config.max_num_scheduled_tokens,
         max_num_active_seqs=config.max_num_active_seqs,
+        prefill_schedule_interval=config.prefill_schedule_interval or 1,
     )
     cache_config = CacheConfig(
         block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching
@@ -141,26 +141,13 @@ def _vllm_config(config: EngineConfig) -> Any:
 
 
 def _feature_configs(config: EngineConfig, model_config: Any) -> dict[str, Any]:
-    """Speculative decoding and LoRA as vLLM's arg parser builds them (no model loaded).
-
-    The draft model of `draft_model` is the tiny config itself, never loaded: the
-    scheduler reads only its draft slots and lookahead.
-    """
-    from vllm.config import LoRAConfig, ParallelConfig, SpeculativeConfig
+    """Speculative decoding and LoRA as vLLM's arg parser builds them (no model loaded)."""
+    from vllm.config import LoRAConfig, ParallelConfig
 
     configs: dict[str, Any] = {}
     if config.num_speculative_tokens > 0:
         parallel_config = ParallelConfig()
-        draft_model = (
-            {"model": model_config.model} if config.speculative_method == "draft_model" else {}
-        )
-        configs["speculative_config"] = SpeculativeConfig(
-            method=config.speculative_method,
-            num_speculative_tokens=config.num_speculative_tokens,
-            target_model_config=model_config,
-            target_parallel_config=parallel_config,
-            **draft_model,
-        )
+        configs["speculative_config"] = speculative_config(config, model_config, parallel_config)
         configs["parallel_config"] = parallel_config
     if config.max_loras is not None:
         configs["lora_config"] = LoRAConfig(max_loras=config.max_loras)
@@ -196,15 +183,7 @@ def _block_hasher(vllm_config: Any, hash_block_size: int) -> Any:
 
 
 def _tiny_model_dir() -> str:
-    directory = Path(tempfile.gettempdir()) / "stepscope-vllm-tiny-llama"
-    directory.mkdir(exist_ok=True)
-    path = directory / "config.json"
-    text = json.dumps(_TINY_MODEL, indent=1, sort_keys=True)
-    if not path.exists() or path.read_text() != text:
-        scratch = path.with_name(f"config.json.{os.getpid()}.tmp")
-        scratch.write_text(text)
-        scratch.replace(path)
-    return str(directory)
+    return config_dir("stepscope-vllm-tiny-llama", _TINY_MODEL)
 
 
 def record_with_vllm(
