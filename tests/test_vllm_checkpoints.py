@@ -21,11 +21,11 @@ import pytest
 from checkpoint_checks import assert_checkpoints_hold
 from conftest import REPO, SHARED_CONFORMANCE, TESTS
 from live_server import ASYNC_ON_CPU
-from stepscope.engine.vllm_versions import vllm_rules
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
 from stepscope.schema import open_trace
 from stepscope.tracer.vllm.attach.checkpoint_interval import CheckpointInterval
 from stepscope.tracer.vllm.attach.settings import checkpoint_interval
+from test_next_conformance import MODELLED, SHARED_NEXT
 from vllm_env import VllmPython
 
 EVERY = 3
@@ -47,6 +47,10 @@ _GROUPS: dict[str, tuple[list[Path], dict[str, Any]]] = {
         {},
     ),
     "grammar": (sorted((TESTS / "grammar_workloads").glob("*.json")), {}),
+    "next": (
+        sorted(path for path in SHARED_NEXT.glob("*.json") if path.name.startswith(MODELLED)),
+        {},
+    ),
     "storm": ([STORM], {"enable_prefix_caching": False}),
     "storm-async": ([STORM], {"enable_prefix_caching": False, "async_scheduling": True}),
     "storm-prefix": ([STORM], {"enable_prefix_caching": True}),
@@ -90,12 +94,7 @@ def recorded(vllm: VllmPython, tmp_path_factory: pytest.TempPathFactory) -> Path
 # ----- state equality ---------------------------------------------------------
 
 
-def _expected_steps(num_steps: int, config: dict[str, Any]) -> list[int]:
-    """Every EVERY steps; none under a kept prefill cadence (checkpoints do not hold its
-    counters yet, so the recording takes none)."""
-    interval = config.get("prefill_schedule_interval") or 1
-    if interval > 1 and vllm_rules(config["vllm_version"]).applies_prefill_interval_locally:
-        return []
+def _expected_steps(num_steps: int) -> list[int]:
     return [step for step in range(EVERY, num_steps, EVERY)]
 
 
@@ -106,9 +105,9 @@ def test_each_vllm_checkpoint_is_the_state_the_engine_reaches(
     trace_path = recorded / f"{group}-{workload.stem}.duckdb"
     with open_trace(trace_path) as trace:
         assert trace.meta["outside_subset"] in ("", "structured output")
-        expected = _expected_steps(trace.num_steps, trace.config)
+        num_steps = trace.num_steps
         steps = checkpoint_steps(trace)
-    assert steps == expected
+    assert steps == _expected_steps(num_steps)
     assert_checkpoints_hold(trace_path)
 
 
@@ -317,9 +316,9 @@ def test_a_live_engines_checkpoints_are_the_state_the_engine_reaches(
     )
     with open_trace(trace_path) as trace:
         assert trace.config["async_scheduling"] is async_scheduling
-        expected, steps = _expected_steps(trace.num_steps, trace.config), checkpoint_steps(trace)
+        num_steps, steps = trace.num_steps, checkpoint_steps(trace)
         batches = [read_checkpoint(trace, step).pending_batch for step in steps]
-    assert steps == expected
+    assert steps == _expected_steps(num_steps)
     assert any(batch is not None for batch in batches) is async_scheduling
     assert assert_checkpoints_hold(trace_path) == len(steps)
     result = _replay_from(trace_path, steps[len(steps) // 2] + 1)

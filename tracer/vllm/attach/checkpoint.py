@@ -25,10 +25,13 @@ the checkpoint on the recorder's builder thread. The mapping, field by field:
   `req_to_blocks` and `num_cached_block`;
 * under async scheduling, the batch in `EngineCore`'s batch queue as the recording
   knows it: its `SchedulerOutput` at snapshot time, its sampled tokens once its
-  output is processed (`PendingSnapshot`).
+  output is processed (`PendingSnapshot`);
+* under 0.33 with `prefill_schedule_interval` > 1, the prefill cadence's counters
+  (`num_executed_steps`, `last_prefill_step`, `prefill_capacity_bound`) and the ids in
+  `deferred_waiting`.
 
-vLLM state the engine does not model is not here: `drop_stale_output`,
-`deferred_waiting` and what else only a KV connector or `reset_prefix_cache` sets.
+vLLM state the engine does not model is not here: `drop_stale_output`, and what else
+only a KV connector or `reset_prefix_cache` sets.
 """
 
 from __future__ import annotations
@@ -45,10 +48,13 @@ from stepscope.engine.checkpoint import (
     RUNNING,
     WAITING,
     BlockPoolCheckpoint,
+    CadenceCheckpoint,
     PendingBatch,
     RequestCheckpoint,
     SchedulerCheckpoint,
 )
+
+from .schedule_facts import applies_prefill_cadence
 
 GROUP_ID_BYTES = 4
 """`make_block_hash_with_group_id` appends the group id as 4 big-endian bytes."""
@@ -157,6 +163,7 @@ class VllmSnapshot:
     prev_step_scheduled_req_ids: tuple[str, ...]
     pool: PoolColumns
     pending: PendingSnapshot | None
+    cadence: CadenceCheckpoint | None
 
     def checkpoint(self, pending_batch: PendingBatch | None = None) -> SchedulerCheckpoint:
         """The `SchedulerCheckpoint` this snapshot holds (`pending_batch`: the queued batch
@@ -170,6 +177,7 @@ class VllmSnapshot:
             prev_step_scheduled_req_ids=tuple(sorted(self.prev_step_scheduled_req_ids)),
             block_pool=_block_pool_checkpoint(self.pool),
             pending_batch=pending_batch,
+            prefill_cadence=self.cadence,
         )
 
 
@@ -189,6 +197,20 @@ def take_snapshot(scheduler: Any, step: int, pending: PendingSnapshot | None) ->
         prev_step_scheduled_req_ids=tuple(scheduler.prev_step_scheduled_req_ids),
         pool=_pool_columns(scheduler.kv_cache_manager.block_pool),
         pending=pending,
+        cadence=_cadence(scheduler),
+    )
+
+
+def _cadence(scheduler: Any) -> CadenceCheckpoint | None:
+    """vLLM 0.33's prefill cadence counters, where the scheduler holds prefill itself (the
+    engine keeps them then: an interval above 1)."""
+    if not applies_prefill_cadence(scheduler):
+        return None
+    return CadenceCheckpoint(
+        num_executed_steps=scheduler.num_executed_steps,
+        last_prefill_step=scheduler.last_prefill_step,
+        prefill_capacity_bound=bool(scheduler.prefill_capacity_bound),
+        deferred_req_ids=tuple(sorted(map(_request_id, scheduler.deferred_waiting))),
     )
 
 

@@ -103,10 +103,7 @@ class VllmRecording:
             ),
             lossless=planned is not None,
         )
-        # The engine's checkpoints do not hold the prefill cadence's counters yet.
-        can_checkpoint = (
-            redactor is None and _one_kv_cache_group(scheduler) and not config.keeps_prefill_cadence
-        )
+        can_checkpoint = redactor is None and _one_kv_cache_group(scheduler)
         self.checkpointer = (
             VllmCheckpointer(
                 scheduler,
