@@ -141,6 +141,35 @@ def with_spec_decoding(rng: random.Random, workload: dict[str, Any]) -> dict[str
     return workload
 
 
+def with_eagle_style_drafts(
+    rng: random.Random, workload: dict[str, Any], version: str
+) -> dict[str, Any]:
+    """`workload` with an EAGLE-style drafter: `eagle`, `eagle3` or `mtp` (one module or
+    several), now and then drafting in parallel or, under 0.33, hashing blocks plainly.
+    Its drafts are scripted as `with_spec_decoding` scripts them."""
+    workload = with_spec_decoding(rng, workload)
+    config = workload["config"]
+    k = config["num_speculative_tokens"]
+    method = rng.choice(["eagle", "eagle3", "mtp"])
+    config["speculative_method"] = method
+    # Several MTP modules look k tokens ahead in a prefill, which vLLM refuses to start
+    # with prefix caching and blocks shorter than k.
+    if method == "mtp" and (not config["enable_prefix_caching"] or config["block_size"] >= k):
+        config["mtp_num_modules"] = rng.randint(1, 3)
+    if method != "mtp" and rng.random() < 0.3:
+        config["parallel_drafting"] = True
+    if version == "0.33.0" and rng.random() < 0.2:
+        config["disable_lookahead_block_hashes"] = True
+    return workload
+
+
+def with_prefill_interval(rng: random.Random, workload: dict[str, Any]) -> dict[str, Any]:
+    """`workload` with `prefill_schedule_interval` 2 to 6: prefill held between releases
+    while a decode runs."""
+    workload["config"]["prefill_schedule_interval"] = rng.randint(2, 6)
+    return workload
+
+
 def with_lora(rng: random.Random, workload: dict[str, Any]) -> dict[str, Any]:
     """`workload` with the LoRA gate on: `max_loras` slots, most requests on an adapter."""
     max_loras = rng.randint(1, 3)

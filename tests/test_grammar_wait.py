@@ -111,7 +111,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     folder = out / "workloads"
     folder.mkdir()
     workloads = {
-        mode: [_copy(mode, path, knobs, folder) for path in WORKLOADS]
+        mode: [_copy(mode, path, knobs, folder, request.param) for path in WORKLOADS]
         for mode, knobs in MODES.items()
     }
     vllm.record(out, [path for paths in workloads.values() for path in paths], {})

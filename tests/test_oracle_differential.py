@@ -4,7 +4,8 @@ Both supported versions: 0.33.0 where its venv exists (`.ci/vllm-venv`, which `.
 builds, or the oracle's own from `../shared/oracle/build_venv.sh`), 0.32.0 in the
 live venv (`.ci/vllm-live-venv`), each where the oracle script is beside the checkout;
 skipped elsewhere. The engine follows the version each workload names. Each kind of
-workload (plain, async scheduling, speculative decoding, LoRA) has its own seeds.
+workload (plain, async scheduling, speculative decoding, LoRA, the prefill cadence, a
+third of the time with EAGLE-style drafters) has its own seeds.
 """
 
 from __future__ import annotations
@@ -19,36 +20,52 @@ from typing import Any
 import pytest
 from conftest import REPO, oracle_python, read_jsonl
 from oracle_compare import first_difference, run_lines
-from random_workloads import random_workload, with_lora, with_spec_decoding
+from random_workloads import (
+    random_workload,
+    with_eagle_style_drafts,
+    with_lora,
+    with_prefill_interval,
+    with_spec_decoding,
+)
 from vllm_env import LIVE_VENV
 
 ORACLE_SCRIPT = REPO.parent / "shared" / "oracle" / "vllm_oracle.py"
 NUM_WORKLOADS = 60
 MAX_REQUESTS = 24
 
-Generator = Callable[[random.Random], dict[str, Any]]
+Generator = Callable[[random.Random, str], dict[str, Any]]
 
 
-def _plain(rng: random.Random) -> dict[str, Any]:
+def _plain(rng: random.Random, version: str) -> dict[str, Any]:
     return random_workload(rng, MAX_REQUESTS)
 
 
-def _async(rng: random.Random) -> dict[str, Any]:
+def _async(rng: random.Random, version: str) -> dict[str, Any]:
     return random_workload(rng, MAX_REQUESTS, async_scheduling=True)
 
 
-def _spec(rng: random.Random) -> dict[str, Any]:
+def _spec(rng: random.Random, version: str) -> dict[str, Any]:
     """Speculative decoding, a third of the time under async scheduling."""
     return with_spec_decoding(
         rng, random_workload(rng, MAX_REQUESTS, async_scheduling=rng.random() < 0.3)
     )
 
 
-def _lora(rng: random.Random) -> dict[str, Any]:
+def _lora(rng: random.Random, version: str) -> dict[str, Any]:
     """The LoRA gate, a third of the time under async scheduling, a third with drafts."""
     mode = rng.random()
     workload = with_lora(rng, random_workload(rng, MAX_REQUESTS, async_scheduling=mode < 1 / 3))
     return with_spec_decoding(rng, workload) if mode > 2 / 3 else workload
+
+
+def _interval(rng: random.Random, version: str) -> dict[str, Any]:
+    """The prefill cadence, a third of the time under async scheduling, a third with
+    EAGLE-style drafts (0.32 keeps the setting and holds nothing)."""
+    mode = rng.random()
+    workload = random_workload(rng, MAX_REQUESTS, async_scheduling=mode < 1 / 3)
+    if mode > 2 / 3:
+        workload = with_eagle_style_drafts(rng, workload, version)
+    return with_prefill_interval(rng, workload)
 
 
 KINDS = [
@@ -56,6 +73,7 @@ KINDS = [
     pytest.param(_async, 8_000, id="async"),
     pytest.param(_spec, 9_000, id="spec"),
     pytest.param(_lora, 10_000, id="lora"),
+    pytest.param(_interval, 12_000, id="interval"),
 ]
 """Each kind of workload: its generator and its first seed."""
 
@@ -80,7 +98,7 @@ def test_random_workloads_match_the_oracle(
     paths = []
     for seed in range(first_seed, first_seed + NUM_WORKLOADS):
         path = tmp_path / f"w{seed}.json"
-        workload = generate(random.Random(seed))
+        workload = generate(random.Random(seed), version)
         workload["config"]["vllm_version"] = version
         path.write_text(json.dumps(workload))
         paths.append(path)

@@ -52,6 +52,7 @@ SELECT
             WHEN 'budget' THEN format('token budget used up ({} of {})', s.num_scheduled_tokens, s.token_budget)
             WHEN 'max_num_seqs' THEN format('{} requests running, the limit', s.num_running_before)
             WHEN 'preempted_this_step' THEN 'a preemption this step stops all admission'
+            WHEN 'prefill_held' THEN 'prefill held until the prefill_schedule_interval has passed'
             ELSE format('head needs {} block(s){}, {} free ({} check)',
                         h.num_blocks_needed,
                         CASE WHEN h.watermark_blocks > 0 THEN format(' + {} watermark', h.watermark_blocks) ELSE '' END,
