@@ -116,9 +116,8 @@ class VllmRecording:
             if segments is not None or (interval is not None and can_checkpoint)
             else None
         )
-        """None: no checkpoints (turned off, a redacted recording, several KV cache groups
-        or a prefill cadence) and one file; a segmented recording always has one (it opens
-        segments)."""
+        """None: no checkpoints (turned off, a redacted recording, or several KV cache
+        groups) and one file; a segmented recording always has one (it opens segments)."""
         self.async_scheduling = config.async_scheduling
         self.drafts_follow_update = _drafts_follow_update(scheduler)
         self.speculative_decoding = config.num_speculative_tokens > 0
