@@ -100,6 +100,8 @@ class ExactReplay:
     gaps: tuple[StepGap, ...] = ()
     """The steps of the window the trace does not hold: each stretch after one was replayed
     from the checkpoint that resumed the recording."""
+    dropped_from: int | None = None
+    """The first of the steps a recording lost at its end (`Trace.dropped_from`)."""
 
 
 @dataclass(frozen=True)
@@ -147,11 +149,11 @@ def replay_exact(
         if divergence is not None and checkpoint_step:
             state_differences = tuple(verify_checkpoint(trace, checkpoint_step))
         num_recorded, complete, last = trace.num_steps, trace.complete, trace.last_step
-        gaps = gaps_within(window, trace)
+        gaps, dropped_from = gaps_within(window, trace), trace.dropped_from
         window = within_trace(window, trace)
     return ExactReplay(
         trace_path, num_recorded, num_compared, complete, divergence, output, window,
-        checkpoint_step, state_differences, last, gaps,
+        checkpoint_step, state_differences, last, gaps, dropped_from,
     )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from .step_sides import STEP_ROWS, cell_lines
 
 
 def print_exact(console: Console, result: ExactReplay) -> None:
-    scope = "" if result.trace_complete else " (the trace is incomplete: compared what it holds)"
+    scope = _scope(result)
     for gap in result.gaps:
         console.print(
             f"[yellow]{gap.describe()}[/]: replayed again from the checkpoint at step "
@@ -115,6 +115,18 @@ _EXACT_ROWS = (
 """What exact replay compares beyond the diff's step rows, and the waiting requests skipped."""
 
 
+def _scope(result: ExactReplay) -> str:
+    """What the comparison covered, when the trace does not hold its run to the end."""
+    if result.trace_complete:
+        return ""
+    if result.dropped_from is not None:
+        return (
+            f" (the recorder fell behind and dropped the steps from {result.dropped_from} "
+            "on: compared what it holds)"
+        )
+    return " (the trace is incomplete: compared what it holds)"
+
+
 def exact_to_json(result: ExactReplay) -> dict[str, Any]:
     data: dict[str, Any] = {
         "trace": str(result.trace),
@@ -122,6 +134,7 @@ def exact_to_json(result: ExactReplay) -> dict[str, Any]:
         "num_recorded_steps": result.num_recorded_steps,
         "num_compared_steps": result.num_compared_steps,
         "trace_complete": result.trace_complete,
+        "dropped_from": result.dropped_from,
         "output": None if result.output is None else str(result.output),
         "from_step": result.window.from_step,
         "to_step": result.window.to_step,

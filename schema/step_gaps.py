@@ -13,6 +13,9 @@ from .reader import TraceReader
 from .recording_tables import Recording
 from .sql_files import query
 
+FELL_BEHIND = "the recorder fell behind and dropped them"
+"""Why steps are missing when the recorder said it dropped them."""
+
 
 @dataclass(frozen=True)
 class StepGap:
@@ -26,11 +29,7 @@ class StepGap:
 
     @property
     def why(self) -> str:
-        return (
-            "the recorder fell behind and dropped them"
-            if self.fell_behind
-            else "not in the recording"
-        )
+        return FELL_BEHIND if self.fell_behind else "not in the recording"
 
     def describe(self) -> str:
         """E.g. `steps 120..139 were not recorded (the recorder fell behind and dropped them)`."""

@@ -2,7 +2,8 @@
 
 The trace is a file, or a recording folder of segments read as one trace; either way
 the same `_` tables and views answer, and the steps held are `first_step` to
-`last_step`, less any `gaps` (steps a recording's writer dropped).
+`last_step`, less any `gaps` (steps a recording's writer dropped); a recording whose
+writer was still behind when it closed lost every step after `last_step` too.
 """
 
 from __future__ import annotations
@@ -53,7 +54,17 @@ class Trace(TraceReader):
 
     @property
     def complete(self) -> bool:
-        return self.meta.get("complete") == "true"
+        """The run ended and the trace holds its last step."""
+        return self.meta.get("complete") == "true" and self.dropped_from is None
+
+    @property
+    def dropped_from(self) -> int | None:
+        """The first step of those a recording lost at its end, its writer still behind
+        when the recording closed (None: it lost none there)."""
+        segments = self.recording.segments if self.recording is not None else ()
+        if segments and segments[-1].fell_behind:
+            return self.last_step + 1
+        return None
 
     @property
     def schema_version(self) -> int:

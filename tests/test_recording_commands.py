@@ -61,6 +61,15 @@ def with_gap(folder: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def ends_behind(folder: Path) -> Path:
+    """The storm with every step from 65 on dropped: its writer never caught up."""
+    path = folder / "ends-behind"
+    with recording(STORM, path, "1000000steps", gap_at=65):
+        pass
+    return path
+
+
 def _ok(*args: str) -> subprocess.CompletedProcess[str]:
     result = stepscope(*args)
     assert result.returncode == 0, result.stderr
@@ -176,6 +185,23 @@ def test_a_trimmed_recording_replays_from_its_first_step(trimmed: Path, tmp_path
     assert result.returncode in (0, 1), result.stderr
     with open_trace(output) as replayed:
         assert replayed.first_step == 200
+
+
+def test_a_recording_that_lost_its_end_says_so_and_replays_what_it_holds(
+    ends_behind: Path,
+) -> None:
+    text = _words(_ok("info", str(ends_behind)).stdout)
+    assert "recording folder, closed no steps from 65 on (dropped)" in text
+    assert "0..64; none from 65 on (the recorder fell behind and dropped them)" in text
+    report = json.loads(_ok("info", str(ends_behind), "--json").stdout)
+    assert (report["complete"], report["dropped_from"]) == (False, 65)
+    text = _words(_ok("replay", str(ends_behind)).stdout)
+    assert (
+        "identical: 65 of 65 recorded steps replayed with the same decisions (the recorder "
+        "fell behind and dropped the steps from 65 on: compared what it holds)"
+    ) in text
+    data = json.loads(_ok("replay", str(ends_behind), "--json").stdout)
+    assert (data["trace_complete"], data["dropped_from"]) == (False, 65)
 
 
 def test_a_recording_with_a_gap_replays_each_stretch(with_gap: Path, tmp_path: Path) -> None:

@@ -392,7 +392,7 @@ def test_a_recorder_that_falls_behind_drops_steps_and_resumes_at_a_checkpoint(
         assert rows(after.files("_checkpoints"), "SELECT step FROM t") == [(after.first_step,)]
 
 
-def test_a_recording_that_ends_in_a_gap_is_complete_and_says_its_steps_were_dropped(
+def test_a_recording_that_ends_in_a_gap_is_not_complete_and_says_its_end_was_dropped(
     tmp_path: Path,
 ) -> None:
     workload = traffic(40)
@@ -403,7 +403,8 @@ def test_a_recording_that_ends_in_a_gap_is_complete_and_says_its_steps_were_drop
     assert meta(segment.folders[0])["segment_end"] == "fell_behind"
     assert meta(segment.folders[0])["segment_last_step"] == "29"
     with open_trace(path) as trace:
-        assert trace.complete and trace.last_step == 29
+        assert trace.meta["complete"] == "true"  # the run ended; the trace lacks its end
+        assert not trace.complete and trace.last_step == 29 and trace.dropped_from == 30
         assert trace.meta["dropped_steps_from"] == "30"
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from conftest import REPO
 from export_traces import idle_steps_workload
+from recordings import recording
 from stepscope.engine.workload import parse_workload
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.screens.console import ConsoleScreen
@@ -172,6 +174,22 @@ def test_help_palette_and_quit() -> None:
 
     drive(app, scenario, size=(160, 44))
     assert app.return_code == 0
+
+
+def test_a_recording_that_lost_its_end_opens_with_a_notice(tmp_path: Path) -> None:
+    path = tmp_path / "ends-behind"
+    storm = REPO / "examples" / "preemption_storm" / "workload.json"
+    with recording(storm, path, "1000000steps", gap_at=5):
+        pass
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        text = " ".join(screen_text(pilot.app).split())
+        assert "ends-behind: the steps from 5 on were not recorded (the recorder fell" in text
+        assert "is incomplete" not in text
+        await press(pilot, "G")
+        assert table(pilot).cursor_step == 4
+
+    drive(StepscopeApp(path), scenario)
 
 
 def test_a_long_trace_is_paged_not_loaded_whole() -> None:

@@ -124,6 +124,23 @@ def test_plain_block_hashes_record_as_the_engine_does(vllm: VllmPython, tmp_path
         assert replay_exact(vllm_trace).divergence is None
 
 
+def test_plain_block_hashes_on_vllm_032_are_refused_in_one_line(
+    vllm_live: VllmPython, tmp_path: Path
+) -> None:
+    """vLLM 0.32 has no lookahead block hashes: a 0.33 workload that disables them is refused
+    by name before vLLM's own config refuses the key."""
+    raw = json.loads((NEXT / "79_eagle_lookahead_block_hashes.json").read_text())
+    raw["config"] = {**raw["config"], "disable_lookahead_block_hashes": True}
+    workload = tmp_path / "plain-hashes.json"
+    workload.write_text(json.dumps(raw))
+    output = tmp_path / "plain-hashes.duckdb"
+    result = vllm_live.stepscope("record", str(workload), "--engine", "vllm", "-o", str(output))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    error = result.stderr.strip().splitlines()[-1]  # after vLLM's own import-time notices
+    assert error.startswith("error: config.disable_lookahead_block_hashes: the installed vLLM")
+    assert not output.exists()
+
+
 @pytest.mark.parametrize("workload", SCENARIOS, ids=lambda p: p.stem)
 def test_eagle_and_cadence_engines_are_not_outside_the_subset(
     recorded: Recorded, workload: Path

@@ -25,6 +25,8 @@ class TraceInfo:
     """The step after the last one held (None: `num_steps`, the trace holding 0 on)."""
     gaps: tuple[str, ...] = ()
     """Each run of steps missing between two held, in words."""
+    dropped_from: int | None = None
+    """The first of the steps a recording lost at its end, its writer behind when it closed."""
 
     @property
     def num_rows(self) -> int:
@@ -100,10 +102,12 @@ class TailState:
     complete: bool
     writer: int | None
     """The process recording into it (None: none is)."""
+    dropped_from: int | None = None
+    """`TraceInfo.dropped_from`."""
 
     @classmethod
     def of(cls, info: TraceInfo, writer: int | None) -> TailState:
-        return cls(info.first_step, info.num_rows, info.complete, writer)
+        return cls(info.first_step, info.num_rows, info.complete, writer, info.dropped_from)
 
     def describe(self, path: Path) -> str:
         """The screen's subtitle: the folder, how many steps, and whether it is recorded now."""
@@ -111,6 +115,8 @@ class TailState:
             state = f"recording now (process {self.writer})"
         elif self.complete:
             state = "closed"
+        elif self.dropped_from is not None:
+            state = f"closed, the steps from {self.dropped_from:,} on dropped (it fell behind)"
         else:
             state = "not recorded now (the recorder stopped without closing it)"
         return f"following {path.name}: {self.num_rows:,} steps, {state}"

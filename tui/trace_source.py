@@ -73,7 +73,7 @@ class TraceSource:
             gaps = tuple(gap.describe() for gap in trace.gaps)
         return TraceInfo(
             self.path, num_steps, trace.complete, dict(trace.meta), dict(config),
-            first_step=first, end_step=last + 1, gaps=gaps,
+            first_step=first, end_step=last + 1, gaps=gaps, dropped_from=trace.dropped_from,
         )  # fmt: skip
 
     @cached_property

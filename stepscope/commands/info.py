@@ -18,6 +18,7 @@ from stepscope.safe_text import safe_text
 from stepscope.schema import Trace, open_trace
 from stepscope.schema.recording_layout import folder_bytes
 from stepscope.schema.set_members import find_trace
+from stepscope.schema.step_gaps import FELL_BEHIND
 
 from .info_recording import print_recording, recording_report, writer_line
 from .options import TraceNameOption
@@ -75,6 +76,7 @@ def info(
             "size_bytes": _size_bytes(opened) + wal,
             "wal_bytes": wal,
             "complete": opened.complete,
+            "dropped_from": opened.dropped_from,
             "first_step": opened.first_step,
             "last_step": opened.last_step,
             "gaps": [
@@ -110,11 +112,7 @@ def _wal_bytes(trace: Path) -> int:
 
 def _print_report(console: Console, report: dict[str, Any]) -> None:
     meta, summary = report["meta"], report["summary"]
-    state = (
-        "[green]complete[/]"
-        if report["complete"]
-        else "[bold red]INCOMPLETE[/] (recording stopped early)"
-    )
+    state = _state(report)
     blocks = (
         "every block read"
         if report["blocks_checked"]
@@ -156,11 +154,22 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
         print_recording(console, report)
 
 
+def _state(report: dict[str, Any]) -> str:
+    """Whether the trace holds its run to the end, as rich markup."""
+    if report["complete"]:
+        return "[green]complete[/]"
+    if report["dropped_from"] is not None:
+        return f"[bold yellow]no steps from {report['dropped_from']} on[/] (dropped)"
+    return "[bold red]INCOMPLETE[/] (recording stopped early)"
+
+
 def _steps_line(report: dict[str, Any]) -> str:
-    """The steps held, and those missing between them (with why)."""
+    """The steps held, and those missing between them and at the end (with why)."""
     line = f"{report['first_step']}..{report['last_step']}"
     for gap in report["gaps"]:
         line += f"; not {gap['first_step']}..{gap['last_step']} ({gap['why']})"
+    if report["dropped_from"] is not None:
+        line += f"; none from {report['dropped_from']} on ({FELL_BEHIND})"
     return line
 
 

@@ -33,11 +33,14 @@ def recording_report(trace: Trace) -> dict[str, Any]:
 
 
 def _writer(pid: int | None, segments: tuple[SegmentFacts, ...]) -> str:
-    """recording (a process holds its lock), closed, or stopped (it ended without closing)."""
+    """recording (a process holds its lock), closed, or stopped (it ended without closing).
+
+    A recording closed while its writer was behind ends with a `fell_behind` segment."""
     if pid is not None:
         return "recording"
     last = segments[-1] if segments else None
-    return "closed" if last is not None and last.ended_by == "closed" else "stopped"
+    closed = last is not None and last.ended_by in ("closed", "fell_behind")
+    return "closed" if closed else "stopped"
 
 
 def _segment(trace: Trace, facts: SegmentFacts) -> dict[str, Any]:

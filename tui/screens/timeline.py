@@ -12,6 +12,7 @@ from stepscope.engine import InputError
 from stepscope.replay.doctor import diagnose
 from stepscope.replay.from_step import WHOLE
 from stepscope.schema import TraceError
+from stepscope.schema.step_gaps import FELL_BEHIND
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -257,9 +258,9 @@ class TimelineScreen(Screen[None]):
         table.set_num_steps(info.num_rows, other_steps)
         notices = self._not_held(info)
         if not info.complete:
-            notices.append(self._incomplete(info.path, info.num_steps))
+            notices.append(self._incomplete(info))
         if self.other is not None and not self.other.info.complete:
-            notices.append(self._incomplete(self.other.info.path, self.other.info.num_steps))
+            notices.append(self._incomplete(self.other.info))
         if info.num_steps == 0:
             notices.append(f"{info.path.name} holds no steps.")
         if notices:
@@ -310,10 +311,15 @@ class TimelineScreen(Screen[None]):
         return notices
 
     @staticmethod
-    def _incomplete(path: Path, num_steps: int) -> str:
+    def _incomplete(info: TraceInfo) -> str:
+        if info.dropped_from is not None:
+            return (
+                f"{info.path.name}: the steps from {info.dropped_from:,} on were not recorded "
+                f"({FELL_BEHIND})."
+            )
         return (
-            f"{path.name} is incomplete: the recording stopped early; "
-            f"its {num_steps:,} flushed steps are shown."
+            f"{info.path.name} is incomplete: the recording stopped early; "
+            f"its {info.num_steps:,} flushed steps are shown."
         )
 
     def on_trace_failed(self, message: TraceFailed) -> None:

@@ -15,7 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import EngineConfig
+from stepscope.engine import ConfigError, EngineConfig
+
+from ..attach.versions import installed_rules, installed_version
 
 _TINY_MTP_MODEL = {
     "architectures": ["DeepseekV3ForCausalLM"],
@@ -63,6 +65,7 @@ def speculative_config(config: EngineConfig, model_config: Any, parallel_config:
     if config.parallel_drafting:
         knobs["parallel_drafting"] = True
     if config.disable_lookahead_block_hashes:
+        _require_lookahead_block_hashes()
         knobs["disable_lookahead_block_hashes"] = True
     return SpeculativeConfig(
         method=method,
@@ -71,6 +74,16 @@ def speculative_config(config: EngineConfig, model_config: Any, parallel_config:
         target_parallel_config=parallel_config,
         **knobs,
     )
+
+
+def _require_lookahead_block_hashes() -> None:
+    """A one-line error where the installed vLLM has no lookahead block hashes to disable
+    (0.32: its SpeculativeConfig refuses the key)."""
+    if not installed_rules().has_lookahead_block_hashes:
+        raise ConfigError(
+            "disable_lookahead_block_hashes",
+            f"the installed vLLM {installed_version()} has no lookahead block hashes to disable",
+        )
 
 
 def _mtp_model_dir(num_modules: int) -> str:
