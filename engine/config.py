@@ -285,6 +285,7 @@ class EngineConfig:
         """vLLM's checks of the EAGLE-style knobs."""
         if self.mtp_num_modules is not None and self.speculative_method != "mtp":
             raise ConfigError("mtp_num_modules", "needs speculative_method mtp")
+        self._validate_mtp_module_reuse()
         if self.disable_lookahead_block_hashes and not self.vllm_rules.has_lookahead_block_hashes:
             raise ConfigError(
                 "disable_lookahead_block_hashes",
@@ -296,6 +297,18 @@ class EngineConfig:
                 "block_size",
                 f"multi-module MTP with prefix caching needs block_size >= "
                 f"num_speculative_tokens ({num_prefill_lookahead}), got {self.block_size}",
+            )
+
+    def _validate_mtp_module_reuse(self) -> None:
+        """vLLM's `SpeculativeConfig` runs the MTP modules in turn, so it refuses more drafts
+        than modules unless they are a multiple of the module count (`n_predict`)."""
+        num_modules = self.mtp_num_modules or 1
+        k = self.num_speculative_tokens
+        if k > num_modules and k % num_modules:
+            raise ConfigError(
+                "num_speculative_tokens",
+                f"{k} must be divisible by mtp_num_modules {num_modules} (vLLM reuses the"
+                " MTP modules in turn)",
             )
 
     def _validate_block_hasher(self) -> None:

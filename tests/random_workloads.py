@@ -155,12 +155,22 @@ def with_eagle_style_drafts(
     # Several MTP modules look k tokens ahead in a prefill, which vLLM refuses to start
     # with prefix caching and blocks shorter than k.
     if method == "mtp" and (not config["enable_prefix_caching"] or config["block_size"] >= k):
-        config["mtp_num_modules"] = rng.randint(1, 3)
+        config["mtp_num_modules"] = _mtp_num_modules(rng.randint(1, 3), k)
     if method != "mtp" and rng.random() < 0.3:
         config["parallel_drafting"] = True
     if version == "0.33.0" and rng.random() < 0.2:
         config["disable_lookahead_block_hashes"] = True
     return workload
+
+
+def _mtp_num_modules(drawn: int, k: int) -> int:
+    """The most modules up to `drawn` that vLLM starts with for `k` drafts: its
+    `SpeculativeConfig` reuses the MTP modules in turn and refuses a
+    `num_speculative_tokens` above `n_predict` (the module count) that is not a multiple
+    of it ("num_speculative_tokens:3 must be divisible by n_predict=2")."""
+    while k > drawn and k % drawn:
+        drawn -= 1
+    return drawn
 
 
 def with_prefill_interval(rng: random.Random, workload: dict[str, Any]) -> dict[str, Any]:

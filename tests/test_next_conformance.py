@@ -95,7 +95,7 @@ def test_the_drafter_decides_slots_lookahead_and_hashes() -> None:
     assert eagle3.with_knobs({"parallel_drafting": True}).max_num_new_slots_for_drafting == 2
     pard = eagle3.with_knobs({"speculative_method": "draft_model", "parallel_drafting": True})
     assert pard.max_num_new_slots_for_drafting == 3
-    mtp = eagle3.with_knobs({"speculative_method": "mtp", "mtp_num_modules": 2})
+    mtp = eagle3.with_knobs({"speculative_method": "mtp", "mtp_num_modules": 3})
     assert (mtp.num_prefill_lookahead_tokens, mtp.num_hash_lookahead_tokens) == (3, 3)
     assert mtp.with_knobs({"mtp_num_modules": 1}).num_prefill_lookahead_tokens == 1
     plain = mtp.with_knobs({"disable_lookahead_block_hashes": True})
@@ -119,6 +119,11 @@ def test_the_drafter_decides_slots_lookahead_and_hashes() -> None:
         ),
         ({"parallel_drafting": True}, "parallel_drafting", "needs num_speculative_tokens"),
         ({**EAGLE, "parallel_drafting": 1}, "parallel_drafting", "expected true or false"),
+        (
+            {"num_speculative_tokens": 3, "speculative_method": "mtp", "mtp_num_modules": 2},
+            "num_speculative_tokens",
+            "3 must be divisible by mtp_num_modules 2",
+        ),
         (
             {**EAGLE, "disable_lookahead_block_hashes": True, "vllm_version": "0.32.0"},
             "disable_lookahead_block_hashes",

@@ -4,8 +4,8 @@ Both supported versions: 0.33.0 where its venv exists (`.ci/vllm-venv`, which `.
 builds, or the oracle's own from `../shared/oracle/build_venv.sh`), 0.32.0 in the
 live venv (`.ci/vllm-live-venv`), each where the oracle script is beside the checkout;
 skipped elsewhere. The engine follows the version each workload names. Each kind of
-workload (plain, async scheduling, speculative decoding, LoRA, the prefill cadence, a
-third of the time with EAGLE-style drafters) has its own seeds.
+workload (plain, async scheduling, speculative decoding, LoRA, EAGLE-style drafters, the
+prefill cadence, a third of the time with EAGLE-style drafters) has its own seeds.
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ def _lora(rng: random.Random, version: str) -> dict[str, Any]:
     return with_spec_decoding(rng, workload) if mode > 2 / 3 else workload
 
 
+def _eagle(rng: random.Random, version: str) -> dict[str, Any]:
+    """EAGLE, EAGLE-3 or MTP drafts, a third of the time under async scheduling."""
+    workload = random_workload(rng, MAX_REQUESTS, async_scheduling=rng.random() < 1 / 3)
+    return with_eagle_style_drafts(rng, workload, version)
+
+
 def _interval(rng: random.Random, version: str) -> dict[str, Any]:
     """The prefill cadence, a third of the time under async scheduling, a third with
     EAGLE-style drafts (0.32 keeps the setting and holds nothing)."""
@@ -73,6 +79,7 @@ KINDS = [
     pytest.param(_async, 8_000, id="async"),
     pytest.param(_spec, 9_000, id="spec"),
     pytest.param(_lora, 10_000, id="lora"),
+    pytest.param(_eagle, 11_000, id="eagle"),
     pytest.param(_interval, 12_000, id="interval"),
 ]
 """Each kind of workload: its generator and its first seed."""
