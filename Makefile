@@ -27,10 +27,12 @@ installed:
 docs:
 	NO_MKDOCS_2_WARNING=1 $(dir $(abspath $(PYTHON)))mkdocs build --strict --quiet
 
-# The slowest tests are listed at the end: CI's time budget is spent there.
-test:
-	$(PYTHON) -m pytest -q --durations=25
+# The tests not marked slow run on every core, a test file per process (`-n auto`); the
+# slow ones (real vLLM engines and servers, each busy on every core) run one at a time after
+# them. The slowest tests are listed at the end: CI's time budget is spent there.
+test: test-fast
+	$(PYTHON) -m pytest -q -m slow --durations=25
 
-# Everything but the tests marked slow (those start real vLLM engines and schedulers).
+# Everything but the tests marked slow.
 test-fast:
-	$(PYTHON) -m pytest -q -m 'not slow'
+	$(PYTHON) -m pytest -q -m 'not slow' -n auto --dist loadfile --durations=10

@@ -20,7 +20,7 @@ from suite_summary import SuiteSummary  # noqa: E402  (a module of tests/, on th
 
 _SUITES = SuiteSummary()
 SUITE_SUMMARY_FILE = "STEPSCOPE_SUITE_SUMMARY"
-"""Where the suites' lines are also written (`.ci/run` prints them after everything else)."""
+"""Where the suites' lines are also appended (`.ci/run` prints them after everything else)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,12 +28,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    lines = _SUITES.lines()
+    if hasattr(terminalreporter.config, "workerinput"):
+        return  # a pytest-xdist worker: its controller tallies every worker's reports
+    selected = terminalreporter.config.option.markexpr
+    lines = [f"[-m '{selected}'] {line}" if selected else line for line in _SUITES.lines()]
     terminalreporter.write_sep("=", "suites that need an optional part")
     for line in lines:
         terminalreporter.write_line(line)
-    if os.environ.get(SUITE_SUMMARY_FILE):
-        Path(os.environ[SUITE_SUMMARY_FILE]).write_text("\n".join(lines) + "\n")
+    if os.environ.get(SUITE_SUMMARY_FILE):  # `make test` runs pytest twice: both runs' lines
+        with Path(os.environ[SUITE_SUMMARY_FILE]).open("a") as summary:
+            summary.write("\n".join(lines) + "\n")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -42,6 +42,10 @@ SUITES = (
 )
 
 
+SUITE_PROPERTY = "stepscope_suite"
+"""The `user_properties` key that names a test's suite."""
+
+
 @dataclass
 class Tally:
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -60,20 +64,21 @@ class SuiteSummary:
     """A pytest plugin that tallies each suite's outcomes and prints them last."""
 
     def __init__(self) -> None:
-        self.suite_of: dict[str, Suite] = {}
         self.tallies = {suite.name: Tally() for suite in SUITES}
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Name each test's suite in its reports (a pytest-xdist worker collects; the
+        controller, which tallies, sees only the reports)."""
         for item in items:
             suite = next((s for s in SUITES if s.holds(item)), None)
             if suite is not None:
-                self.suite_of[item.nodeid] = suite
+                item.user_properties.append((SUITE_PROPERTY, suite.name))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        suite = self.suite_of.get(report.nodeid)
-        if suite is None or not (report.when == "call" or report.outcome != "passed"):
+        name = dict(report.user_properties).get(SUITE_PROPERTY)
+        if name is None or not (report.when == "call" or report.outcome != "passed"):
             return
-        tally = self.tallies[suite.name]
+        tally = self.tallies[name]
         tally.outcomes[report.outcome] += 1
         if report.skipped and isinstance(report.longrepr, tuple):
             tally.skip_reasons[report.longrepr[2].removeprefix("Skipped: ")] += 1
