@@ -14,8 +14,9 @@ import pytest
 from conftest import SHARED_CONFORMANCE
 from oracle_compare import first_difference, run_lines
 from stepscope.engine import EngineConfig, WorkloadError, load_workload
-from stepscope.engine.errors import ConfigError
+from stepscope.engine.errors import ConfigError, InputError
 from stepscope.engine.kv_cache_groups import AttentionType, KVCacheGroupSpec
+from stepscope.engine.model_runner_choice import create_model_runner
 
 BASE = {"block_size": 4, "num_blocks": 20, "max_num_batched_tokens": 32, "max_num_seqs": 4}
 FULL = {"type": "full"}
@@ -100,3 +101,9 @@ def test_one_full_group_decides_as_the_default_manager(workload: Path) -> None:
     grouped = plain.with_config(plain.config.with_knobs({KEY: [FULL]}))
     ours = _without_group_fields(run_lines(grouped))
     assert first_difference(ours, run_lines(plain)) is None
+
+
+def test_the_torch_model_refuses_hybrid_groups() -> None:
+    (workload,) = sorted(SHARED_CONFORMANCE.parent.glob("conformance-next/71_*.json"))
+    with pytest.raises(InputError, match=r"config\.kv_cache_groups: the torch model is full"):
+        create_model_runner("tiny", load_workload(workload))
