@@ -18,8 +18,8 @@ from .kv_cache_manager import AllocationRefusal, RefusalCheck
 from .request import Request, RequestStatus
 from .single_type_kv_cache_manager import SingleTypeKVCacheManager, manager_class
 
-GroupBlocks = tuple[list[KVCacheBlock], ...]
-"""One list of blocks per KV cache group, in group order."""
+GroupBlocks = tuple[Sequence[KVCacheBlock], ...]
+"""One sequence of blocks per KV cache group, in group order."""
 
 
 class KVCacheCoordinator:
@@ -62,7 +62,7 @@ class KVCacheCoordinator:
             for group_id, spec in enumerate(groups)
         )
         self.spec_groups = _spec_groups(groups)
-        self.no_hits: GroupBlocks = tuple([] for _ in groups)
+        self.no_hits: GroupBlocks = tuple(() for _ in groups)
         self._step_new_blocks: dict[str, GroupBlocks] = {}
 
     @property
@@ -165,19 +165,27 @@ class KVCacheCoordinator:
         num_free_blocks = self.block_pool.get_num_free_blocks()
         if needed + watermark_blocks > num_free_blocks:
             return AllocationRefusal(RefusalCheck.SLOTS, needed, watermark_blocks, num_free_blocks)
-        if any(hits):
-            for manager, blocks in zip(self.managers, hits, strict=True):
-                manager.add_local_computed_blocks(request_id, blocks, num_local_computed_tokens)
-        new_blocks = tuple(
-            manager.allocate_new_blocks(request_id, num_tokens_need_slot)
-            for manager in self.managers
+        new_blocks = self._take_blocks(
+            request_id, hits, num_local_computed_tokens, num_tokens_need_slot
         )
-        self._step_new_blocks[request_id] = new_blocks
         if self.enable_caching:
             self.cache_blocks(
                 request, min(total_computed_tokens + num_new_tokens, request.num_tokens)
             )
         return new_blocks[0]
+
+    def _take_blocks(
+        self, request_id: str, hits: GroupBlocks, num_hit_tokens: int, num_tokens: int
+    ) -> tuple[list[KVCacheBlock], ...]:
+        """Adopt the prefix hit in every group, then give each group `num_tokens` slots."""
+        if any(hits):
+            for manager, blocks in zip(self.managers, hits, strict=True):
+                manager.add_local_computed_blocks(request_id, blocks, num_hit_tokens)
+        new_blocks = tuple(
+            manager.allocate_new_blocks(request_id, num_tokens) for manager in self.managers
+        )
+        self._step_new_blocks[request_id] = new_blocks
+        return new_blocks
 
     def allocate_running_slots(
         self, request: Request, num_new_tokens: int, num_lookahead_tokens: int = 0
