@@ -86,6 +86,12 @@ class BlockPool:
             block.block_hash = block_hash
             self.cached_block_hash_to_block.insert(block_hash, block)
 
+    def cache_block(self, block_hash: BlockHash, block: KVCacheBlock) -> None:
+        """Register one block under `block_hash` (a hybrid group's key)."""
+        assert block.block_hash is None, f"block {block.block_id} is already cached"
+        block.block_hash = block_hash
+        self.cached_block_hash_to_block.insert(block_hash, block)
+
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
         """Pop `num_blocks` from the front of the free queue, evicting cached ones."""
         if num_blocks > len(self.free_block_queue):

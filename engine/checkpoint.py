@@ -22,6 +22,7 @@ from typing import Any
 from .block_hash import BlockHash
 from .core import EngineCore, EngineStep
 from .kv_cache_block import KVCacheBlock
+from .kv_cache_manager import KVCacheManager
 from .request import Request, RequestStatus
 from .scheduler_state import SchedulerState
 
@@ -140,6 +141,7 @@ def take_checkpoint(
     positions = {request.request_id: i for i, request in enumerate(scheduler.running)}
     waiting = {request.request_id: i for i, request in enumerate(scheduler.waiting)}
     manager = scheduler.kv_cache_manager
+    assert isinstance(manager, KVCacheManager), "a checkpoint holds one KV cache group"
     requests = tuple(
         _request_checkpoint(
             request, positions, waiting, manager.req_to_blocks, manager.num_cached_block

@@ -16,6 +16,8 @@ from .block_hash import (
 )
 from .errors import ConfigError
 from .json_fields import finite
+from .kv_cache_groups import KEY as KV_CACHE_GROUPS
+from .kv_cache_groups import AttentionType, KVCacheGroupSpec, groups_to_json, parse_kv_cache_groups
 from .memory_limit import BYTES_PER_BLOCK, INT32_MAX, over_memory_limit
 from .vllm_versions import DEFAULT_VLLM_VERSION, VllmRules, vllm_rules
 
@@ -36,6 +38,8 @@ EAGLE_METHODS = ("eagle", "eagle3", "mtp")
 sees them: no draft slot, k lookahead slots, a prefill lookahead and lookahead hashes."""
 SPECULATIVE_METHODS = ("ngram", "draft_model", *EAGLE_METHODS)
 """The speculative-decoding methods whose scheduling the engine models."""
+NULLABLE_KNOBS = ("prefix_cache_retention_interval",)
+"""Knobs whose JSON null is a value of its own rather than 'the default'."""
 SPEC_ONLY_KNOBS = ("mtp_num_modules", "parallel_drafting", "disable_lookahead_block_hashes")
 """Speculative-config knobs beyond the method and `num_speculative_tokens`."""
 
@@ -87,6 +91,21 @@ class EngineConfig:
     hashes, so a checkpoint recorded from vLLM restores hash for hash)."""
     none_hash: str | None = None
     """vLLM's `NONE_HASH` (hex), the parent of every first block; only with `vllm-sha256*`."""
+    kv_cache_groups: tuple[KVCacheGroupSpec, ...] | None = None
+    """The KV cache groups of a hybrid model, in vLLM's order; None: one full-attention group."""
+    prefix_cache_retention_interval: int | None = 0
+    """Which sliding-window blocks are cached (vLLM's `CacheConfig`): 0, only the tails at the
+    replay boundary and junctions; N, also every N-token segment's tail; None, every block."""
+
+    @property
+    def sliding_window_extra_tokens(self) -> int:
+        """Tokens a sliding window keeps below itself for a multi-module MTP drafter."""
+        return max(0, self.num_prefill_lookahead_tokens - 1)
+
+    @property
+    def max_in_flight_tokens(self) -> int:
+        """Tokens scheduled but not yet settled: one budget per batch in flight."""
+        return self.max_num_batched_tokens * (2 if self.async_scheduling else 1)
 
     @property
     def none_hash_bytes(self) -> BlockHash | None:
@@ -197,7 +216,9 @@ class EngineConfig:
         if values.get("max_model_len") is None:
             values["max_model_len"] = values["max_num_batched_tokens"]
         _resolve_speculative_method(values)
-        values = {k: _coerce(k, v) for k, v in values.items() if v is not None}
+        values = {
+            k: _coerce(k, v) for k, v in values.items() if v is not None or k in NULLABLE_KNOBS
+        }
         config = cls(**values)
         config.validate()
         return config
@@ -206,6 +227,12 @@ class EngineConfig:
         """Every knob, flattened, with defaults resolved (JSON-ready)."""
         out = dataclasses.asdict(self)
         out["policy"] = self.policy.value
+        if self.kv_cache_groups is None:
+            del out[KV_CACHE_GROUPS]
+        else:
+            out[KV_CACHE_GROUPS] = groups_to_json(self.kv_cache_groups)
+        if self.prefix_cache_retention_interval == 0:
+            del out["prefix_cache_retention_interval"]
         return out
 
     def with_knobs(self, knobs: Mapping[str, Any]) -> EngineConfig:
@@ -255,6 +282,7 @@ class EngineConfig:
             )
         self._validate_speculative()
         self._validate_block_hasher()
+        self._validate_kv_cache_groups()
         if self.long_prefill_token_threshold > self.max_model_len:
             raise ConfigError(
                 "long_prefill_token_threshold",
@@ -309,6 +337,43 @@ class EngineConfig:
                 "num_speculative_tokens",
                 f"{k} must be divisible by mtp_num_modules {num_modules} (vLLM reuses the"
                 " MTP modules in turn)",
+            )
+
+    def _validate_kv_cache_groups(self) -> None:
+        """vLLM's checks of hybrid groups and of `prefix_cache_retention_interval`."""
+        groups = self.kv_cache_groups or ()
+        types = {group.type for group in groups}
+        if AttentionType.CHUNKED_LOCAL in types and self.use_eagle:
+            raise ConfigError(
+                KV_CACHE_GROUPS,
+                "chunked_local with an EAGLE-style drafter is not a hybrid KV cache in vLLM",
+            )
+        if groups and self.use_eagle and AttentionType.FULL not in types:
+            raise ConfigError(
+                KV_CACHE_GROUPS,
+                f"{self.speculative_method} needs a full group for the draft layers",
+            )
+        if groups and self.enable_prefix_caching and self.use_eagle_block_drop:
+            raise ConfigError(
+                KV_CACHE_GROUPS,
+                "the EAGLE last-block drop across groups is not modelled "
+                "(use lookahead block hashes, vLLM 0.33's default)",
+            )
+        interval = self.prefix_cache_retention_interval
+        if interval is None:
+            return
+        if AttentionType.SLIDING_WINDOW not in types:
+            if interval != 0:
+                raise ConfigError(
+                    "prefix_cache_retention_interval",
+                    "is set but no kv_cache_groups entry is a sliding_window group; set it to 0",
+                )
+            return
+        if interval < 0 or interval % self.block_size:
+            raise ConfigError(
+                "prefix_cache_retention_interval",
+                f"must be non-negative and a multiple of block_size ({self.block_size}), "
+                f"got {interval}",
             )
 
     def _validate_block_hasher(self) -> None:
@@ -380,6 +445,10 @@ _FIELD_TYPES: dict[str, type] = {
 
 def _coerce(key: str, value: Any) -> Any:
     """Check a JSON value's type for `key`; ints stay ints, policies become enums."""
+    if key == KV_CACHE_GROUPS:
+        return parse_kv_cache_groups(value)
+    if value is None:
+        return value
     kind = _FIELD_TYPES.get(key, int)
     if kind is SchedulingPolicy:
         try:

@@ -88,6 +88,11 @@ def _model_config(model: str) -> tuple[ModelConfig, Path | None]:
 
 
 def _check_workload(workload: Workload, config: ModelConfig) -> None:
+    if workload.config.kv_cache_groups is not None:
+        raise InputError(
+            f"{workload.source}: config.kv_cache_groups: the torch model is full attention "
+            "with one KV cache group; run hybrid groups with --model tape"
+        )
     max_model_len = workload.config.max_model_len
     if max_model_len > config.max_position_embeddings:
         raise InputError(

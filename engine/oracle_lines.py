@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from .core import EngineStep
 from .engine_loop import BatchQueueCall, EngineLoop, RequestFinish, StepRecord
+from .kv_cache_coordinator import KVCacheCoordinator
 from .scheduled_requests import RequestKind, ScheduledRequests, scheduled_requests
 from .spec_lines import (
     draft_fields,
@@ -51,7 +52,8 @@ def step_line(record: StepRecord, loop: EngineLoop) -> dict[str, Any]:
         return _idle_line(record.step, record.arrived, record.aborted, record.rejected)
     spec = bool(loop.workload.config.num_speculative_tokens)
     line = _head(record.step, record.arrived, record.aborted)
-    line.update(_schedule_fields(engine_step, loop.request_index, spec=spec))
+    groups = loop.workload.config.kv_cache_groups is not None
+    line.update(_schedule_fields(engine_step, loop.request_index, spec=spec, groups=groups))
     line.update(_cadence_fields(loop))
     line.update(_update_fields(engine_step, spec=spec))
     line.update(_state_fields(loop))
@@ -72,7 +74,8 @@ def call_line(call: BatchQueueCall, loop: EngineLoop) -> dict[str, Any]:
     line = _head(call.step, call.arrived, call.aborted)
     line["scheduled"] = call.scheduled is not None
     if call.scheduled is not None:
-        line.update(_schedule_fields(call.scheduled, loop.request_index, spec=spec))
+        groups = loop.workload.config.kv_cache_groups is not None
+        line.update(_schedule_fields(call.scheduled, loop.request_index, spec=spec, groups=groups))
         line.update(_cadence_fields(loop))
     line["update_step"] = call.update_step
     if call.processed is None:
@@ -118,7 +121,7 @@ def _tail(
 
 
 def _schedule_fields(
-    engine_step: EngineStep, order: dict[str, int], *, spec: bool
+    engine_step: EngineStep, order: dict[str, int], *, spec: bool, groups: bool
 ) -> dict[str, Any]:
     """What `schedule()` decided for the step, as the oracle lists it."""
     output, counts = engine_step.scheduler_output, step_counts(engine_step)
@@ -137,6 +140,11 @@ def _schedule_fields(
     }
     if spec:
         fields.update(schedule_spec_fields(output))
+    if groups:
+        fields["new_block_ids_by_group"] = {
+            row.req_id: [list(ids) for ids in output.new_block_ids_by_group[row.req_id]]
+            for row in oracle_order
+        }
     return fields
 
 
@@ -171,7 +179,7 @@ def _update_fields(engine_step: EngineStep, *, spec: bool) -> dict[str, Any]:
 def _state_fields(loop: EngineLoop) -> dict[str, Any]:
     """The scheduler's queues and counts at the end of the step (after any update)."""
     scheduler = loop.core.scheduler
-    return {
+    fields: dict[str, Any] = {
         "running": [r.request_id for r in scheduler.running],
         "waiting": [r.request_id for r in scheduler.waiting],
         "num_computed_tokens": {
@@ -179,6 +187,16 @@ def _state_fields(loop: EngineLoop) -> dict[str, Any]:
         },
         "num_free_blocks_after_update": scheduler.kv_cache_manager.get_num_free_blocks(),
     }
+    manager = scheduler.kv_cache_manager
+    if isinstance(manager, KVCacheCoordinator):
+        fields["block_tables"] = _block_tables(manager, scheduler.requests)
+    return fields
+
+
+def _block_tables(manager: KVCacheCoordinator, requests: Iterable[str]) -> dict[str, Any]:
+    """Every group's table of each request holding blocks (0: a null entry)."""
+    tables = {req_id: manager.block_ids_by_group(req_id) for req_id in requests}
+    return {req_id: [list(ids) for ids in table] for req_id, table in tables.items() if any(table)}
 
 
 class _Row(NamedTuple):

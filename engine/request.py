@@ -107,6 +107,7 @@ class Request:
         "request_id",
         "running_grant",
         "sampling_params",
+        "shared_prefix_boundary",
         "spec_token_ids",
         "status",
         "stop_reason",
@@ -153,6 +154,9 @@ class Request:
         """In-flight tokens of steps scheduled before a preemption: delivered, never counted."""
         self.num_preemptions = 0
         self.is_prefill_chunk = False
+        self.shared_prefix_boundary = 0
+        """Hybrid groups: the full-attention hit its last lookup found beyond the reconciled
+        one, whose window tail it caches so a sibling hits there next (0: none)."""
         self.stop_reason: int | str | None = None
         self.spec_token_ids: list[int] = []
         """Drafts to verify in its next decode step (async: -1 placeholders the worker fills)."""

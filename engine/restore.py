@@ -20,6 +20,7 @@ from .checkpoint import CadenceCheckpoint, PendingBatch, RequestCheckpoint, Sche
 from .config import HASHING_KNOBS, EngineConfig
 from .core import EngineCore, EngineStep
 from .errors import InputError
+from .kv_cache_manager import KVCacheManager
 from .outputs import ModelRunnerOutput
 from .request import Request, RequestStatus
 from .scheduler_output import NO_SPEC_DECODE_TOKENS, CachedRequestData, SchedulerOutput
@@ -32,6 +33,7 @@ SHAPING_KNOBS = (
     "async_scheduling",
     "num_speculative_tokens",
     "speculative_method",
+    "kv_cache_groups",
     *HASHING_KNOBS,
 )
 """Knobs the state's shape depends on: block tables, hashes, the batch queue, drafts."""
@@ -123,6 +125,7 @@ def _restored_request(rc: RequestCheckpoint, spec: RequestSpec, core: EngineCore
 
 def _restore_blocks(scheduler: SchedulerState, checkpoint: SchedulerCheckpoint) -> None:
     manager = scheduler.kv_cache_manager
+    assert isinstance(manager, KVCacheManager), "a checkpoint holds one KV cache group"
     pool = manager.block_pool
     recorded = checkpoint.block_pool
     blocks = pool.blocks

@@ -11,15 +11,19 @@ waiting requests are admitted from the head of the queue until one does not fit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from operator import attrgetter
 from typing import Any
 
+from .kv_cache_coordinator import KVCacheCoordinator
 from .output_update import OutputUpdate
 from .probe import ScheduleEnd, ScheduleStart
 from .running_pass import RunningPass
 from .scheduler_output import (
+    NO_GROUP_BLOCK_IDS,
     NO_SPEC_DECODE_TOKENS,
     CachedRequestData,
+    GroupBlockIds,
     NewRequestData,
     SchedulerOutput,
 )
@@ -140,7 +144,24 @@ class Scheduler(RunningPass, WaitingPass, OutputUpdate):
             preempted_req_ids=frozenset(self.preempted_req_ids),
             finished_req_ids=frozenset(self.finished_req_ids),
             scheduled_spec_decode_tokens=plan.scheduled_spec_decode_tokens or NO_SPEC_DECODE_TOKENS,
+            new_block_ids_by_group=self._new_block_ids_by_group(plan),
         )
+
+    def _new_block_ids_by_group(self, plan: StepPlan) -> Mapping[str, GroupBlockIds]:
+        """Hybrid KV cache groups: each scheduled request's new blocks in every group (an
+        admitted one's whole tables)."""
+        manager = self.kv_cache_manager
+        if not isinstance(manager, KVCacheCoordinator):
+            return NO_GROUP_BLOCK_IDS
+        admitted = {r.request_id for r in (*plan.scheduled_new, *plan.scheduled_resumed)}
+        return {
+            req_id: (
+                manager.block_ids_by_group(req_id)
+                if req_id in admitted
+                else manager.new_block_ids_by_group(req_id)
+            )
+            for req_id in plan.num_scheduled_tokens
+        }
 
     def _make_cached_request_data(self, plan: StepPlan) -> CachedRequestData:
         """The running requests scheduled again, then the resumed ones, column by column."""

@@ -1,6 +1,6 @@
 """What one `schedule()` call hands the model runner (vLLM's `SchedulerOutput`).
 
-One KV cache group, so block ids are a flat tuple rather than a tuple per group.
+Block ids are group 0's flat tuple; a hybrid model's other groups ride beside them.
 Every field is a snapshot: nothing here aliases live scheduler state.
 """
 
@@ -44,6 +44,12 @@ class CachedRequestData:
         return CachedRequestData((), frozenset(), (), (), (), {})
 
 
+GroupBlockIds = tuple[tuple[int, ...], ...]
+"""One tuple of block ids per KV cache group (0: a null entry)."""
+
+NO_GROUP_BLOCK_IDS: Mapping[str, GroupBlockIds] = MappingProxyType({})
+"""`new_block_ids_by_group` of a run with one KV cache group (the flat ids say it all)."""
+
 NO_SPEC_DECODE_TOKENS: Mapping[str, tuple[int, ...]] = MappingProxyType({})
 """`scheduled_spec_decode_tokens` of a step that verifies no drafts."""
 
@@ -63,3 +69,8 @@ class SchedulerOutput:
         default_factory=lambda: NO_SPEC_DECODE_TOKENS
     )
     """Drafts to verify per request (-1: padding, or an async placeholder the worker fills)."""
+    new_block_ids_by_group: Mapping[str, GroupBlockIds] = field(
+        default_factory=lambda: NO_GROUP_BLOCK_IDS
+    )
+    """Hybrid KV cache groups only: per scheduled request, every group's new blocks (a new
+    or resumed request: its whole tables); the flat ids above are group 0's."""

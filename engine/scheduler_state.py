@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .block_hash import make_block_hasher
 from .config import EngineConfig
+from .kv_cache_coordinator import KVCacheCoordinator
 from .kv_cache_manager import KVCacheManager
 from .prefill_cadence import PrefillCadence
 from .request import BlockHasher, Request, RequestStatus
@@ -31,15 +32,7 @@ class SchedulerState:
         self.rules = config.vllm_rules
         self.max_model_len = config.max_model_len
         self.block_size = config.block_size
-        self.kv_cache_manager = KVCacheManager(
-            num_blocks=config.num_blocks,
-            block_size=config.block_size,
-            max_model_len=config.max_model_len,
-            enable_caching=config.enable_prefix_caching,
-            watermark_blocks=config.watermark_blocks,
-            use_eagle=config.use_eagle_block_drop,
-            num_reprefillable_tokens=max(0, config.num_prefill_lookahead_tokens - 1),
-        )
+        self.kv_cache_manager = _make_kv_cache_manager(config)
         self.block_hasher: BlockHasher | None = (
             make_block_hasher(
                 config.block_size,
@@ -138,3 +131,30 @@ class SchedulerState:
     def has_requests(self) -> bool:
         """Anything to schedule, or finished ids still to ship."""
         return self.has_unfinished_requests() or self.has_finished_requests()
+
+
+def _make_kv_cache_manager(config: EngineConfig) -> KVCacheManager | KVCacheCoordinator:
+    """One full-attention group (the default), or a coordinator over `kv_cache_groups`."""
+    num_reprefillable_tokens = max(0, config.num_prefill_lookahead_tokens - 1)
+    if config.kv_cache_groups is None:
+        return KVCacheManager(
+            num_blocks=config.num_blocks,
+            block_size=config.block_size,
+            max_model_len=config.max_model_len,
+            enable_caching=config.enable_prefix_caching,
+            watermark_blocks=config.watermark_blocks,
+            use_eagle=config.use_eagle_block_drop,
+            num_reprefillable_tokens=num_reprefillable_tokens,
+        )
+    return KVCacheCoordinator(
+        config.kv_cache_groups,
+        config.num_blocks,
+        config.block_size,
+        config.max_model_len,
+        enable_caching=config.enable_prefix_caching,
+        max_in_flight_tokens=config.max_in_flight_tokens,
+        watermark_blocks=config.watermark_blocks,
+        retention_interval=config.prefix_cache_retention_interval,
+        extra_retained_tokens=config.sliding_window_extra_tokens,
+        num_reprefillable_tokens=num_reprefillable_tokens,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from .kv_cache_block import KVCacheBlock
 from .kv_cache_manager import AllocationRefusal
@@ -131,7 +132,9 @@ class WaitingPass(SchedulerState):
             )
             if num_new_tokens == 0:
                 return WaitingSkipReason.CANNOT_SCHEDULE
-        result = self._allocate_for_admission(request, num_new_tokens, hit_blocks)
+        result = self._allocate_for_admission(
+            request, num_new_tokens, hit_blocks, num_computed_tokens
+        )
         if isinstance(result, AllocationRefusal):
             plan.blocked_request_id = request.request_id
             return REFUSAL_STOP[result.check]
@@ -147,11 +150,12 @@ class WaitingPass(SchedulerState):
         return None
 
     def _allocate_for_admission(
-        self, request: Request, num_new_tokens: int, hit_blocks: list[KVCacheBlock]
+        self, request: Request, num_new_tokens: int, hit_blocks: Any, num_hit_tokens: int
     ) -> Sequence[KVCacheBlock] | AllocationRefusal:
+        """`allocate_slots` for the waiting head, adopting its prefix hit (one list of
+        blocks, or one per KV cache group)."""
         kv_cache_manager = self.kv_cache_manager
         num_free_blocks = kv_cache_manager.get_num_free_blocks()
-        num_hit_tokens = len(hit_blocks) * self.block_size
         full_sequence_must_fit = self.config.scheduler_reserve_full_isl
         result = kv_cache_manager.allocate_slots(
             request,

@@ -5,7 +5,8 @@ chunked prefill on and off, the long-prefill threshold (adaptive too), the
 full-sequence check, watermarks, `max_num_scheduled_tokens`, `max_num_active_seqs`,
 shared prefixes, EOS / stop ids / `min_tokens`, aborts, explicit arrival times,
 and empty or too-long prompts. Pools are small, so preemption is common.
-`with_spec_decoding` and `with_lora` add the oracle's optional feature keys.
+`with_spec_decoding`, `with_lora` and the other `with_*` add the oracle's optional
+feature keys.
 """
 
 from __future__ import annotations
@@ -188,4 +189,41 @@ def with_lora(rng: random.Random, workload: dict[str, Any]) -> dict[str, Any]:
     for request in workload["requests"]:
         if rng.random() < 0.8:
             request["lora_id"] = rng.randint(1, num_adapters)
+    return workload
+
+
+def with_hybrid_groups(rng: random.Random, workload: dict[str, Any]) -> dict[str, Any]:
+    """`workload` with one to three KV cache groups of full, sliding-window and chunked
+    local attention (a pool as many times larger), now and then a retention interval."""
+    config = workload["config"]
+    block_size = config["block_size"]
+    groups = [_random_group(rng, block_size) for _ in range(rng.randint(1, 3))]
+    config["kv_cache_groups"] = groups
+    config["num_blocks"] *= len(groups)
+    windowed = any(group["type"] == "sliding_window" for group in groups)
+    if config["enable_prefix_caching"] and windowed and rng.random() < 0.4:
+        config["prefix_cache_retention_interval"] = rng.choice(
+            [None, block_size * rng.randint(1, 4)]
+        )
+    return workload
+
+
+def _random_group(rng: random.Random, block_size: int) -> dict[str, Any]:
+    kind = rng.choice(["full", "sliding_window", "chunked_local"])
+    if kind == "sliding_window":
+        return {"type": kind, "sliding_window": rng.randint(2, 4 * block_size)}
+    if kind == "chunked_local":
+        return {"type": kind, "attention_chunk_size": block_size * rng.randint(1, 4)}
+    return {"type": kind}
+
+
+def for_eagle_drafts(workload: dict[str, Any]) -> dict[str, Any]:
+    """Hybrid groups as an EAGLE-style drafter needs them: a full group for the draft
+    layers, no chunked local group, lookahead block hashes (vLLM 0.33)."""
+    config = workload["config"]
+    groups = [g for g in config["kv_cache_groups"] if g["type"] != "chunked_local"]
+    if not any(group["type"] == "full" for group in groups):
+        groups.append({"type": "full"})
+    config["kv_cache_groups"] = groups
+    config.pop("disable_lookahead_block_hashes", None)
     return workload

@@ -1,8 +1,8 @@
 """The 2026-model scenarios from real vLLM 0.33.0 the engine models: line by line.
 
 `../shared/conformance-next/` holds them (format in `../shared/oracle/README.md`,
-"EAGLE / MTP" and "prefill_schedule_interval"); the hybrid KV cache group scenarios
-there are not modelled yet and are left out.
+"Hybrid KV cache groups", "EAGLE / MTP" and "prefill_schedule_interval"). Hybrid runs
+compare every group's block ids (`new_block_ids_by_group`, `block_tables`) too.
 """
 
 from __future__ import annotations
@@ -15,15 +15,19 @@ import pytest
 from conftest import SHARED_CONFORMANCE, TESTS, read_jsonl
 from oracle_compare import first_difference, run_lines
 from stepscope.engine import EngineConfig, Workload, WorkloadError, load_workload
-from stepscope.engine.errors import ConfigError
+from stepscope.engine.errors import ConfigError, InputError
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import recorded_config
 from stepscope.schema import open_trace
 from traces import record
 
 SHARED_NEXT = SHARED_CONFORMANCE.parent / "conformance-next"
-MODELLED = ("79_", "81_", "82_", "83_", "84_")
-"""EAGLE / MTP drafters (79, 81, 82) and the prefill cadence (83, 84)."""
+HYBRID = ("71_", "72_", "73_", "74_", "75_", "76_", "77_", "78_", "80_")
+"""Hybrid KV cache groups (80 with EAGLE-3 and async scheduling)."""
+RECORDABLE = ("79_", "81_", "82_", "83_", "84_")
+"""EAGLE / MTP drafters (79, 81, 82) and the prefill cadence (83, 84): the modelled
+scenarios a trace can hold (it holds no hybrid KV cache groups yet)."""
+MODELLED = (*HYBRID, *RECORDABLE)
 
 
 def _cases() -> list[pytest.param]:
@@ -37,6 +41,7 @@ def _cases() -> list[pytest.param]:
 
 
 CASES = _cases()
+RECORDABLE_CASES = [case for case in CASES if str(case.id).startswith(RECORDABLE)]
 BASE = {"block_size": 4, "num_blocks": 20, "max_num_batched_tokens": 32, "max_num_seqs": 4}
 EAGLE = {"num_speculative_tokens": 2, "speculative_method": "eagle"}
 
@@ -148,7 +153,8 @@ def test_bad_knobs_name_the_key(knobs: dict[str, Any], key: str, words: str) -> 
 
 
 def test_a_bad_key_in_a_workload_file_names_it(tmp_path: Path) -> None:
-    raw = json.loads(CASES[0].values[0].read_text())
+    (eagle,) = (case.values[0] for case in CASES if str(case.id).startswith("79_"))
+    raw = json.loads(eagle.read_text())
     raw["config"]["mtp_num_modules"] = 2
     path = tmp_path / "w.json"
     path.write_text(json.dumps(raw))
@@ -159,7 +165,7 @@ def test_a_bad_key_in_a_workload_file_names_it(tmp_path: Path) -> None:
 # ----- recorded and replayed --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("workload", "expected"), CASES)
+@pytest.mark.parametrize(("workload", "expected"), RECORDABLE_CASES)
 def test_a_recording_keeps_the_knobs_and_replays_exactly(
     workload: Path, expected: Path, tmp_path: Path
 ) -> None:
@@ -170,3 +176,10 @@ def test_a_recording_keeps_the_knobs_and_replays_exactly(
     result = replay_exact(trace)
     assert result.divergence is None
     assert result.num_compared_steps == result.num_recorded_steps > 0
+
+
+def test_recording_hybrid_groups_is_refused_by_name(tmp_path: Path) -> None:
+    (workload,) = (case.values[0] for case in CASES if str(case.id).startswith("71_"))
+    with pytest.raises(InputError, match=r"^kv_cache_groups: a trace cannot record"):
+        record(load_workload(workload), tmp_path / "t.duckdb")
+    assert not (tmp_path / "t.duckdb").exists()

@@ -5,7 +5,8 @@ builds, or the oracle's own from `../shared/oracle/build_venv.sh`), 0.32.0 in th
 live venv (`.ci/vllm-live-venv`), each where the oracle script is beside the checkout;
 skipped elsewhere. The engine follows the version each workload names. Each kind of
 workload (plain, async scheduling, speculative decoding, LoRA, EAGLE-style drafters, the
-prefill cadence, a third of the time with EAGLE-style drafters) has its own seeds.
+prefill cadence, a third of the time with EAGLE-style drafters, hybrid KV cache groups)
+has its own seeds.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import pytest
 from conftest import REPO, oracle_python, read_jsonl
 from oracle_compare import first_difference, run_lines
 from random_workloads import (
+    for_eagle_drafts,
     random_workload,
     with_eagle_style_drafts,
+    with_hybrid_groups,
     with_lora,
     with_prefill_interval,
     with_spec_decoding,
@@ -74,6 +77,20 @@ def _interval(rng: random.Random, version: str) -> dict[str, Any]:
     return with_prefill_interval(rng, workload)
 
 
+def _hybrid(rng: random.Random, version: str) -> dict[str, Any]:
+    """Hybrid KV cache groups, a third of the time under async scheduling, a third with
+    drafts (EAGLE-style under 0.33, whose lookahead hashes the groups need)."""
+    mode = rng.random()
+    workload = with_hybrid_groups(
+        rng, random_workload(rng, MAX_REQUESTS, async_scheduling=mode < 1 / 3)
+    )
+    if mode <= 2 / 3:
+        return workload
+    if version == "0.33.0" and rng.random() < 0.5:
+        return for_eagle_drafts(with_eagle_style_drafts(rng, workload, version))
+    return with_spec_decoding(rng, workload)
+
+
 KINDS = [
     pytest.param(_plain, 7_000, id="plain"),
     pytest.param(_async, 8_000, id="async"),
@@ -81,6 +98,7 @@ KINDS = [
     pytest.param(_lora, 10_000, id="lora"),
     pytest.param(_eagle, 11_000, id="eagle"),
     pytest.param(_interval, 12_000, id="interval"),
+    pytest.param(_hybrid, 13_000, id="hybrid"),
 ]
 """Each kind of workload: its generator and its first seed."""
 

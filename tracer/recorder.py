@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 from stepscope.engine import EngineConfig, EngineCoreOutput, EngineStep, StepRecord, Workload
 from stepscope.engine.checkpoint import SchedulerCheckpoint
+from stepscope.engine.errors import InputError
 from stepscope.engine.probe import (
     Decision,
     Preemption,
@@ -72,6 +73,7 @@ class TraceRecorder:
         compact: bool = True,
         segments: SegmentSettings | None = None,
     ) -> None:
+        _refuse_unrecordable(workload.config)
         meta = {**meta, "redacted": str(redactor is not None).lower()}
         if segments is not None:
             flush_interval_s = min(flush_interval_s, SEGMENT_FLUSH_INTERVAL_S)
@@ -552,6 +554,16 @@ class _Opening:
 
     step: int
     checkpoint: PendingCheckpoint | None
+
+
+def _refuse_unrecordable(config: EngineConfig) -> None:
+    """A trace holds one KV cache group's block tables, and its config table no group list."""
+    for key, unset in (("kv_cache_groups", None), ("prefix_cache_retention_interval", 0)):
+        if getattr(config, key) != unset:
+            raise InputError(
+                f"{key}: a trace cannot record hybrid KV cache groups yet "
+                "(run the workload without recording, e.g. `stepscope run`)"
+            )
 
 
 def _config_table(config: EngineConfig) -> pa.Table:
