@@ -28,7 +28,7 @@ from stepscope.cli import main
 CASE = TESTS / "conformance" / "03_s03_fcfs_tail_victim_recompute.json"
 MEMORY_LIMIT = "256M"
 MAX_RSS_GROWTH_KB = 1024 * 1024
-"""The test process may grow by at most 1 GB over all examples."""
+"""The test process may grow by at most 1 GB over this module's examples."""
 CLAMPS = {"max_steps": 300, "num_requests": 64, "value": 2000, "max": 2000, "min": 64}
 """A valid count above its clamp (and below a refusal's size) is cut to it."""
 REFUSAL_SIZE = 10**7
@@ -210,7 +210,13 @@ def _check(workload: Path, tmp_path: Path, command: str, baseline_kb: int) -> No
     assert growth < MAX_RSS_GROWTH_KB, f"memory grew by {growth // 1024} MB"
 
 
-_BASELINE_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+@pytest.fixture(scope="module")
+def baseline_kb() -> int:
+    """The process's peak before this module's first example (a pytest-xdist worker may
+    have run other test files first, and their peaks are not this module's growth)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 FUZZ = settings(
     max_examples=80,
     deadline=None,
@@ -225,13 +231,15 @@ FUZZ = settings(
     mutations=st.lists(st.tuples(JSON_PATHS, VALUES), min_size=1, max_size=3),
     command=st.sampled_from(["run", "record"]),
 )
-def test_fuzzed_json_workloads(tmp_path: Path, mutations: list[Any], command: str) -> None:
+def test_fuzzed_json_workloads(
+    tmp_path: Path, baseline_kb: int, mutations: list[Any], command: str
+) -> None:
     document = json.loads(CASE.read_text())
     for path, value in mutations:
         _set(document, path, value)
     workload = tmp_path / "fuzz.json"
     workload.write_text(json.dumps(document, allow_nan=True))
-    _check(workload, tmp_path, command, _BASELINE_KB)
+    _check(workload, tmp_path, command, baseline_kb)
 
 
 @FUZZ
@@ -239,13 +247,15 @@ def test_fuzzed_json_workloads(tmp_path: Path, mutations: list[Any], command: st
     mutations=st.lists(st.tuples(TOML_PATHS, VALUES), min_size=1, max_size=3),
     command=st.sampled_from(["run", "record"]),
 )
-def test_fuzzed_toml_workloads(tmp_path: Path, mutations: list[Any], command: str) -> None:
+def test_fuzzed_toml_workloads(
+    tmp_path: Path, baseline_kb: int, mutations: list[Any], command: str
+) -> None:
     document = json.loads(json.dumps(TOML_BASE))
     for path, value in mutations:
         _set(document, path, value)
     workload = tmp_path / "fuzz.toml"
     workload.write_text(_toml(document))
-    _check(workload, tmp_path, command, _BASELINE_KB)
+    _check(workload, tmp_path, command, baseline_kb)
 
 
 def test_fuzzed_bytes_are_refused_cleanly(tmp_path: Path) -> None:
