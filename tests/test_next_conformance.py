@@ -26,7 +26,8 @@ SHARED_NEXT = SHARED_CONFORMANCE.parent / "conformance-next"
 HYBRID = ("71_", "72_", "73_", "74_", "75_", "76_", "77_", "78_", "80_")
 """Hybrid KV cache groups (80 with EAGLE-3 and async scheduling)."""
 DRAFTERS_AND_CADENCE = ("79_", "81_", "82_", "83_", "84_")
-"""EAGLE / MTP drafters (79, 81, 82) and the prefill cadence (83, 84)."""
+"""EAGLE / MTP drafters (79, 81, 82) and the prefill cadence (83, 84): the modelled
+scenarios a checkpoint can hold (it holds one KV cache group)."""
 MODELLED = (*HYBRID, *DRAFTERS_AND_CADENCE)
 
 
