@@ -25,7 +25,7 @@ _CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
 _SPARK_TYPES = {"INTEGER": "INT", "VARCHAR": "STRING", "BIGINT[]": "ARRAY<BIGINT>"}
 _SPARK_TYPES |= {"INTEGER[]": "ARRAY<INT>"}
 _SPARK_TYPES |= {
-    "STRUCT(type VARCHAR, sliding_window INTEGER, attention_chunk_size INTEGER)[]": (
+    "STRUCT(type attention_type, sliding_window INTEGER, attention_chunk_size INTEGER)[]": (
         "ARRAY<STRUCT<type: STRING, sliding_window: INT, attention_chunk_size: INT>>"
     )
 }

@@ -30,6 +30,8 @@ CREATE TYPE request_status AS ENUM (
     'waiting_for_streaming_req', 'running', 'preempted'
 );
 CREATE TYPE request_queue AS ENUM ('waiting', 'running');
+-- A hybrid model's KV cache group's attention (vLLM's spec classes).
+CREATE TYPE attention_type AS ENUM ('full', 'sliding_window', 'chunked_local');
 CREATE TYPE waiting_skip_reason AS ENUM (
     'grammar_not_ready', 'stale_output', 'max_loras', 'waiting_for_remote_kvs',
     'waiting_for_streaming_req', 'cannot_schedule'
@@ -69,7 +71,7 @@ CREATE TABLE _config (
     max_loras INTEGER,  -- LoRA adapters that may run at once (NULL: LoRA off)
     block_hasher VARCHAR,  -- how full blocks are hashed: stepscope, or vllm-<prefix_caching_hash_algo> (NULL: stepscope)
     none_hash VARCHAR,  -- vLLM's NONE_HASH in hex, the parent hash of every first block (NULL: stepscope's own)
-    kv_cache_groups STRUCT(type VARCHAR, sliding_window INTEGER, attention_chunk_size INTEGER)[],  -- hybrid KV cache groups in vLLM's group order: attention type (full, sliding_window or chunked_local) and window in tokens (NULL: one full group)
+    kv_cache_groups STRUCT(type attention_type, sliding_window INTEGER, attention_chunk_size INTEGER)[],  -- hybrid KV cache groups in vLLM's group order: attention type (full, sliding_window or chunked_local) and window in tokens (NULL: one full group)
     prefix_cache_retention_interval INTEGER  -- hybrid groups: steps a windowed group keeps out-of-window blocks cached (NULL: kept forever; 0: not set)
 );
 
