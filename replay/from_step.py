@@ -245,11 +245,12 @@ def require_checkpoints(trace: Trace) -> list[int]:
 
 
 def _no_checkpoints(trace: Trace) -> str:
-    why = (
-        "it was recorded before checkpoints existed (schema < 6)"
-        if trace.schema_version < 6
-        else "it was recorded with --checkpoint-every 0, redacted, or ran too few steps"
-    )
+    if trace.schema_version < 6:
+        why = "it was recorded before checkpoints existed (schema < 6)"
+    elif trace.config.get("kv_cache_groups") is not None:
+        why = "a run with hybrid KV cache groups takes none: a checkpoint holds one group"
+    else:
+        why = "it was recorded with --checkpoint-every 0, redacted, or ran too few steps"
     return f"{trace.path}: no checkpoints ({why}); replay it from step 0, without --from-step"
 
 

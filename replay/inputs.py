@@ -111,6 +111,11 @@ def request_indices(trace: Trace, ids: list[str]) -> dict[str, int]:
 def recorded_config(trace: Trace) -> EngineConfig:
     """The recorded config; a trace without `vllm_version` in it follows its meta's, if any."""
     recorded = dict(trace.config)
+    if recorded.get("kv_cache_groups") is not None:
+        recorded["kv_cache_groups"] = [
+            {key: value for key, value in group.items() if value is not None}
+            for group in recorded["kv_cache_groups"]
+        ]
     if recorded.get("vllm_version") is None and "vllm_version" in trace.meta:
         recorded["vllm_version"] = trace.meta["vllm_version"]
     try:

@@ -10,7 +10,7 @@ from .sql_files import source, strip_comments
 
 _CREATE_TABLE = re.compile(r"CREATE TABLE (\w+) \(")
 _CREATE_ENUM = re.compile(r"CREATE TYPE (\w+) AS ENUM \(([^)]*)\)", re.DOTALL)
-_COLUMN = re.compile(r"^\s+(\w+) ([^,]+?),?\s+--\s*(.+)$")
+_COLUMN = re.compile(r"^\s+(\w+) ((?:\([^)]*\)|[^,(])+?),?\s+--\s*(.+)$")
 
 
 @dataclass(frozen=True)

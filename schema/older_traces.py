@@ -8,7 +8,11 @@ binds to one set of columns whatever version wrote the file.
 
 from __future__ import annotations
 
-_OFF_VALUES = {("_config", "num_speculative_tokens"): "0"}
+_OFF_VALUES = {
+    ("_config", "num_speculative_tokens"): "0",
+    ("_config", "prefix_cache_retention_interval"): "0",
+    ("_block_ids", "kv_cache_group"): "0",
+}
 """Columns whose "off" value is not NULL."""
 
 

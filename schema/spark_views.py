@@ -24,6 +24,11 @@ from .view_infos import views_in_order
 _CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
 _SPARK_TYPES = {"INTEGER": "INT", "VARCHAR": "STRING", "BIGINT[]": "ARRAY<BIGINT>"}
 _SPARK_TYPES |= {"INTEGER[]": "ARRAY<INT>"}
+_SPARK_TYPES |= {
+    "STRUCT(type attention_type, sliding_window INTEGER, attention_chunk_size INTEGER)[]": (
+        "ARRAY<STRUCT<type: STRING, sliding_window: INT, attention_chunk_size: INT>>"
+    )
+}
 
 
 def spark_views(export: Path) -> dict[str, str | None]:

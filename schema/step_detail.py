@@ -24,7 +24,8 @@ class StepDetail:
     trace has no such step."""
     scheduled: Rows
     """The SchedulerOutput in vLLM's order: request_id, kind, num_tokens, computed_before,
-    computed_after, new_block_ids, sampled_token_id."""
+    computed_after, new_block_ids (KV cache group 0's), new_block_ids_by_group (hybrid groups:
+    each group's as (kv_cache_group, block_ids); None with one group), sampled_token_id."""
     allocations: Rows
     """Every `allocate_slots` call in call order, granted or refused (the `allocations` view)."""
     preemptions: Rows

@@ -30,6 +30,8 @@ CREATE TYPE request_status AS ENUM (
     'waiting_for_streaming_req', 'running', 'preempted'
 );
 CREATE TYPE request_queue AS ENUM ('waiting', 'running');
+-- A hybrid model's KV cache group's attention (vLLM's spec classes).
+CREATE TYPE attention_type AS ENUM ('full', 'sliding_window', 'chunked_local');
 CREATE TYPE waiting_skip_reason AS ENUM (
     'grammar_not_ready', 'stale_output', 'max_loras', 'waiting_for_remote_kvs',
     'waiting_for_streaming_req', 'cannot_schedule'
@@ -68,7 +70,9 @@ CREATE TABLE _config (
     prefill_schedule_interval INTEGER,  -- prefill only once every N executed steps while a decode runs (NULL: not set, 1)
     max_loras INTEGER,  -- LoRA adapters that may run at once (NULL: LoRA off)
     block_hasher VARCHAR,  -- how full blocks are hashed: stepscope, or vllm-<prefix_caching_hash_algo> (NULL: stepscope)
-    none_hash VARCHAR  -- vLLM's NONE_HASH in hex, the parent hash of every first block (NULL: stepscope's own)
+    none_hash VARCHAR,  -- vLLM's NONE_HASH in hex, the parent hash of every first block (NULL: stepscope's own)
+    kv_cache_groups STRUCT(type attention_type, sliding_window INTEGER, attention_chunk_size INTEGER)[],  -- hybrid KV cache groups in vLLM's group order: attention type (full, sliding_window or chunked_local) and window in tokens (NULL: one full group)
+    prefix_cache_retention_interval INTEGER  -- hybrid groups: steps a windowed group keeps out-of-window blocks cached (NULL: kept forever; 0: not set)
 );
 
 -- One row per workload request, written when it arrives (rejected ones included).
@@ -142,12 +146,13 @@ CREATE TABLE _scheduled (
 );
 
 -- Block ids in each step's SchedulerOutput: a running request's new blocks, a new or
--- resumed request's whole block table.
+-- resumed request's whole block table, of every KV cache group (hybrid models have several).
 CREATE TABLE _block_ids (
     step INTEGER,  -- engine step
     request_index INTEGER,  -- the request
-    slot INTEGER,  -- index of the block in the request's block table
-    block_id INTEGER  -- the KV block
+    slot INTEGER,  -- index of the block in the request's block table of its group
+    block_id INTEGER,  -- the KV block (0: vLLM's null block, a windowed group's skipped entry)
+    kv_cache_group INTEGER  -- the KV cache group whose table holds it (0: the first, the only one without hybrid groups)
 );
 
 -- The allocate_slots calls that are not a plain running-pass grant (those are rows of

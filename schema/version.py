@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -31,9 +31,13 @@ SCHEMA_VERSION = 9
 9: EAGLE-style drafters and the prefill cadence: `_config.mtp_num_modules`,
    `parallel_drafting`, `disable_lookahead_block_hashes`, `prefill_schedule_interval`, and
    the `admission_stop` `prefill_held`. In an older trace they read as NULL (off).
+10: hybrid KV cache groups: `_config.kv_cache_groups` (NULL: one full group) and
+   `prefix_cache_retention_interval`, `_block_ids.kv_cache_group` (every group's block ids
+   are rows). In an older trace they read as NULL, 0 and 0 (one group). A hybrid trace holds
+   no checkpoints (it replays from step 0 only).
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, SCHEMA_VERSION})
 
 TABLES_ADDED = {
     "_spec_decode": 4,

@@ -19,15 +19,16 @@ from stepscope.engine.errors import ConfigError, InputError
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import recorded_config
 from stepscope.schema import open_trace
+from stepscope.tracer.segments import SegmentSettings, parse_segment_every
 from traces import record
 
 SHARED_NEXT = SHARED_CONFORMANCE.parent / "conformance-next"
 HYBRID = ("71_", "72_", "73_", "74_", "75_", "76_", "77_", "78_", "80_")
 """Hybrid KV cache groups (80 with EAGLE-3 and async scheduling)."""
-RECORDABLE = ("79_", "81_", "82_", "83_", "84_")
+DRAFTERS_AND_CADENCE = ("79_", "81_", "82_", "83_", "84_")
 """EAGLE / MTP drafters (79, 81, 82) and the prefill cadence (83, 84): the modelled
-scenarios a trace can hold (it holds no hybrid KV cache groups yet)."""
-MODELLED = (*HYBRID, *RECORDABLE)
+scenarios a checkpoint can hold (it holds one KV cache group)."""
+MODELLED = (*HYBRID, *DRAFTERS_AND_CADENCE)
 
 
 def _cases() -> list[pytest.param]:
@@ -41,7 +42,6 @@ def _cases() -> list[pytest.param]:
 
 
 CASES = _cases()
-RECORDABLE_CASES = [case for case in CASES if str(case.id).startswith(RECORDABLE)]
 BASE = {"block_size": 4, "num_blocks": 20, "max_num_batched_tokens": 32, "max_num_seqs": 4}
 EAGLE = {"num_speculative_tokens": 2, "speculative_method": "eagle"}
 
@@ -165,7 +165,7 @@ def test_a_bad_key_in_a_workload_file_names_it(tmp_path: Path) -> None:
 # ----- recorded and replayed --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("workload", "expected"), RECORDABLE_CASES)
+@pytest.mark.parametrize(("workload", "expected"), CASES)
 def test_a_recording_keeps_the_knobs_and_replays_exactly(
     workload: Path, expected: Path, tmp_path: Path
 ) -> None:
@@ -178,8 +178,9 @@ def test_a_recording_keeps_the_knobs_and_replays_exactly(
     assert result.num_compared_steps == result.num_recorded_steps > 0
 
 
-def test_recording_hybrid_groups_is_refused_by_name(tmp_path: Path) -> None:
+def test_a_segmented_recording_of_hybrid_groups_is_refused_by_name(tmp_path: Path) -> None:
     (workload,) = (case.values[0] for case in CASES if str(case.id).startswith("71_"))
-    with pytest.raises(InputError, match=r"^kv_cache_groups: a trace cannot record"):
-        record(load_workload(workload), tmp_path / "t.duckdb")
-    assert not (tmp_path / "t.duckdb").exists()
+    settings = SegmentSettings(parse_segment_every("5steps", "--segment"))
+    with pytest.raises(InputError, match=r"^kv_cache_groups: a recording folder cannot hold"):
+        record(load_workload(workload), tmp_path / "rec", segments=settings)
+    assert not (tmp_path / "rec").exists()

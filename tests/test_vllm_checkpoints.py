@@ -25,7 +25,7 @@ from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
 from stepscope.schema import open_trace
 from stepscope.tracer.vllm.attach.checkpoint_interval import CheckpointInterval
 from stepscope.tracer.vllm.attach.settings import checkpoint_interval
-from test_next_conformance import RECORDABLE, SHARED_NEXT
+from test_next_conformance import DRAFTERS_AND_CADENCE, SHARED_NEXT
 from vllm_env import VllmPython
 
 EVERY = 3
@@ -48,7 +48,11 @@ _GROUPS: dict[str, tuple[list[Path], dict[str, Any]]] = {
     ),
     "grammar": (sorted((TESTS / "grammar_workloads").glob("*.json")), {}),
     "next": (
-        sorted(path for path in SHARED_NEXT.glob("*.json") if path.name.startswith(RECORDABLE)),
+        sorted(
+            path
+            for path in SHARED_NEXT.glob("*.json")
+            if path.name.startswith(DRAFTERS_AND_CADENCE)
+        ),
         {},
     ),
     "storm": ([STORM], {"enable_prefix_caching": False}),

@@ -34,6 +34,7 @@ from stepscope.schema.ddl import enum_types, table_specs
 
 from .checkpoint_rows import PendingCheckpoint
 from .columns import TableBuffer, buffer_for
+from .group_block_rows import GroupTableLengths
 from .held_signals import signals_held
 from .redact import Redactor, redacted_config
 from .request_rows import request_row
@@ -73,7 +74,12 @@ class TraceRecorder:
         compact: bool = True,
         segments: SegmentSettings | None = None,
     ) -> None:
-        _refuse_unrecordable(workload.config)
+        if segments is not None and workload.config.kv_cache_groups is not None:
+            raise InputError(
+                "kv_cache_groups: a recording folder cannot hold hybrid KV cache groups (each "
+                "segment opens with a checkpoint, and a checkpoint holds one group); record "
+                "without --segment"
+            )
         meta = {**meta, "redacted": str(redactor is not None).lower()}
         if segments is not None:
             flush_interval_s = min(flush_interval_s, SEGMENT_FLUSH_INTERVAL_S)
@@ -121,6 +127,7 @@ class TraceRecorder:
         self._aborts: list[tuple[int, int, bool]] = []
         """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
         self._table_lengths: dict[int, int] = {}
+        self._group_lengths = GroupTableLengths()
         self._seq = Seq()
         self._indices = IndexCache()
         config = workload.config if redactor is None else redacted_config(workload.config)
@@ -411,6 +418,7 @@ class TraceRecorder:
         """
         index = self.request_index[request_id]
         self._table_lengths.pop(index, None)
+        self._group_lengths.forget(index)
         self._finished(index)
         spec = self.specs.get(index)
         if spec is None:  # its row is recorded
@@ -480,6 +488,7 @@ class TraceRecorder:
         add_scheduled(
             buffers["_scheduled"], buffers["_block_ids"], step, engine_step,
             numbered, self.request_index, self.redactor, self._table_lengths, self._indices,
+            self._group_lengths,
         )  # fmt: skip
         refunds = {p.request_id: p for _, p in numbered.preemptions if p.num_tokens_refunded}
         add_explicit_calls(
@@ -501,6 +510,7 @@ class TraceRecorder:
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
             index = self.request_index[output.request_id]
             self._table_lengths.pop(index, None)
+            self._group_lengths.forget(index)
             self._finished(index)
         blocked = end.blocked_request_id
         row = engine_step_row(step, engine_step, scheduler, start, end, ended_at_ns)
@@ -556,19 +566,25 @@ class _Opening:
     checkpoint: PendingCheckpoint | None
 
 
-def _refuse_unrecordable(config: EngineConfig) -> None:
-    """A trace holds one KV cache group's block tables, and its config table no group list."""
-    for key, unset in (("kv_cache_groups", None), ("prefix_cache_retention_interval", 0)):
-        if getattr(config, key) != unset:
-            raise InputError(
-                f"{key}: a trace cannot record hybrid KV cache groups yet "
-                "(run the workload without recording, e.g. `stepscope run`)"
-            )
-
-
 def _config_table(config: EngineConfig) -> pa.Table:
+    """The `_config` row: every knob, hybrid groups as typed structs (NULL: one full group)."""
     values = config.to_dict()
-    return pa.table({name: [value] for name, value in values.items()})
+    values["prefix_cache_retention_interval"] = config.prefix_cache_retention_interval
+    groups = values.pop("kv_cache_groups", None)
+    columns = {name: [value] for name, value in values.items()}
+    return pa.table({**columns, "kv_cache_groups": pa.array([groups], _KV_CACHE_GROUPS)})
+
+
+_KV_CACHE_GROUPS = pa.list_(
+    pa.struct(
+        [
+            ("type", pa.string()),
+            ("sliding_window", pa.int32()),
+            ("attention_chunk_size", pa.int32()),
+        ]
+    )
+)
+"""`_config.kv_cache_groups` (`tables.sql`)."""
 
 
 def _aborts_table(aborts: list[tuple[int, int, bool]]) -> pa.Table:

@@ -28,6 +28,7 @@ from stepscope.engine.request import RunningGrant
 from stepscope.engine.scheduled_requests import scheduled_requests
 
 from .columns import Column, OptionalIntColumn, SeqColumn, TableBuffer
+from .group_block_rows import GroupTableLengths
 from .redact import Redactor
 
 
@@ -152,6 +153,7 @@ def add_scheduled(
     redactor: Redactor | None,
     table_lengths: dict[int, int],
     index_cache: IndexCache,
+    group_lengths: GroupTableLengths,
 ) -> None:
     """The output's rows in `num_scheduled_tokens` order."""
     requests = scheduled_requests(engine_step.scheduler_output)
@@ -173,6 +175,11 @@ def add_scheduled(
     _add_sampled(columns["sampled_token_id"], engine_step, request_ids, redactor)
     tables = requests.new_block_ids
     _add_block_ids(block_ids, step, index_cache.as_list, tables, num_running, table_lengths)
+    by_group = engine_step.scheduler_output.new_block_ids_by_group
+    if by_group:
+        group_lengths.add_rows(
+            block_ids, step, request_ids, index_cache.as_list, by_group, num_running
+        )
 
 
 def _add_sampled(
@@ -238,6 +245,7 @@ def _add_block_ids(
         columns["request_index"].extend(list(chain.from_iterable(map(repeat, rows, counts))))
         columns["slot"].extend(list(chain.from_iterable(map(range, firsts, lengths))))
     columns["block_id"].extend(list(chain.from_iterable(blocks)))
+    columns["kv_cache_group"].extend_repeated(0, num_blocks)
 
 
 def add_explicit_calls(

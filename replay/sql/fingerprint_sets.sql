@@ -7,16 +7,17 @@
 -- several values is linear in the last one, so a bit_xor of plain hash(a, b) would miss
 -- two rows swapping their b.
 WITH first_slot AS (
-    SELECT step, request_index, min(slot) AS slot
+    SELECT step, request_index, kv_cache_group, min(slot) AS slot
     FROM _block_ids
     WHERE step BETWEEN $1 AND $2
-    GROUP BY step, request_index
+    GROUP BY step, request_index, kv_cache_group
 )
--- Each block by its position in the step's list for the request, as the output holds it
--- (not its slot in the table, which an earlier step decided).
-SELECT 'blocks' AS field, b.step, bit_xor(hash(hash(r.request_id, b.slot - f.slot, b.block_id))) AS fingerprint
+-- Each block by its KV cache group and its position in the step's list for the request in
+-- that group, as the output holds it (not its slot in the table, which an earlier step
+-- decided).
+SELECT 'blocks' AS field, b.step, bit_xor(hash(hash(r.request_id, b.kv_cache_group, b.slot - f.slot, b.block_id))) AS fingerprint
 FROM _block_ids b
-JOIN first_slot f USING (step, request_index)
+JOIN first_slot f USING (step, request_index, kv_cache_group)
 JOIN _requests r USING (request_index)
 WHERE b.step BETWEEN $1 AND $2
 GROUP BY b.step

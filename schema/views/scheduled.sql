@@ -35,8 +35,10 @@ SELECT
     n.request_index
 FROM numbered n
 LEFT JOIN (
+    -- KV cache group 0's blocks (a hybrid model's other groups: `_block_ids`).
     SELECT step, request_index, list(block_id ORDER BY slot) AS block_ids
     FROM _block_ids
+    WHERE kv_cache_group = 0
     GROUP BY step, request_index
 ) b USING (step, request_index)
 ORDER BY n.step, n.seq

@@ -110,6 +110,22 @@ def _wal_bytes(trace: Path) -> int:
     return wal.stat().st_size if wal.is_file() else 0
 
 
+def _config_items(config: dict[str, Any]) -> dict[str, Any]:
+    """The knobs set, hybrid KV cache groups as `type:window` in group order."""
+    items = {k: v for k, v in config.items() if v is not None}
+    groups = items.pop("kv_cache_groups", None)
+    retention = items.pop("prefix_cache_retention_interval", None)
+    if groups is not None:
+        items["kv_cache_groups"] = ",".join(map(_group_text, groups))
+        items["prefix_cache_retention_interval"] = retention
+    return items
+
+
+def _group_text(group: dict[str, Any]) -> str:
+    window = group.get("sliding_window") or group.get("attention_chunk_size")
+    return group["type"] if window is None else f"{group['type']}:{window}"
+
+
 def _print_report(console: Console, report: dict[str, Any]) -> None:
     meta, summary = report["meta"], report["summary"]
     state = _state(report)
@@ -133,10 +149,9 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
         "  ".join(f"{key} [cyan]{_safe(meta[key])}[/]" for key in _META_SHOWN if meta.get(key)),
         highlight=False,
     )
-    config = report["config"]
+    items = _config_items(report["config"])
     console.print(
-        safe_text("config  " + "  ".join(f"{k}={v}" for k, v in config.items() if v is not None)),
-        markup=False,
+        safe_text("config  " + "  ".join(f"{k}={v}" for k, v in items.items())), markup=False
     )
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")

@@ -7,6 +7,7 @@ read as it is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,9 +123,12 @@ def _plain_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+_ENUM = re.compile(r"ENUM\((?:'[^']*'(?:, )?)*\)")
+
+
 def _exported_type(sql_type: str) -> str:
-    """The type a column has in the Parquet files: an ENUM becomes VARCHAR."""
-    return "VARCHAR" if sql_type.startswith("ENUM(") else sql_type
+    """The type a column has in the Parquet files: an ENUM (in a STRUCT too) becomes VARCHAR."""
+    return _ENUM.sub("VARCHAR", sql_type)
 
 
 __all__ = ["ExportError", "ParquetExport", "export_parquet"]

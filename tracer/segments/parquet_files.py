@@ -31,6 +31,7 @@ _DICTIONARY = frozenset(
         ("_scheduled", "sampled_token_id"),
         ("_block_ids", "slot"),
         ("_block_ids", "block_id"),
+        ("_block_ids", "kv_cache_group"),
     }
 )
 """Integer columns that repeat a few values: a dictionary."""

@@ -91,6 +91,13 @@ def _blocks(block_ids: list[int] | None) -> str:
     return f"+[{shown}{',…' if len(block_ids) > 6 else ''}]"
 
 
+def _group_blocks(by_group: list[dict[str, Any]] | None) -> str:
+    """Hybrid KV cache groups: each group's new blocks, `g1+[..]` (empty with one group)."""
+    if not by_group:
+        return ""
+    return " ".join(f"g{g['kv_cache_group']}{_blocks(g['block_ids']) or '+[]'}" for g in by_group)
+
+
 def _value(value: Any) -> str:
     return "" if value is None else str(value)
 
@@ -212,7 +219,7 @@ def scheduled_rows(detail: StepDetail, marked: frozenset[str] = NO_MARKS) -> lis
             str(r["num_tokens"]),
             f"{r['computed_before']}→{r['computed_after']}",
             _value(r["sampled_token_id"]),
-            _blocks(r["new_block_ids"]),
+            _group_blocks(r["new_block_ids_by_group"]) or _blocks(r["new_block_ids"]),
         )
         for r in detail.scheduled.dicts()
     ]

@@ -18,8 +18,10 @@ SELECT
 FROM _scheduled s
 JOIN _requests r USING (request_index)
 LEFT JOIN (
+    -- KV cache group 0's blocks (a hybrid model's other groups: `_block_ids`).
     SELECT step, request_index, list(block_id ORDER BY slot) AS block_ids
     FROM _block_ids
+    WHERE kv_cache_group = 0
     GROUP BY step, request_index
 ) b USING (step, request_index)
 ORDER BY s.step, s.seq
