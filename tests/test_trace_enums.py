@@ -17,9 +17,8 @@ from traces import record
 
 import stepscope
 
-_NOT_TRACE_FACTS: frozenset[str] = frozenset({"AttentionType"})
-"""Engine StrEnums that never reach a trace: a KV cache group's attention type (a trace
-cannot record hybrid KV cache groups yet)."""
+_NOT_TRACE_FACTS: frozenset[str] = frozenset()
+"""Engine StrEnums that never reach a trace (none today: each is a recorded fact)."""
 
 
 def _engine_str_enums() -> dict[str, type[enum.StrEnum]]:
