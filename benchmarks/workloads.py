@@ -192,3 +192,20 @@ def _conversation(
         context += [SAMPLED_TOKEN_ID] * max_tokens
         arrival_step += max_tokens + rng.randint(5, 40)
     return turns
+
+
+SLIDING_WINDOW_128 = [{"type": "full"}, {"type": "sliding_window", "sliding_window": 128}]
+"""gpt-oss's KV cache groups: full attention and a 128-token sliding window."""
+
+CHUNKED_LOCAL_256 = [{"type": "full"}, {"type": "chunked_local", "attention_chunk_size": 256}]
+"""Llama 4's shape with a chunk short enough for these prompts to cross it."""
+
+
+def hybrid_case(case: dict[str, Any], groups: list[dict[str, Any]], label: str) -> dict[str, Any]:
+    """`case` with hybrid KV cache groups over the same pool (`label` names them)."""
+    workload = case["workload"]
+    return {
+        **case,
+        "name": f"{case['name']} {label}",
+        "workload": {**workload, "config": {**workload["config"], "kv_cache_groups": groups}},
+    }

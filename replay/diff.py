@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from stepscope.engine.config import HASHING_KNOBS
 from stepscope.schema import StepDetail, Trace, open_trace, read_step
+from stepscope.schema.knob_text import knob_text
 
 from .from_step import WHOLE, StepWindow, window_bounds
 from .on_both import on_both
@@ -96,7 +97,13 @@ class StepComparison:
     @property
     def config_changes(self) -> str:
         """The knobs whose values differ, as `knob A -> B, ...` (empty when none)."""
-        return ", ".join(f"{k} {a} -> {b}" for k, (a, b) in self.config_differences.items())
+        return ", ".join(f"{k} {a} -> {b}" for k, a, b in self.config_change_texts())
+
+    def config_change_texts(self) -> list[tuple[str, str, str]]:
+        """Each knob that differs, with its two values in words (`knob_text`)."""
+        return [
+            (k, knob_text(k, a), knob_text(k, b)) for k, (a, b) in self.config_differences.items()
+        ]
 
     @property
     def headline(self) -> tuple[str, str]:

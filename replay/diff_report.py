@@ -133,7 +133,7 @@ def diff_to_markdown(
     lines.append(f"**{headline_text(diff).plain}**")
     if diff.config_differences:
         lines += ["", "Configs differ: " + ", ".join(
-            f"`{k}` {a} → {b}" for k, (a, b) in diff.config_differences.items())]  # fmt: skip
+            f"`{k}` {a} → {b}" for k, a, b in diff.config_change_texts())]  # fmt: skip
     if diff.first_step_detail is not None:
         title = f"step {diff.first_decision_step}"
         lines += ["", *step_markdown(title, diff.first_step_detail, ("A", "B"))]
@@ -181,7 +181,7 @@ def _junit_cases(diff: TraceDiff, verdict: Verdict) -> list[tuple[str, str | Non
     if diff.decisions_differ and any("divergence" in r for r in verdict.reasons):
         decision_failure = headline_text(diff).plain
     cases: list[tuple[str, str | None]] = [
-        ("config", "; ".join(f"{k}: {a} -> {b}" for k, (a, b) in diff.config_differences.items())
+        ("config", "; ".join(f"{k}: {a} -> {b}" for k, a, b in diff.config_change_texts())
          if diff.config_differences and "configs differ" in verdict.reasons else None),
         ("decisions", decision_failure),
     ]  # fmt: skip

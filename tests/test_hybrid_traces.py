@@ -97,6 +97,19 @@ def test_info_prints_the_groups(hybrid: Path) -> None:
     assert "prefix_cache_retention_interval=0" in flat
 
 
+def test_a_diff_names_the_groups_as_info_does(hybrid: Path, tmp_path: Path) -> None:
+    windows = [{**GROUPS[0], "sliding_window": 12}, *GROUPS[1:]]
+    other_folder = tmp_path / "other"
+    other_folder.mkdir()
+    other = record(load_workload(_workload(other_folder, windows)), tmp_path / "o.duckdb").path
+    markdown = tmp_path / "diff.md"
+    code, out, err = run_cli("diff", str(hybrid), str(other), "--markdown", str(markdown))
+    assert code in (0, 1), err
+    changed = "sliding_window:8,chunked_local:8,full -> sliding_window:12,chunked_local:8,full"
+    assert f"kv_cache_groups {changed}" in " ".join(out.split())
+    assert changed.replace("->", "→") in markdown.read_text()
+
+
 def test_a_plain_trace_prints_no_groups(tmp_path: Path) -> None:
     trace = record(load_workload(_workload(tmp_path, None)), tmp_path / "t.duckdb").path
     code, out, _ = run_cli("info", str(trace))

@@ -16,6 +16,7 @@ from rich.text import Text
 from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.safe_text import safe_text
 from stepscope.schema import Trace, open_trace
+from stepscope.schema.knob_text import kv_cache_groups_text
 from stepscope.schema.recording_layout import folder_bytes
 from stepscope.schema.set_members import find_trace
 from stepscope.schema.step_gaps import FELL_BEHIND
@@ -116,14 +117,9 @@ def _config_items(config: dict[str, Any]) -> dict[str, Any]:
     groups = items.pop("kv_cache_groups", None)
     retention = items.pop("prefix_cache_retention_interval", None)
     if groups is not None:
-        items["kv_cache_groups"] = ",".join(map(_group_text, groups))
+        items["kv_cache_groups"] = kv_cache_groups_text(groups)
         items["prefix_cache_retention_interval"] = retention
     return items
-
-
-def _group_text(group: dict[str, Any]) -> str:
-    window = group.get("sliding_window") or group.get("attention_chunk_size")
-    return group["type"] if window is None else f"{group['type']}:{window}"
 
 
 def _print_report(console: Console, report: dict[str, Any]) -> None:
