@@ -62,7 +62,10 @@ class KVCacheCoordinator:
             for group_id, spec in enumerate(groups)
         )
         self.spec_groups = _spec_groups(groups)
+        self.windowed_managers = tuple(m for m in self.managers if not _is_full(m))
+        """The groups whose tables drop blocks that leave the window (not full attention)."""
         self.no_hits: GroupBlocks = tuple(() for _ in groups)
+        self.no_block_ids: tuple[tuple[int, ...], ...] = tuple(() for _ in groups)
         self._step_new_blocks: dict[str, GroupBlocks] = {}
 
     @property
@@ -189,10 +192,58 @@ class KVCacheCoordinator:
 
     def allocate_running_slots(
         self, request: Request, num_new_tokens: int, num_lookahead_tokens: int = 0
-    ) -> list[KVCacheBlock] | AllocationRefusal:
-        """`allocate_slots` for a running request (no hits, no watermark, no full check)."""
-        return self.allocate_slots(
-            request, num_new_tokens, num_lookahead_tokens=num_lookahead_tokens
+    ) -> Sequence[KVCacheBlock] | AllocationRefusal:
+        """`allocate_slots` for a running request: no hits, no watermark, no full check.
+
+        The running pass's call, made for every request every step, so it skips the work
+        that would change nothing: no count when every table already has the slots, no
+        caching call when no group has a newly full block.
+        """
+        request_id = request.request_id
+        max_model_len = self.max_model_len
+        num_computed_tokens = request.num_computed_tokens
+        total_computed_tokens = min(num_computed_tokens, max_model_len)
+        num_tokens_need_slot = min(
+            total_computed_tokens + num_new_tokens + num_lookahead_tokens, max_model_len
+        )
+        num_processed_tokens = max(0, total_computed_tokens - request.num_in_flight_tokens)
+        for manager in self.windowed_managers:
+            manager.remove_skipped_blocks(request_id, num_processed_tokens)
+        num_required_blocks = -(-num_tokens_need_slot // self.block_size)
+        new_blocks = self.no_hits
+        for manager in self.managers:
+            if len(manager.req_to_blocks.get(request_id, ())) < num_required_blocks:
+                granted = self._allocate_running_blocks(
+                    request_id, num_tokens_need_slot, num_computed_tokens
+                )
+                if isinstance(granted, AllocationRefusal):
+                    return granted
+                new_blocks = granted
+                break
+        self._step_new_blocks[request_id] = new_blocks
+        if self.enable_caching:
+            num_tokens = min(total_computed_tokens + num_new_tokens, request.num_tokens)
+            num_cachable_tokens = max(0, num_tokens - self.num_reprefillable_tokens)
+            num_hashed_tokens = len(request.block_hashes) * self.block_size
+            num_full_blocks = min(num_cachable_tokens, num_hashed_tokens) // self.block_size
+            for manager in self.managers:  # cache only where a group has a newly full block
+                if manager.num_cached_block.get(request_id, 0) < num_full_blocks:
+                    self.cache_blocks(request, num_tokens)
+                    break
+        return new_blocks[0]
+
+    def _allocate_running_blocks(
+        self, request_id: str, num_tokens: int, num_computed_tokens: int
+    ) -> GroupBlocks | AllocationRefusal:
+        """Give every group `num_tokens` slots, or refuse if the pool lacks the blocks."""
+        needed = self._get_num_blocks_to_allocate(
+            request_id, num_tokens, self.no_hits, num_computed_tokens
+        )
+        num_free_blocks = self.block_pool.get_num_free_blocks()
+        if needed > num_free_blocks:
+            return AllocationRefusal(RefusalCheck.SLOTS, needed, 0, num_free_blocks)
+        return tuple(
+            manager.allocate_new_blocks(request_id, num_tokens) for manager in self.managers
         )
 
     def _watermark_blocks(self, request: Request, *, has_scheduled_reqs: bool) -> int:
@@ -271,10 +322,10 @@ class KVCacheCoordinator:
 
     def new_block_ids_by_group(self, request_id: str) -> tuple[tuple[int, ...], ...]:
         """The blocks each group gave the request at its last allocation."""
-        return tuple(
-            tuple(block.block_id for block in blocks)
-            for blocks in self._step_new_blocks.get(request_id, self.no_hits)
-        )
+        new_blocks = self._step_new_blocks.get(request_id, self.no_hits)
+        if new_blocks is self.no_hits:
+            return self.no_block_ids  # no group gave any (most decode steps)
+        return tuple(tuple(block.block_id for block in blocks) for blocks in new_blocks)
 
 
 def _is_full(manager: SingleTypeKVCacheManager) -> bool:

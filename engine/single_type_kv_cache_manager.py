@@ -7,6 +7,7 @@ attention window holds the null block (id 0) and its block goes back to the shar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from .block_hash import BlockHash
 from .block_pool import BlockPool
@@ -115,14 +116,17 @@ class SingleTypeKVCacheManager:
         if num_skipped_tokens <= 0:
             return
         blocks = self.req_to_blocks.setdefault(request_id, [])
+        last = min(num_skipped_tokens // self.block_size, len(blocks)) - 1
+        null_block = self.null_block
+        if last < 0 or blocks[last] is null_block:
+            return  # freed up to here already: the common case, every step of a decode
         freed: list[KVCacheBlock] = []
-        for index in range(min(num_skipped_tokens // self.block_size, len(blocks)) - 1, -1, -1):
-            if blocks[index] is self.null_block:
+        for index in range(last, -1, -1):
+            if blocks[index] is null_block:
                 break
             freed.append(blocks[index])
-            blocks[index] = self.null_block
-        if freed:
-            self.block_pool.free_blocks(freed)
+            blocks[index] = null_block
+        self.block_pool.free_blocks(freed)
 
     def free(self, request_id: str) -> None:
         """Return the request's blocks, last first (null entries are never pooled)."""
@@ -202,7 +206,7 @@ FullAttentionManager = SingleTypeKVCacheManager
 class SlidingWindowManager(SingleTypeKVCacheManager):
     """A sliding window of `sliding_window` tokens (plus `extra_retained_tokens` kept below)."""
 
-    @property
+    @cached_property
     def sliding_window(self) -> int:
         assert self.spec.sliding_window is not None
         return self.spec.sliding_window
@@ -269,7 +273,7 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
 class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
     """Chunked local attention: a token attends within its `attention_chunk_size` chunk."""
 
-    @property
+    @cached_property
     def attention_chunk_size(self) -> int:
         assert self.spec.attention_chunk_size is not None
         return self.spec.attention_chunk_size
