@@ -53,6 +53,9 @@ class EngineStep:
     model_ns: int
     outputs: tuple[EngineCoreOutput, ...] = ()
     update_ns: int = 0
+    num_held_blocks_by_group: tuple[int, ...] | None = None
+    """Hybrid KV cache groups: the distinct blocks each group's requests hold right after
+    `schedule()`, in group order (None: no `kv_cache_groups`; the pool's count says it)."""
     draft_token_ids: DraftTokenIds | None = None
     """What `update_draft_token_ids` got after this step's update (None: nothing)."""
 
@@ -88,6 +91,9 @@ class EngineCore(Generic[SchedulerT]):
         )
         self._update_draft_token_ids: Callable[[DraftTokenIds], None] | None = getattr(
             scheduler, "update_draft_token_ids", None
+        )
+        self._get_num_held_blocks_by_group: Callable[[], tuple[int, ...]] | None = getattr(
+            scheduler, "get_num_held_blocks_by_group", None
         )
 
     def preprocess_add_request(self, spec: RequestSpec) -> Request:
@@ -157,6 +163,8 @@ class EngineCore(Generic[SchedulerT]):
         scheduler_output, schedule_end = scheduler.schedule_and_explain()
         scheduled = clock()
         num_free_blocks = scheduler.get_num_free_blocks()
+        count_held_blocks = self._get_num_held_blocks_by_group
+        num_held_blocks = None if count_held_blocks is None else count_held_blocks()
         model_runner_output = self.model_runner.execute_model(scheduler_output)
         executed = clock()
         return EngineStep(
@@ -166,6 +174,7 @@ class EngineCore(Generic[SchedulerT]):
             schedule_end,
             scheduled - started,
             executed - scheduled,
+            num_held_blocks_by_group=num_held_blocks,
         )
 
     def _update(self, batch: EngineStep, before_update: Callable[[], object] | None) -> None:

@@ -320,6 +320,11 @@ class KVCacheCoordinator:
             for manager in self.managers
         )
 
+    def get_num_held_blocks_by_group(self) -> tuple[int, ...]:
+        """The blocks each group's requests hold, null entries left out; a block several
+        requests share through the prefix cache counts once (it is one block of the pool)."""
+        return tuple(manager.num_held_blocks for manager in self.managers)
+
     def new_block_ids_by_group(self, request_id: str) -> tuple[tuple[int, ...], ...]:
         """The blocks each group gave the request at its last allocation."""
         new_blocks = self._step_new_blocks.get(request_id, self.no_hits)

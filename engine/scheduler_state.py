@@ -7,7 +7,7 @@ what-if scheduler overrides any phase of any pass on one class.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .block_hash import make_block_hasher
@@ -33,6 +33,8 @@ class SchedulerState:
         self.max_model_len = config.max_model_len
         self.block_size = config.block_size
         self.kv_cache_manager = _make_kv_cache_manager(config)
+        self.get_num_held_blocks_by_group = _held_blocks_counter(self.kv_cache_manager)
+        """Each KV cache group's held blocks; None without `kv_cache_groups` (nothing counted)."""
         self.block_hasher: BlockHasher | None = (
             make_block_hasher(
                 config.block_size,
@@ -131,6 +133,14 @@ class SchedulerState:
     def has_requests(self) -> bool:
         """Anything to schedule, or finished ids still to ship."""
         return self.has_unfinished_requests() or self.has_finished_requests()
+
+
+def _held_blocks_counter(
+    manager: KVCacheManager | KVCacheCoordinator,
+) -> Callable[[], tuple[int, ...]] | None:
+    if isinstance(manager, KVCacheCoordinator):
+        return manager.get_num_held_blocks_by_group
+    return None
 
 
 def _make_kv_cache_manager(config: EngineConfig) -> KVCacheManager | KVCacheCoordinator:

@@ -49,6 +49,10 @@ class SingleTypeKVCacheManager:
         self.null_block = block_pool.null_block
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         self.num_cached_block: dict[str, int] = {}
+        self.num_held_blocks = 0
+        """Distinct blocks in this group's tables, null entries left out: those its calls took
+        from the pool's free queue less those they returned (block ids are unique across
+        groups, so no other group's call moves one of them)."""
 
     # ----- counting and allocating ---------------------------------------------------
 
@@ -92,7 +96,9 @@ class SingleTypeKVCacheManager:
         """Adopt a prefix hit's blocks; those below the window become null entries."""
         num_skipped_blocks = self.get_num_skipped_tokens(num_tokens) // self.block_size
         kept = list(new_computed_blocks[num_skipped_blocks:])
+        num_free_blocks = self.block_pool.get_num_free_blocks()
         self.block_pool.touch([block for block in kept if block is not self.null_block])
+        self._count_held_blocks(num_free_blocks)
         req_blocks = self.req_to_blocks.setdefault(request_id, [])
         assert not req_blocks, "hits are adopted on admission only"
         req_blocks.extend([self.null_block] * num_skipped_blocks)
@@ -105,6 +111,7 @@ class SingleTypeKVCacheManager:
         if num_new_blocks <= 0:
             return []
         new_blocks = self.block_pool.get_new_blocks(num_new_blocks)
+        self.num_held_blocks += num_new_blocks
         req_blocks.extend(new_blocks)
         return new_blocks
 
@@ -126,14 +133,23 @@ class SingleTypeKVCacheManager:
                 break
             freed.append(blocks[index])
             blocks[index] = null_block
+        num_free_blocks = self.block_pool.get_num_free_blocks()
         self.block_pool.free_blocks(freed)
+        self._count_held_blocks(num_free_blocks)
 
     def free(self, request_id: str) -> None:
         """Return the request's blocks, last first (null entries are never pooled)."""
         blocks = self.req_to_blocks.pop(request_id, [])
         self.num_cached_block.pop(request_id, None)
         null_block = self.null_block
+        num_free_blocks = self.block_pool.get_num_free_blocks()
         self.block_pool.free_blocks(b for b in reversed(blocks) if b is not null_block)
+        self._count_held_blocks(num_free_blocks)
+
+    def _count_held_blocks(self, num_free_blocks_before: int) -> None:
+        """Blocks the pool call just made took from the free queue (or gave back) are held
+        (or no longer held) by this group."""
+        self.num_held_blocks += num_free_blocks_before - self.block_pool.get_num_free_blocks()
 
     # ----- prefix caching --------------------------------------------------------------
 

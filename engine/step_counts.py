@@ -20,6 +20,8 @@ class StepCounts:
     num_finished: int
     """Requests its update finished (0 until its output is processed, under async scheduling)."""
     num_free_blocks_after_schedule: int
+    num_held_blocks_by_group: tuple[int, ...] | None
+    """Each KV cache group's held blocks after `schedule()` (None: no `kv_cache_groups`)."""
 
 
 def step_counts(engine_step: EngineStep) -> StepCounts:
@@ -33,4 +35,5 @@ def step_counts(engine_step: EngineStep) -> StepCounts:
         num_preempted_reqs=len(output.preempted_req_ids),
         num_finished=sum(1 for o in engine_step.outputs if o.finish_reason is not None),
         num_free_blocks_after_schedule=engine_step.num_free_blocks_after_schedule,
+        num_held_blocks_by_group=engine_step.num_held_blocks_by_group,
     )

@@ -119,6 +119,7 @@ CREATE TABLE _steps (
     num_finished INTEGER,  -- requests that finished in update_from_output()
     num_free_blocks_after_schedule INTEGER,  -- free KV blocks right after schedule()
     num_free_blocks_after_update INTEGER,  -- free KV blocks after update_from_output()
+    num_held_blocks_by_group INTEGER[],  -- hybrid KV cache groups: blocks each group's requests hold right after schedule(), in group order; a block shared through the prefix cache counts once, a null entry not at all (NULL: no kv_cache_groups, or before schema 11)
     num_running_after INTEGER,  -- running requests after the update
     num_waiting_after INTEGER,  -- waiting requests after the update
     prefix_cache_queries INTEGER,  -- tokens looked up in the prefix cache by admitted requests

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -35,9 +35,12 @@ SCHEMA_VERSION = 10
    `prefix_cache_retention_interval`, `_block_ids.kv_cache_group` (every group's block ids
    are rows). In an older trace they read as NULL, 0 and 0 (one group). A hybrid trace holds
    no checkpoints (it replays from step 0 only).
+11: `_steps.num_held_blocks_by_group`, the blocks each hybrid KV cache group holds right
+   after `schedule()` (the pool's free count is shared by every group). NULL without
+   `kv_cache_groups`, and in an older trace.
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, SCHEMA_VERSION})
 
 TABLES_ADDED = {
     "_spec_decode": 4,

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import read_jsonl
+from conftest import SHARED_CONFORMANCE, read_jsonl
 from stepscope.engine import load_workload
 from stepscope.schema import Trace, logical_tables, view_infos
 from traces import case, record
 
 import stepscope
+
+NEXT = SHARED_CONFORMANCE.parent / "conformance-next"
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +146,34 @@ def test_kv_usage_follows_free_blocks(traces: dict[str, Path]) -> None:
         "FROM kv_usage WHERE step IN (2, 6, 9)",
     )
     assert result == [(2, 0, 6, 1.0, 0), (6, 2, 4, 0.6667, 1), (9, 1, 5, 0.8333, 0)]
+
+
+def test_kv_usage_by_group_is_the_pool_with_one_group(traces: dict[str, Path]) -> None:
+    result = rows(
+        traces["03"],
+        "SELECT step, kv_cache_group, attention_type, num_held_blocks, usage "
+        "FROM kv_usage_by_group WHERE step IN (2, 6, 9)",
+    )
+    assert result == [(2, 0, "full", 6, 1.0), (6, 0, "full", 4, 0.6667), (9, 0, "full", 5, 0.8333)]
+
+
+def test_kv_usage_by_group_tells_the_window_group_from_the_full_one(tmp_path: Path) -> None:
+    # 71 (real vLLM 0.33.0's block tables): at step 5 the window group has freed B's first
+    # block (A's at step 4), so it holds 5 blocks to the full group's 7; at step 6 B's new
+    # full block is 5, the block A's window freed, and the window group stays at 5.
+    trace = record(load_workload(NEXT / "71_hybrid_sw_window_free.json"), tmp_path / "71.duckdb")
+    assert rows(
+        trace.path,
+        "SELECT step, kv_cache_group, attention_type, sliding_window, num_held_blocks, usage "
+        "FROM kv_usage_by_group WHERE step IN (4, 5, 6)",
+    ) == [
+        (4, 0, "full", None, 7, 0.4667),
+        (4, 1, "sliding_window", 8, 6, 0.4),
+        (5, 0, "full", None, 7, 0.4667),
+        (5, 1, "sliding_window", 8, 5, 0.3333),
+        (6, 0, "full", None, 8, 0.5333),
+        (6, 1, "sliding_window", 8, 5, 0.3333),
+    ]
 
 
 def test_prefix_hits_tell_shared_prefixes_from_recovery(traces: dict[str, Path]) -> None:

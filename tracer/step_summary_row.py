@@ -56,6 +56,7 @@ def engine_step_row(
         "num_finished": 0,
         "num_free_blocks_after_schedule": counts.num_free_blocks_after_schedule,
         "num_free_blocks_after_update": scheduler.get_num_free_blocks(),
+        "num_held_blocks_by_group": counts.num_held_blocks_by_group,
         "num_running_after": num_running,
         "num_waiting_after": num_waiting,
         "prefix_cache_queries": end.prefix_cache_queries,

@@ -46,6 +46,9 @@ def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -
         f"{row['num_running_before']}→{row['num_running_after']} · waiting "
         f"{row['num_waiting_before']}→{row['num_waiting_after']}"
     )
+    held = held_blocks_text(row.get("num_held_blocks_by_group"))
+    if held:
+        text.append(f"\nKV blocks per group {held}")
     text.append("\nrunning pass ended: ")
     text.append(shown_text(str(row["running_pass_end"])), style="bold cyan")
     text.append(" · admission stopped: ")
@@ -61,6 +64,13 @@ def summary_text(detail: StepDetail, differences: tuple[str, ...], title: str) -
         text.append("\nskipped: ")
         text.append(skips, style="yellow")
     return text
+
+
+def held_blocks_text(num_held_blocks_by_group: list[int] | None) -> str:
+    """Hybrid KV cache groups: the blocks each group holds after schedule (`g0 12 · g1 4`)."""
+    if not num_held_blocks_by_group:
+        return ""
+    return " · ".join(f"g{group} {held}" for group, held in enumerate(num_held_blocks_by_group))
 
 
 SKIP_REASONS = {

@@ -19,6 +19,8 @@ class Batch:
     end: Any
     schedule_ns: int
     scheduled_at: int
+    num_held_blocks_by_group: tuple[int, ...] | None
+    """Each KV cache group's held blocks after `schedule()` (None: one group)."""
     engine_step: EngineStep | None = None
     update_step: int | None = None
 

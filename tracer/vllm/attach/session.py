@@ -53,6 +53,7 @@ from stepscope.tracer.writer import TraceWriteError
 from . import convert, settings
 from .allocation_tap import AllocationTap
 from .checkpointer import VllmCheckpointer
+from .held_blocks import held_blocks_counter
 from .iterations import Batch, Iteration, QueueState
 from .schedule_facts import applies_prefill_cadence, prefill_held, schedule_end, schedule_start
 from .subset import outside_subset, request_outside_subset
@@ -122,6 +123,7 @@ class VllmRecording:
         self.drafts_follow_update = _drafts_follow_update(scheduler)
         self.speculative_decoding = config.num_speculative_tokens > 0
         self.queue_state = QueueState(scheduler)
+        self.count_held_blocks = held_blocks_counter(scheduler)
         self.applies_prefill_cadence = applies_prefill_cadence(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.sampling: dict[str, SamplingParams] = {}
@@ -349,6 +351,7 @@ class VllmRecording:
         iteration = self._current
         assert iteration is not None
         free_blocks = self.queue_state.get_num_free_blocks()
+        held_blocks = None if self.count_held_blocks is None else self.count_held_blocks()
         ours = convert.scheduler_output(output, self.sampling, self.admitted)
         self._forget(output.finished_req_ids)
         end = schedule_end(
@@ -361,7 +364,7 @@ class VllmRecording:
         )
         self.recorder.on_schedule_end(end)
         iteration.batch = Batch(
-            output, ours, free_blocks, end, scheduled_at - started, scheduled_at
+            output, ours, free_blocks, end, scheduled_at - started, scheduled_at, held_blocks
         )
         iteration.scheduling = False
         self._in_flight[id(output)] = iteration
@@ -414,6 +417,7 @@ class VllmRecording:
             model_ns=started - batch.scheduled_at,
             outputs=self._outputs(outputs),
             update_ns=updated - started,
+            num_held_blocks_by_group=batch.num_held_blocks_by_group,
         )
         batch.update_step = current.step
         self._current = None
