@@ -7,8 +7,9 @@ word tokens renamed to JSON's characters (`{`, `"`, digits, letters, ...), so vL
 xgrammar backend can follow a JSON schema with it. An in-process `LLMEngine` is stepped
 by hand: each of the first steps adds a plain request and, every other step, ahead of it
 one that asks for JSON of its own schema (its grammar compiles in the background while
-the engine runs), until the scheduler has nothing left. Prints one JSON line: the
-structured requests and their finish reasons.
+the engine runs), until the scheduler has nothing left; one more JSON request is aborted
+the step after it arrives. Prints one JSON line: the structured requests and their finish
+reasons.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 NUM_ARRIVAL_STEPS = 12
+ABORTED = "aborted-json"
+"""A JSON request added at step 5 and aborted before step 6, likely while compiling."""
+ABORTED_STEP = 5
 FIRST_WORD_ID = 4
 VOCAB_SIZE = 1024
 JSON_PIECES = (*'{}[]":,', *"0123456789", *"abcdefghijklmnopqrstuvwxyz", "true", "false", "null")
@@ -53,24 +57,27 @@ def schema(step: int) -> dict[str, Any]:
 def add_requests(engine: Any, step: int, rng: random.Random, structured: list[str]) -> None:
     """A step's arrivals: every other step a JSON request first, then a plain one (admitted
     ahead of it while its grammar compiles)."""
-    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+    from vllm.sampling_params import SamplingParams
 
     if step % 2 == 0:
         request_id = f"json-{step}"
         structured.append(request_id)
-        engine.add_request(
-            request_id,
-            {"prompt_token_ids": prompt(rng)},
-            SamplingParams(
-                max_tokens=48,
-                temperature=0.0,
-                structured_outputs=StructuredOutputsParams(json=schema(step)),
-            ),
-        )
+        engine.add_request(request_id, {"prompt_token_ids": prompt(rng)}, json_params(step))
     engine.add_request(
         f"plain-{step}",
         {"prompt_token_ids": prompt(rng)},
         SamplingParams(max_tokens=rng.randrange(8, 40), temperature=0.8, ignore_eos=True),
+    )
+
+
+def json_params(step: int) -> Any:
+    """Greedy sampling of JSON in the step's schema (EOS once the grammar is done)."""
+    from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+    return SamplingParams(
+        max_tokens=48,
+        temperature=0.0,
+        structured_outputs=StructuredOutputsParams(json=schema(step)),
     )
 
 
@@ -112,6 +119,10 @@ def main() -> None:
     while step < NUM_ARRIVAL_STEPS or scheduler.has_requests():
         if step < NUM_ARRIVAL_STEPS:
             add_requests(engine, step, rng, structured)
+        if step == ABORTED_STEP:
+            engine.add_request(ABORTED, {"prompt_token_ids": prompt(rng)}, json_params(step))
+        if step == ABORTED_STEP + 1:
+            engine.abort_request([ABORTED])
         for output in engine.step():
             if output.finished:
                 finishes[output.request_id] = output.outputs[0].finish_reason

@@ -56,6 +56,20 @@ def test_every_structured_request_has_its_grammar_ready_step(recorded: Path) -> 
     assert all(ready is None for rid, _, ready in rows if rid.startswith("plain-"))
 
 
+def test_a_request_aborted_while_compiling_is_ready_no_earlier_than_the_abort(
+    recorded: Path,
+) -> None:
+    """Aborted before its grammar was found ready, it is given the abort's step (5 if the
+    grammar had compiled before its first `schedule()`)."""
+    ((arrival, ready, aborted),) = _rows(
+        recorded,
+        "SELECT arrival_step, grammar_ready_step, abort_step FROM _requests "
+        "WHERE request_id LIKE 'aborted-json%'",
+    )
+    assert (arrival, aborted) == (5, 6)
+    assert ready in (5, 6)
+
+
 def test_no_structured_request_is_admitted_before_its_grammar_is_ready(recorded: Path) -> None:
     early = _rows(
         recorded,
