@@ -295,6 +295,12 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         assert con.table("_meta").filter("key = 'note'").fetchall() == [("note", "b")]
         row = con.table("_requests").filter("request_index = 0")
         assert row.select("abort_step", "abort_before_update").fetchall() == [(7, True)]
+        grammars = pa.table(
+            {"request_index": pa.array([0], pa.int32()), "grammar_ready_step": pa.array([3])}
+        )
+        con.register("_batch", grammars)
+        con.execute(sql_files.query("stepscope.tracer", "request_grammars"))
+        assert row.select("grammar_ready_step").fetchall() == [(3,)]
         unwritten = sql_files.query("stepscope.tracer", "unwritten_bytes")
         assert con.execute(unwritten).fetchall()[0][0] > 0  # committed, not checkpointed
         con.checkpoint()
@@ -304,6 +310,7 @@ def test_the_writers_statements_run_on_a_trace(trace_path: Path, tmp_path: Path)
         "stepscope.tracer:sql/recorded_prompts.sql",
         "stepscope.tracer:sql/recorded_tables.sql",
         "stepscope.tracer:sql/request_aborts.sql",
+        "stepscope.tracer:sql/request_grammars.sql",
         "stepscope.tracer:sql/set_meta.sql",
         "stepscope.tracer:sql/shared_prompt_drop.sql",
         "stepscope.tracer:sql/shared_prompt_mismatches.sql",

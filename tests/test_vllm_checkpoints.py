@@ -108,7 +108,7 @@ def test_each_vllm_checkpoint_is_the_state_the_engine_reaches(
 ) -> None:
     trace_path = recorded / f"{group}-{workload.stem}.duckdb"
     with open_trace(trace_path) as trace:
-        assert trace.meta["outside_subset"] in ("", "structured output")
+        assert trace.meta["outside_subset"] == ""
         num_steps = trace.num_steps
         steps = checkpoint_steps(trace)
     assert steps == _expected_steps(num_steps)

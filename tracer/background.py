@@ -120,6 +120,9 @@ class BackgroundRecorder:
     def register_request(self, spec: RequestSpec) -> None:
         self._submit(lambda: self.recorder.register_request(spec))
 
+    def grammar_ready(self, request_id: str, step: int) -> None:
+        self._submit(lambda: self.recorder.grammar_ready(request_id, step))
+
     def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
         if record.step < self._drop_before:
             self.num_dropped_steps += 1

@@ -42,7 +42,7 @@ from .segments import SegmentSettings, SegmentWriter
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .step_summary_row import engine_step_row, idle_step_row
-from .writer import CHECKPOINTS, REQUEST_ABORTS, TraceWriter
+from .writer import CHECKPOINTS, REQUEST_ABORTS, REQUEST_GRAMMARS, TraceWriter
 
 FLUSH_ROWS = 131_072
 """`_scheduled` rows per batch at most: about one DuckDB row group (122,880 rows)."""
@@ -126,6 +126,8 @@ class TraceRecorder:
         """Checkpoints taken since the last flush (their rows are built by the writer)."""
         self._aborts: list[tuple[int, int, bool]] = []
         """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
+        self._grammars: list[tuple[int, int]] = []
+        """(request_index, grammar_ready_step) not in `_requests` rows yet."""
         self._table_lengths: dict[int, int] = {}
         self._group_lengths = GroupTableLengths()
         self._seq = Seq()
@@ -156,6 +158,24 @@ class TraceRecorder:
             index = self.request_index[spec.request_id] = self._num_indexed
             self._num_indexed += 1
         self.specs[index] = spec
+
+    def grammar_ready(self, request_id: str, step: int) -> None:
+        """The request's grammar became ready at `step` (a live engine learns it late).
+
+        A segment's rows are not updated: only the rows it carries into later segments.
+        """
+        index = self.request_index.get(request_id)
+        if index is None:
+            return
+        spec = self.specs.get(index)
+        if spec is not None:
+            self.specs[index] = dataclasses.replace(spec, grammar_ready_step=step)
+        elif self.segmented:
+            row = self._carried_rows.get(index)
+            if row is not None:
+                self._carried_rows[index] = {**row, "grammar_ready_step": step}
+        else:
+            self._grammars.append((index, step))
 
     # ----- steps --------------------------------------------------------------
 
@@ -343,6 +363,9 @@ class TraceRecorder:
             if self._aborts:
                 batch[REQUEST_ABORTS] = _aborts_table(self._aborts)
                 self._aborts = []
+            if self._grammars:
+                batch[REQUEST_GRAMMARS] = _grammars_table(self._grammars)
+                self._grammars = []
             if self._checkpoints:
                 batch[CHECKPOINTS] = self._checkpoints
                 self._checkpoints = []
@@ -585,6 +608,16 @@ _KV_CACHE_GROUPS = pa.list_(
     )
 )
 """`_config.kv_cache_groups` (`tables.sql`)."""
+
+
+def _grammars_table(grammars: list[tuple[int, int]]) -> pa.Table:
+    indices, steps = zip(*grammars, strict=True)
+    return pa.table(
+        {
+            "request_index": pa.array(indices, pa.int32()),
+            "grammar_ready_step": pa.array(steps, pa.int32()),
+        }
+    )
 
 
 def _aborts_table(aborts: list[tuple[int, int, bool]]) -> pa.Table:

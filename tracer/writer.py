@@ -75,7 +75,9 @@ class _MetaUpdate:
 
 REQUEST_ABORTS = "request_aborts"
 """A batch entry that updates `_requests` rows already written (see `request_aborts.sql`)."""
-_UPDATES = (REQUEST_ABORTS,)
+REQUEST_GRAMMARS = "request_grammars"
+"""A batch entry that sets `grammar_ready_step` in rows already written (`request_grammars.sql`)."""
+_UPDATES = (REQUEST_ABORTS, REQUEST_GRAMMARS)
 CHECKPOINTS = "checkpoints"
 """A batch entry of `PendingCheckpoint`s, whose rows are built here, off the engine thread."""
 

@@ -37,7 +37,6 @@ only a KV connector or `reset_prefix_cache` sets.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
@@ -54,6 +53,7 @@ from stepscope.engine.checkpoint import (
     SchedulerCheckpoint,
 )
 
+from .grammar_readiness import is_grammar_compiled
 from .schedule_facts import applies_prefill_cadence
 
 GROUP_ID_BYTES = 4
@@ -237,10 +237,7 @@ def _grammar_ready(structured_output_request: Any) -> bool | None:
     """Whether the grammar has compiled (None: no structured output), the future untouched."""
     if structured_output_request is None:
         return None
-    grammar = structured_output_request._grammar
-    if isinstance(grammar, Future):
-        return grammar.done()
-    return grammar is not None
+    return is_grammar_compiled(structured_output_request)
 
 
 def _queue_snapshot(queue: Any) -> QueueSnapshot:

@@ -53,6 +53,8 @@ from stepscope.tracer.writer import TraceWriteError
 from . import convert, settings
 from .allocation_tap import AllocationTap
 from .checkpointer import VllmCheckpointer
+from .grammar_readiness import CompilingRequest, GrammarReadiness, failed_to_compile
+from .grammar_readiness import request_outside_subset as structured_output_outside_subset
 from .held_blocks import held_blocks_counter
 from .iterations import Batch, Iteration, QueueState
 from .schedule_facts import applies_prefill_cadence, prefill_held, schedule_end, schedule_start
@@ -126,6 +128,8 @@ class VllmRecording:
         self.count_held_blocks = held_blocks_counter(scheduler)
         self.applies_prefill_cadence = applies_prefill_cadence(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
+        self.grammars = GrammarReadiness()
+        self.segmented = segments is not None
         self.sampling: dict[str, SamplingParams] = {}
         """The sampling params of each request the scheduler holds (its first admission's
         row needs them), let go once an output ships the request as finished."""
@@ -291,8 +295,10 @@ class VllmRecording:
         self.recorder.register_request(spec)
         self._arrived.append(spec.request_id)
         self.reasons.update(request_outside_subset(request))
+        self._follow_grammar(request, spec)
 
     def _on_finish_requests(self, finished: list[Any], status: Any) -> None:
+        self._grammars_never_ready(request.request_id for request in finished)
         if status.name != "FINISHED_ABORTED":
             self.reasons.add(f"requests finished from outside as {status.name}")
             return
@@ -341,6 +347,7 @@ class VllmRecording:
         if self.applies_prefill_cadence:
             self._held = prefill_held(self.scheduler)
         self.recorder.on_schedule_start(self._start)
+        self._grammars_ready(self.grammars.ready_at_schedule_start())
         if self.scheduler._pause_state.name != "UNPAUSED":
             self.reasons.add("scheduling paused (set_pause_state)")
 
@@ -348,6 +355,9 @@ class VllmRecording:
         self, output: Any, started: int, scheduled_at: int, in_flight_before: int
     ) -> None:
         self.tap.end_step()
+        self._grammars_ready(self.grammars.promoted_in_schedule())
+        if failed_to_compile(self.scheduler):
+            self.reasons.add("structured output grammar failed to compile")
         iteration = self._current
         assert iteration is not None
         free_blocks = self.queue_state.get_num_free_blocks()
@@ -420,6 +430,8 @@ class VllmRecording:
             num_held_blocks_by_group=batch.num_held_blocks_by_group,
         )
         batch.update_step = current.step
+        if self.grammars.rejected_tokens(batch.engine_step.outputs):
+            self.reasons.add("structured output grammar rejected a sampled token")
         self._current = None
         if self.checkpointer is not None:
             self.checkpointer.on_batch_processed(iteration.step, self._runner_output)
@@ -483,9 +495,35 @@ class VllmRecording:
 
     def _close(self, *, complete: bool) -> None:
         try:
+            self._grammars_ready(self.grammars.still_compiling(), self.step + 1)
             self._record_complete()
         finally:
             self.recorder.close(complete=complete, final_meta=self._final_meta())
+
+    # ----- structured output ----------------------------------------------------
+
+    def _follow_grammar(self, request: Any, spec: RequestSpec) -> None:
+        """Note when the request's grammar is ready, unless a scripted workload says."""
+        known = spec.grammar_ready_step is not None
+        self.grammars.on_arrival(request, spec.arrival_step, readiness_known=known)
+        speculative = self.speculative_decoding
+        self.reasons.update(
+            structured_output_outside_subset(request, speculative_decoding=speculative)
+        )
+
+    def _grammars_ready(self, ready: Iterable[CompilingRequest], step: int | None = None) -> None:
+        """These requests' grammars are ready at `step` (the current one unless given)."""
+        ready_step = self.step if step is None else step
+        for compiling in ready:
+            if self.segmented and ready_step > compiling.arrival_step:
+                # Its row is written with its arrival step; a segment cannot update it.
+                self.reasons.add("structured output grammar ready after arrival (segmented)")
+            self.recorder.grammar_ready(compiling.request.request_id, ready_step)
+
+    def _grammars_never_ready(self, request_ids: Iterable[str]) -> None:
+        """These requests leave with their grammar still compiling: ready only after the
+        last step they were held in, so a replay holds them as long."""
+        self._grammars_ready(self.grammars.left(request_ids), self.step + 1)
 
     def _final_meta(self) -> dict[str, str]:
         return {"outside_subset": "; ".join(sorted(self.reasons))}

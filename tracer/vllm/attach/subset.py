@@ -91,14 +91,13 @@ def _is_async_class(scheduler: Any) -> bool:
 
 
 def request_outside_subset(request: Any) -> set[str]:
-    """The per-request features in use that the subset leaves out."""
+    """The per-request features in use that the subset leaves out (structured output is
+    recorded: `grammar_readiness.py` says what of it is not)."""
     reasons = set()
     if request.prompt_token_ids is None:
         reasons.add("prompt embeddings")
     if request.mm_features:
         reasons.add("multimodal inputs")
-    if request.use_structured_output:
-        reasons.add("structured output")
     if request.pooling_params is not None:
         reasons.add("pooling")
     return reasons
