@@ -116,6 +116,24 @@ else
     echo "gpu_check: real vLLM $vllm_state" >&2
 fi
 
+# ---- drafters on the device (begin) ----------------------------------------------------
+# An EAGLE head drafting under async scheduling, which vLLM's CPU platform turns off (its
+# drafters themselves all run on a CPU: tests/test_live_vllm_drafters.py). The tiny head
+# comes from tiny_drafts; the trace must replay exactly on the CPU with no model.
+DRAFT_WORKLOAD=${DRAFT_WORKLOAD:-examples/workloads/vllm_live.toml}
+if [ "$vllm_state" = ran ] && [ "$DEVICE" != cpu ]; then
+    "${VLLM_CMD[@]}" -m stepscope.tracer.vllm.drive.tiny_drafts "$VLLM_MODEL" "$OUT/drafts" \
+        > /dev/null
+    vllm_live vllm_eagle_async "$DRAFT_WORKLOAD" --model "$VLLM_MODEL" --device "$DEVICE" \
+        --dtype bfloat16 --set async_scheduling=true --set speculative_method=eagle \
+        --set num_speculative_tokens=3 \
+        --engine-arg "speculative_config={\"model\": \"$OUT/drafts/eagle\"}"
+    "$PYTHON" -m stepscope replay "$OUT/vllm_eagle_async.duckdb" \
+        -o "$OUT/vllm_eagle_async_replay.duckdb" > /dev/null || true
+    vllm_diff vllm_eagle_async vllm_eagle_async_replay vllm_eagle_async_replay_diff
+fi
+# ---- drafters on the device (end) ------------------------------------------------------
+
 "$PYTHON" -W "$NO_NUMPY_WARNING" - "$OUT" "$DEVICE" "$MODEL" "$WORKLOAD" "$MIN_AGREEMENT" "$tests_status" "${RESULTS:-}" "$replay_status" "$vllm_state" <<'PY'
 import json, platform, sys
 from datetime import date
@@ -193,6 +211,9 @@ def vllm_lines():
     if device != "cpu":
         checks.append(("vllm_async_replay_diff", "async scheduling, exact replay on the CPU",
                        ("identical",)))
+        # drafters on the device
+        checks.append(("vllm_eagle_async_replay_diff",
+                       "EAGLE drafter, async scheduling, exact replay on the CPU", ("identical",)))
     for name, what, allowed in checks:
         path = out / f"{name}.json"
         if not path.exists() or not path.read_text().strip():

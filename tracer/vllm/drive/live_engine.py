@@ -103,8 +103,8 @@ def engine_kwargs(config: EngineConfig, options: LiveEngineOptions) -> dict[str,
 def feature_kwargs(config: EngineConfig, engine_args: Mapping[str, Any]) -> dict[str, Any]:
     """Speculative decoding and LoRA for the trace's config.
 
-    `--engine-arg speculative_config={...}` adds to the method and draft count (an
-    ngram's `prompt_lookup_max`, a draft model); LoRA is served up to `max_loras`
+    `--engine-arg speculative_config={...}` adds to the method, draft count and parallel
+    drafting (an ngram's `prompt_lookup_max`, a draft model); LoRA is served up to `max_loras`
     adapters at once, of rank `max_lora_rank` (vLLM's default unless given).
     """
     kwargs: dict[str, Any] = {}
@@ -114,6 +114,8 @@ def feature_kwargs(config: EngineConfig, engine_args: Mapping[str, Any]) -> dict
             "method": config.speculative_method,
             "num_speculative_tokens": config.num_speculative_tokens,
         }
+        if config.parallel_drafting:
+            kwargs["speculative_config"]["parallel_drafting"] = True
     if config.max_loras is not None:
         kwargs["enable_lora"] = True
         kwargs["max_loras"] = config.max_loras
