@@ -86,6 +86,19 @@ def test_the_trace_holds_both_kv_cache_groups_and_is_in_the_subset(recorded: Pat
         assert trace.config["async_scheduling"] is (scheduler_cls == ASYNC[0])
 
 
+def test_only_the_windowed_group_skips_blocks_outside_its_window(recorded: Path) -> None:
+    """vLLM's null block (id 0) stands in the windowed group's table for what it dropped."""
+    with open_trace(recorded) as trace:
+        null_blocks = dict(
+            trace.sql(
+                "SELECT kv_cache_group, count(*) FILTER (WHERE block_id = 0) FROM _block_ids "
+                "GROUP BY kv_cache_group"
+            ).fetchall()
+        )
+    assert null_blocks[0] > 0
+    assert null_blocks[1] == 0
+
+
 def test_the_pool_was_short(recorded: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "stepscope", "info", "--json", str(recorded)],
