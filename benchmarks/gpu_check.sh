@@ -9,7 +9,8 @@
 # workload (`stepscope record --engine vllm-live`), the trace replays on the CPU with no
 # model and is diffed, and live vLLM reruns of its arrivals (same dtype, float32) diff as
 # identical or *input*, never as a decision; on a GPU an async-scheduling recording must
-# replay exactly too. Without one that part is skipped, with a line
+# replay exactly too, and so must a recording of a tiny model with a sliding-window layer
+# (hybrid KV cache groups). Without one that part is skipped, with a line
 # saying so. Exit 0 all good, 1 a check failed, 2 no CUDA device.
 #
 #   bash benchmarks/gpu_check.sh                        # on a machine with a GPU
@@ -80,6 +81,7 @@ replay_status=0
 read -ra VLLM_CMD <<< "env PYTHONSAFEPATH=1 ${VLLM_PYTHON:-$PYTHON}"
 VLLM_WORKLOAD=${VLLM_WORKLOAD:-examples/workloads/vllm_live.toml}
 VLLM_MODEL=${VLLM_MODEL:-$OUT/tiny-llama}
+VLLM_HYBRID_MODEL=${VLLM_HYBRID_MODEL:-$OUT/tiny-hybrid}
 read -ra VLLM_ARGS <<< "${VLLM_ARGS:-}"
 VLLM_FOR_DEVICE='import sys, stepscope.tracer.vllm
 from vllm.platforms import current_platform
@@ -111,6 +113,15 @@ if "${VLLM_CMD[@]}" -c "$VLLM_FOR_DEVICE" "$DEVICE" > /dev/null 2>&1; then
             > /dev/null || true
         vllm_diff vllm_async vllm_async_replay vllm_async_replay_diff
     fi
+    # Hybrid KV cache groups (a sliding-window layer and a full one), async where it can be.
+    "${VLLM_CMD[@]}" -m stepscope.tracer.vllm.drive.tiny_hybrid_model "$VLLM_HYBRID_MODEL" > /dev/null
+    hybrid_async=()
+    if [ "$DEVICE" != cpu ]; then hybrid_async=(--set async_scheduling=true); fi
+    vllm_live vllm_hybrid "$VLLM_WORKLOAD" --model "$VLLM_HYBRID_MODEL" --device "$DEVICE" \
+        --dtype bfloat16 "${hybrid_async[@]}"
+    "$PYTHON" -m stepscope replay "$OUT/vllm_hybrid.duckdb" -o "$OUT/vllm_hybrid_replay.duckdb" \
+        > /dev/null || true
+    vllm_diff vllm_hybrid vllm_hybrid_replay vllm_hybrid_replay_diff
 else
     vllm_state="skipped: no vLLM for $DEVICE (with stepscope) in ${VLLM_CMD[*]}"
     echo "gpu_check: real vLLM $vllm_state" >&2
@@ -214,6 +225,8 @@ def vllm_lines():
         # drafters on the device
         checks.append(("vllm_eagle_async_replay_diff",
                        "EAGLE drafter, async scheduling, exact replay on the CPU", ("identical",)))
+    checks.append(("vllm_hybrid_replay_diff", "hybrid KV cache groups, exact replay on the CPU",
+                   ("identical",)))
     for name, what, allowed in checks:
         path = out / f"{name}.json"
         if not path.exists() or not path.read_text().strip():

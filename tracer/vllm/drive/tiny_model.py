@@ -22,6 +22,7 @@ VOCAB_SIZE = 1024
 SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 BOS_TOKEN_ID = 1
 EOS_TOKEN_ID = 2
+PAD_TOKEN_ID = 3
 MODEL_SHAPE: dict[str, Any] = {
     "hidden_size": 256,
     "intermediate_size": 512,
@@ -44,7 +45,7 @@ def make_tiny_model(out_dir: Path, seed: int = 0) -> Path:
         return out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     _save_model(out_dir, seed)
-    _save_tokenizer(out_dir)
+    save_tokenizer(out_dir)
     marker.write_text(recipe)
     return out_dir
 
@@ -58,7 +59,7 @@ def _save_model(out_dir: Path, seed: int) -> None:
         **MODEL_SHAPE,
         bos_token_id=BOS_TOKEN_ID,
         eos_token_id=EOS_TOKEN_ID,
-        pad_token_id=3,
+        pad_token_id=PAD_TOKEN_ID,
         tie_word_embeddings=False,
         torch_dtype="bfloat16",
     )
@@ -66,7 +67,7 @@ def _save_model(out_dir: Path, seed: int) -> None:
     model.save_pretrained(out_dir, safe_serialization=True)
 
 
-def _save_tokenizer(out_dir: Path) -> None:
+def save_tokenizer(out_dir: Path) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
