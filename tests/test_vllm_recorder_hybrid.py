@@ -160,6 +160,12 @@ def test_one_full_group_is_the_engine_s_default() -> None:
     assert kv_cache_groups(_scheduler(FULL).kv_cache_config) is None
 
 
+def test_mla_is_full_attention_to_the_scheduler() -> None:
+    scheduler = _scheduler(_spec("MLAAttentionSpec", block_size=4))
+    assert kv_cache_groups(scheduler.kv_cache_config) is None
+    assert kv_cache_groups_outside_subset(scheduler, PLAIN) == set()
+
+
 def test_a_spec_type_the_engine_does_not_model_is_named_outside_the_subset() -> None:
     scheduler = _scheduler(FULL, _spec("MambaSpec", block_size=4))
     assert kv_cache_groups(scheduler.kv_cache_config) is None

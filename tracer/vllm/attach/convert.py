@@ -88,11 +88,13 @@ def _max_num_scheduled_tokens(scheduler: Any) -> int | None:
 
 MODELLED_KV_CACHE_SPECS = {
     "FullAttentionSpec": AttentionType.FULL,
+    "MLAAttentionSpec": AttentionType.FULL,
     "SlidingWindowSpec": AttentionType.SLIDING_WINDOW,
     "ChunkedLocalAttentionSpec": AttentionType.CHUNKED_LOCAL,
 }
-"""vLLM's KV cache spec classes stepscope's engine models, by exact class name (a subclass,
-such as MLA's, keeps its own name and is not modelled)."""
+"""vLLM's KV cache spec classes stepscope's engine models, by exact class name. MLA's
+(DeepSeek) is full attention to the scheduler: vLLM's `KVCacheSpecRegistry` gives it the
+`FullAttentionManager`. Another subclass keeps its own name and is not modelled."""
 
 
 def kv_cache_group_settings(kv_cache_config: Any) -> dict[str, Any]:
