@@ -127,3 +127,13 @@ def test_the_trace_names_each_requests_adapter_and_the_gate(recorded: Path, work
 @pytest.mark.parametrize("workload", SPEC + LORA, ids=lambda p: p.stem)
 def test_vllm_feature_traces_replay_exactly(recorded: Path, workload: Path) -> None:
     assert replay_exact(recorded / f"{workload.stem}.duckdb").divergence is None
+
+
+def test_speculative_traces_replay_identically_through_vllm(
+    vllm: VllmPython, recorded: Path
+) -> None:
+    """Async ones too: an async recording holds no proposed drafts, so the replay's worker
+    verifies the scheduler's placeholders, accepting as many as the trace says."""
+    traces = [str(recorded / f"{workload.stem}.duckdb") for workload in SPEC]
+    outcomes = json.loads(vllm.harness("replay", *traces))
+    assert outcomes == dict.fromkeys(traces, "identical")

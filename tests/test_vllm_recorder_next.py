@@ -19,13 +19,11 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import SHARED_CONFORMANCE
-from stepscope.engine import EngineConfig, load_workload
-from stepscope.replay.diff import Classification, compare_steps
+from stepscope.engine import EngineConfig
 from stepscope.replay.exact import replay_exact
 from stepscope.schema import open_trace
 from stepscope.tracer.vllm.attach.subset import drafting_differences
-from traces import record
-from vllm_env import VllmPython, hashing_knobs, table_differences
+from vllm_env import VllmPython, assert_records_as_the_engine_does
 
 NEXT = SHARED_CONFORMANCE.parent / "conformance-next"
 EAGLE_OR_CADENCE_KNOBS = ("speculative_method", "prefill_schedule_interval")
@@ -77,29 +75,11 @@ def test_the_scenarios_are_found() -> None:
     assert len(SCENARIOS) >= 5, SCENARIOS
 
 
-def _assert_records_as_the_engine_does(
-    vllm_trace: Path, workload: Path, version: str, engine_trace: Path
-) -> None:
-    """The trace diffs as identical to the engine's under `version`'s rules, row for row."""
-    engine_workload = load_workload(workload)
-    knobs = {"vllm_version": version, **hashing_knobs(vllm_trace)}
-    record(engine_workload.with_config(engine_workload.config.with_knobs(knobs)), engine_trace)
-    with open_trace(engine_trace) as ours, open_trace(vllm_trace) as theirs:
-        steps = compare_steps(ours, theirs)
-        assert theirs.meta["vllm_version"] == version
-        assert theirs.meta["outside_subset"] == ""
-    assert steps.classification is Classification.IDENTICAL, (
-        steps.first_decision_step,
-        steps.decision_fields,
-    )
-    assert table_differences(engine_trace, vllm_trace) == []
-
-
 @pytest.mark.parametrize("workload", SCENARIOS, ids=lambda p: p.stem)
 def test_eagle_and_cadence_runs_record_as_the_engine_does(
     recorded: Recorded, tmp_path: Path, workload: Path
 ) -> None:
-    _assert_records_as_the_engine_does(
+    assert_records_as_the_engine_does(
         recorded.trace(workload), workload, recorded.version, tmp_path / "engine.duckdb"
     )
 
@@ -120,7 +100,7 @@ def test_plain_block_hashes_record_as_the_engine_does(vllm: VllmPython, tmp_path
     for workload in workloads:
         vllm_trace = tmp_path / f"{workload.stem}.duckdb"
         engine_trace = tmp_path / f"engine-{workload.stem}.duckdb"
-        _assert_records_as_the_engine_does(vllm_trace, workload, "0.33.0", engine_trace)
+        assert_records_as_the_engine_does(vllm_trace, workload, "0.33.0", engine_trace)
         assert replay_exact(vllm_trace).divergence is None
 
 

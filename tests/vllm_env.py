@@ -19,8 +19,11 @@ from typing import Any
 
 import duckdb
 from conftest import TESTS
+from stepscope.engine import load_workload
 from stepscope.engine.config import HASHING_KNOBS
+from stepscope.replay.diff import Classification, compare_steps
 from stepscope.schema import open_trace
+from traces import record
 
 VENV = Path(os.environ.get("STEPSCOPE_VLLM_VENV", Path.home() / ".cache" / "stepscope-vllm-venv"))
 LIVE_VENV = Path(
@@ -124,3 +127,22 @@ def table_differences(a: Path, b: Path) -> list[str]:
             if first_a or first_b:
                 differences.append(f"{table}: only in A {first_a}, only in B {first_b}")
     return differences
+
+
+def assert_records_as_the_engine_does(
+    vllm_trace: Path, workload: Path, version: str, engine_trace: Path
+) -> None:
+    """The vLLM trace diffs as identical to the engine's run of `workload` under `version`'s
+    rules, and holds the same rows (config included), in no subset's shadow."""
+    engine_workload = load_workload(workload)
+    knobs = {"vllm_version": version, **hashing_knobs(vllm_trace)}
+    record(engine_workload.with_config(engine_workload.config.with_knobs(knobs)), engine_trace)
+    with open_trace(engine_trace) as ours, open_trace(vllm_trace) as theirs:
+        steps = compare_steps(ours, theirs)
+        assert theirs.meta["vllm_version"] == version
+        assert theirs.meta["outside_subset"] == ""
+    assert steps.classification is Classification.IDENTICAL, (
+        steps.first_decision_step,
+        steps.decision_fields,
+    )
+    assert table_differences(engine_trace, vllm_trace) == []

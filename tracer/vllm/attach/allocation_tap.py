@@ -6,7 +6,9 @@ are wrapped on the instance (the classes stay untouched), and its
 decision made during `schedule()` lands in the recorder's decision list in call
 order, as stepscope's own scheduler reports them. A refused call's numbers
 (blocks needed, watermark, free blocks) are worked out from the same state
-vLLM's check read.
+vLLM's check read. With hybrid KV cache groups the blocks a call needs are counted
+by vLLM's coordinator, over every group; the block ids and tables recorded are group 0's,
+as stepscope's engine records them.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ class AllocationTap:
         self._outside_schedule = outside_schedule
         self.kv_cache_manager = scheduler.kv_cache_manager
         self.block_pool = self.kv_cache_manager.block_pool
-        self._group0 = self.kv_cache_manager.coordinator.single_type_managers[0]
+        self._coordinator = self.kv_cache_manager.coordinator
+        self._group0 = self._coordinator.single_type_managers[0]
+        self._one_full_group = _one_full_group(scheduler.kv_cache_config)
         self._decisions = decisions
         self._step_decisions: list[Decision] = []
         self._grants: dict[str, tuple[int, Any]] = {}
@@ -151,13 +155,38 @@ class AllocationTap:
         max_model_len = manager.max_model_len
         if call.full_sequence_must_fit:
             full = min(request.num_tokens, max_model_len)
-            needed = self._num_blocks_to_allocate(request, full, call.hit_blocks)
+            needed = self._blocks_needed(request, call, full, full_sequence=True)
             if needed + watermark > free:
                 return AllocationRefusal(RefusalCheck.FULL_SEQUENCE, needed, watermark, free)
         total = min(request.num_computed_tokens + call.num_new_computed_tokens, max_model_len)
         slots = min(total + call.num_new_tokens + call.num_lookahead_tokens, max_model_len)
-        needed = self._num_blocks_to_allocate(request, slots, call.hit_blocks)
+        needed = self._blocks_needed(request, call, slots, full_sequence=False)
         return AllocationRefusal(RefusalCheck.SLOTS, needed, watermark, free)
+
+    def _blocks_needed(
+        self, request: Any, call: _AllocationArgs, num_tokens: int, *, full_sequence: bool
+    ) -> int:
+        """The blocks vLLM's check counted for `num_tokens` slots, in every group."""
+        if self._one_full_group:
+            return self._num_blocks_to_allocate(request, num_tokens, call.hit_blocks)
+        hits = call.hit_groups or tuple(() for _ in self._coordinator.single_type_managers)
+        num_local_computed = request.num_computed_tokens + call.num_new_computed_tokens
+        total_computed = min(num_local_computed, self.kv_cache_manager.max_model_len)
+        return int(
+            self._coordinator.get_num_blocks_to_allocate(
+                request_id=request.request_id,
+                num_tokens=num_tokens,
+                new_computed_blocks=hits,
+                num_encoder_tokens=0,
+                total_computed_tokens=total_computed if full_sequence else num_local_computed,
+                num_local_computed_tokens=num_local_computed,
+                num_tokens_main_model=(
+                    num_tokens if full_sequence else total_computed + call.num_new_tokens
+                ),
+                apply_admission_cap=full_sequence,
+                prefill_end=max(request.num_prompt_tokens, request.num_tokens - 1),
+            )
+        )
 
     def _num_blocks_to_allocate(self, request: Any, num_tokens: int, hits: Sequence[Any]) -> int:
         held = len(self._group0.req_to_blocks.get(request.request_id, ()))
@@ -238,6 +267,7 @@ class _AllocationArgs:
         "full_sequence_must_fit",
         "has_scheduled_reqs",
         "hit_blocks",
+        "hit_groups",
         "num_lookahead_tokens",
         "num_new_computed_tokens",
         "num_new_tokens",
@@ -249,6 +279,7 @@ class _AllocationArgs:
         self.num_new_tokens = 0
         self.num_new_computed_tokens = 0
         self.hit_blocks: Sequence[Any] = ()
+        self.hit_groups: tuple[Sequence[Any], ...] = ()
         self.num_lookahead_tokens = 0
         self.full_sequence_must_fit = False
         self.has_scheduled_reqs = True
@@ -263,11 +294,17 @@ class _AllocationArgs:
         call.num_new_tokens = num_new_tokens
         call.num_new_computed_tokens = named.get("num_new_computed_tokens", 0)
         blocks = named.get("new_computed_blocks")
-        call.hit_blocks = blocks.blocks[0] if blocks is not None and blocks.blocks else ()
+        call.hit_groups = tuple(blocks.blocks) if blocks is not None else ()
+        call.hit_blocks = call.hit_groups[0] if call.hit_groups else ()
         call.num_lookahead_tokens = named.get("num_lookahead_tokens", 0)
         call.full_sequence_must_fit = named.get("full_sequence_must_fit", False)
         call.has_scheduled_reqs = named.get("has_scheduled_reqs", True)
         return call
+
+
+def _one_full_group(kv_cache_config: Any) -> bool:
+    groups = kv_cache_config.kv_cache_groups
+    return len(groups) == 1 and type(groups[0].kv_cache_spec).__name__ == "FullAttentionSpec"
 
 
 def _new_block_ids(new_blocks: Any) -> tuple[int, ...]:

@@ -1,22 +1,31 @@
 """vLLM's objects as stepscope's: the config, a request, a SchedulerOutput, a step's outputs.
 
 Each conversion is a snapshot taken when vLLM hands the object over: vLLM reuses
-and mutates its own lists afterwards. Block ids are those of KV cache group 0,
-the only group in the subset stepscope's engine models.
+and mutates its own lists afterwards. The flat block ids are those of KV cache group 0;
+a hybrid model's groups (full, sliding window, chunked local) ride beside them, as
+stepscope's engine keeps them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from stepscope.engine import EngineConfig, SamplingParams
 from stepscope.engine.block_hash import VLLM_HASHERS, vllm_hasher_name
 from stepscope.engine.config import SPECULATIVE_METHODS
+from stepscope.engine.errors import ConfigError
+from stepscope.engine.kv_cache_groups import AttentionType, KVCacheGroupSpec
 from stepscope.engine.outputs import DraftTokenIds, EngineCoreOutput, ModelRunnerOutput
 from stepscope.engine.request import FinishReason
-from stepscope.engine.scheduler_output import CachedRequestData, NewRequestData, SchedulerOutput
+from stepscope.engine.scheduler_output import (
+    NO_GROUP_BLOCK_IDS,
+    CachedRequestData,
+    GroupBlockIds,
+    NewRequestData,
+    SchedulerOutput,
+)
 from stepscope.engine.workload import RequestSpec
 
 from . import versions
@@ -26,32 +35,47 @@ def engine_config(scheduler: Any) -> EngineConfig:
     """The knobs of a live vLLM scheduler, as stepscope's engine takes them (validated).
 
     Raises `UnsupportedVllmVersion` when the installed vLLM is not one stepscope records.
+    KV cache groups the engine cannot run with the other settings (the EAGLE last-block
+    drop across groups) are left out, and flagged by `subset`.
     """
+    values = _engine_values(scheduler)
+    try:
+        return EngineConfig.from_dict(values)
+    except ConfigError as error:
+        if error.key not in KV_CACHE_GROUP_KNOBS:
+            raise
+    return EngineConfig.from_dict({k: values[k] for k in values if k not in KV_CACHE_GROUP_KNOBS})
+
+
+KV_CACHE_GROUP_KNOBS = ("kv_cache_groups", "prefix_cache_retention_interval")
+
+
+def _engine_values(scheduler: Any) -> dict[str, Any]:
+    """The scheduler's settings under the engine config's names."""
     scheduler_config = scheduler.scheduler_config
-    return EngineConfig.from_dict(
-        {
-            "block_size": scheduler.block_size,
-            "num_blocks": scheduler.kv_cache_config.num_blocks,
-            "max_num_batched_tokens": scheduler_config.max_num_batched_tokens,
-            "max_num_seqs": scheduler_config.max_num_seqs,
-            "max_model_len": scheduler.max_model_len,
-            "policy": scheduler.policy.value,
-            "enable_prefix_caching": bool(scheduler.cache_config.enable_prefix_caching),
-            "enable_chunked_prefill": bool(scheduler_config.enable_chunked_prefill),
-            "long_prefill_token_threshold": scheduler_config.long_prefill_token_threshold,
-            "long_prefill_token_threshold_adaptive": bool(
-                scheduler_config.long_prefill_token_threshold_adaptive
-            ),
-            "scheduler_reserve_full_isl": bool(scheduler_config.scheduler_reserve_full_isl),
-            "watermark": float(scheduler_config.watermark),
-            "max_num_scheduled_tokens": _max_num_scheduled_tokens(scheduler),
-            "max_num_active_seqs": scheduler_config.max_num_active_seqs,
-            "async_scheduling": bool(scheduler_config.async_scheduling),
-            "vllm_version": versions.recorded_version(),
-            **feature_settings(scheduler.vllm_config),
-            **block_hasher_settings(scheduler.vllm_config),
-        }
-    )
+    return {
+        "block_size": scheduler.block_size,
+        "num_blocks": scheduler.kv_cache_config.num_blocks,
+        "max_num_batched_tokens": scheduler_config.max_num_batched_tokens,
+        "max_num_seqs": scheduler_config.max_num_seqs,
+        "max_model_len": scheduler.max_model_len,
+        "policy": scheduler.policy.value,
+        "enable_prefix_caching": bool(scheduler.cache_config.enable_prefix_caching),
+        "enable_chunked_prefill": bool(scheduler_config.enable_chunked_prefill),
+        "long_prefill_token_threshold": scheduler_config.long_prefill_token_threshold,
+        "long_prefill_token_threshold_adaptive": bool(
+            scheduler_config.long_prefill_token_threshold_adaptive
+        ),
+        "scheduler_reserve_full_isl": bool(scheduler_config.scheduler_reserve_full_isl),
+        "watermark": float(scheduler_config.watermark),
+        "max_num_scheduled_tokens": _max_num_scheduled_tokens(scheduler),
+        "max_num_active_seqs": scheduler_config.max_num_active_seqs,
+        "async_scheduling": bool(scheduler_config.async_scheduling),
+        "vllm_version": versions.recorded_version(),
+        **kv_cache_group_settings(scheduler.kv_cache_config),
+        **feature_settings(scheduler.vllm_config),
+        **block_hasher_settings(scheduler.vllm_config),
+    }
 
 
 def _max_num_scheduled_tokens(scheduler: Any) -> int | None:
@@ -60,6 +84,49 @@ def _max_num_scheduled_tokens(scheduler: Any) -> int | None:
     value = scheduler_config.max_num_scheduled_tokens
     filled_in = scheduler.vllm_config.speculative_config is not None
     return None if filled_in and value == scheduler_config.max_num_batched_tokens else value
+
+
+MODELLED_KV_CACHE_SPECS = {
+    "FullAttentionSpec": AttentionType.FULL,
+    "SlidingWindowSpec": AttentionType.SLIDING_WINDOW,
+    "ChunkedLocalAttentionSpec": AttentionType.CHUNKED_LOCAL,
+}
+"""vLLM's KV cache spec classes stepscope's engine models, by exact class name (a subclass,
+such as MLA's, keeps its own name and is not modelled)."""
+
+
+def kv_cache_group_settings(kv_cache_config: Any) -> dict[str, Any]:
+    """The KV cache groups and the retention interval as the engine config takes them.
+
+    One full-attention group is the engine's default and is left out; groups the engine
+    does not model are left out here and flagged by `subset`.
+    """
+    settings: dict[str, Any] = {
+        "prefix_cache_retention_interval": kv_cache_config.prefix_cache_retention_interval
+    }
+    groups = kv_cache_groups(kv_cache_config)
+    if groups is not None:
+        settings["kv_cache_groups"] = groups
+    return settings
+
+
+def kv_cache_groups(kv_cache_config: Any) -> tuple[KVCacheGroupSpec, ...] | None:
+    """Each group's attention type and window, in vLLM's order; None for one full-attention
+    group, or when a group's spec is not one the engine models."""
+    specs = [group.kv_cache_spec for group in kv_cache_config.kv_cache_groups]
+    if any(type(spec).__name__ not in MODELLED_KV_CACHE_SPECS for spec in specs):
+        return None
+    groups = tuple(map(_kv_cache_group, specs))
+    return None if groups == (KVCacheGroupSpec(AttentionType.FULL),) else groups
+
+
+def _kv_cache_group(spec: Any) -> KVCacheGroupSpec:
+    attention = MODELLED_KV_CACHE_SPECS[type(spec).__name__]
+    if attention is AttentionType.SLIDING_WINDOW:
+        return KVCacheGroupSpec(attention, sliding_window=int(spec.sliding_window))
+    if attention is AttentionType.CHUNKED_LOCAL:
+        return KVCacheGroupSpec(attention, attention_chunk_size=int(spec.attention_chunk_size))
+    return KVCacheGroupSpec(attention)
 
 
 MODELLED_SPECULATIVE_METHODS = SPECULATIVE_METHODS
@@ -185,13 +252,17 @@ def lora_id(request: Any) -> int | None:
 
 
 def scheduler_output(
-    output: Any, sampling: Mapping[str, SamplingParams], admitted_before: set[str]
+    output: Any,
+    sampling: Mapping[str, SamplingParams],
+    admitted_before: set[str],
+    kv_cache_groups: Sequence[KVCacheGroupSpec] | None = None,
 ) -> SchedulerOutput:
     """vLLM's SchedulerOutput in the V1 model runner's shape.
 
     The V2 runner ships resumed requests among the new ones; a request admitted
     before is moved back to the resumed rows, so both runners record alike.
-    `admitted_before` is updated with this step's first admissions.
+    `admitted_before` is updated with this step's first admissions. With
+    `kv_cache_groups` (the engine config's) every group's block ids ride beside group 0's.
     """
     cached = output.scheduled_cached_reqs
     new_rows = []
@@ -222,7 +293,25 @@ def scheduler_output(
             req_id: tuple(tokens)
             for req_id, tokens in (output.scheduled_spec_decode_tokens or {}).items()
         },
+        new_block_ids_by_group=(
+            NO_GROUP_BLOCK_IDS
+            if kv_cache_groups is None
+            else new_block_ids_by_group(output, len(kv_cache_groups))
+        ),
     )
+
+
+def new_block_ids_by_group(output: Any, num_groups: int) -> dict[str, GroupBlockIds]:
+    """Every scheduled request's new block ids in each group (a new or resumed request: its
+    whole tables, null entries as block 0), in scheduling order."""
+    tables = {data.req_id: data.block_ids for data in output.scheduled_new_reqs}
+    cached = output.scheduled_cached_reqs
+    tables.update(zip(cached.req_ids, cached.new_block_ids, strict=True))
+    none: GroupBlockIds = ((),) * num_groups
+    return {
+        req_id: none if tables[req_id] is None else tuple(map(tuple, tables[req_id]))
+        for req_id in output.num_scheduled_tokens
+    }
 
 
 def _cached_rows(
@@ -232,8 +321,9 @@ def _cached_rows(
     if not req_ids and not resumed_rows:
         return CachedRequestData.empty()
     resumed = set(cached.resumed_req_ids)
+    # None where group 0 gained no block, though another group did.
     new_block_ids: list[tuple[int, ...] | None] = [
-        None if blocks is None else _group0(blocks) for blocks in cached.new_block_ids
+        None if blocks is None else _group0(blocks) or None for blocks in cached.new_block_ids
     ]
     num_computed = list(cached.num_computed_tokens)
     num_output = list(cached.num_output_tokens)

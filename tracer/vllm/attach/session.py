@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.engine import (
+    EngineConfig,
     EngineCoreOutput,
     EngineStep,
     ModelRunnerOutput,
@@ -71,8 +72,11 @@ def _drafts_follow_update(scheduler: Any) -> bool:
     return not scheduler.scheduler_config.async_scheduling
 
 
-def _one_kv_cache_group(scheduler: Any) -> bool:
-    return len(scheduler.kv_cache_config.kv_cache_groups) == 1
+def _one_kv_cache_group(scheduler: Any, config: EngineConfig) -> bool:
+    """One full-attention group: what a checkpoint holds (hybrid runs take none, as in the
+    engine's own recordings)."""
+    groups = scheduler.kv_cache_config.kv_cache_groups
+    return len(groups) == 1 and config.kv_cache_groups is None
 
 
 class VllmRecording:
@@ -103,7 +107,7 @@ class VllmRecording:
             ),
             lossless=planned is not None,
         )
-        can_checkpoint = redactor is None and _one_kv_cache_group(scheduler)
+        can_checkpoint = redactor is None and _one_kv_cache_group(scheduler, config)
         self.checkpointer = (
             VllmCheckpointer(
                 scheduler,
@@ -116,9 +120,10 @@ class VllmRecording:
             if segments is not None or (interval is not None and can_checkpoint)
             else None
         )
-        """None: no checkpoints (turned off, a redacted recording, or several KV cache
-        groups) and one file; a segmented recording always has one (it opens segments)."""
+        """None: no checkpoints (turned off, a redacted recording, or hybrid KV cache groups)
+        and one file; a segmented recording always has one (it opens segments)."""
         self.async_scheduling = config.async_scheduling
+        self.kv_cache_groups = config.kv_cache_groups
         self.drafts_follow_update = _drafts_follow_update(scheduler)
         self.speculative_decoding = config.num_speculative_tokens > 0
         self.queue_state = QueueState(scheduler)
@@ -349,7 +354,7 @@ class VllmRecording:
         iteration = self._current
         assert iteration is not None
         free_blocks = self.queue_state.get_num_free_blocks()
-        ours = convert.scheduler_output(output, self.sampling, self.admitted)
+        ours = convert.scheduler_output(output, self.sampling, self.admitted, self.kv_cache_groups)
         self._forget(output.finished_req_ids)
         end = schedule_end(
             self.scheduler,

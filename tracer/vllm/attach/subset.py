@@ -11,7 +11,7 @@ from typing import Any
 
 from stepscope.engine import EngineConfig
 
-from .convert import MODELLED_SPECULATIVE_METHODS
+from .convert import MODELLED_KV_CACHE_SPECS, MODELLED_SPECULATIVE_METHODS, kv_cache_groups
 
 
 def outside_subset(scheduler: Any, config: EngineConfig) -> set[str]:
@@ -21,11 +21,7 @@ def outside_subset(scheduler: Any, config: EngineConfig) -> set[str]:
     """
     vllm_config = scheduler.vllm_config
     reasons = set()
-    groups = scheduler.kv_cache_config.kv_cache_groups
-    if len(groups) != 1:
-        reasons.add(f"{len(groups)} KV cache groups")
-    elif type(groups[0].kv_cache_spec).__name__ != "FullAttentionSpec":
-        reasons.add(f"KV cache spec {type(groups[0].kv_cache_spec).__name__}")
+    reasons.update(kv_cache_groups_outside_subset(scheduler, config))
     reasons.update(_speculative_outside_subset(vllm_config.speculative_config))
     reasons.update(drafting_differences(scheduler, config))
     if scheduler.connector is not None:
@@ -44,6 +40,39 @@ def outside_subset(scheduler: Any, config: EngineConfig) -> set[str]:
         # synchronous loop, where it decides as `Scheduler` does.
         reasons.add("async_scheduling with a synchronous scheduler class")
     return reasons
+
+
+def kv_cache_groups_outside_subset(scheduler: Any, config: EngineConfig) -> set[str]:
+    """KV cache groups the engine does not model, one reason per kind.
+
+    Full, sliding window and chunked local attention are modelled, alone or side by side;
+    another spec type (Mamba, cross-attention, ...) is named.
+    """
+    groups = scheduler.kv_cache_config.kv_cache_groups
+    found = (_group_outside_subset(group.kv_cache_spec, scheduler, config) for group in groups)
+    reasons = {reason for reason in found if reason is not None}
+    if config.kv_cache_groups is None and kv_cache_groups(scheduler.kv_cache_config) is not None:
+        reasons.add(
+            f"KV cache groups with {config.speculative_method} drafting, "
+            "a combination the engine does not model"
+        )
+    return reasons
+
+
+def _group_outside_subset(spec: Any, scheduler: Any, config: EngineConfig) -> str | None:
+    """Why one group's spec is outside the subset, if it is."""
+    name = type(spec).__name__
+    if name not in MODELLED_KV_CACHE_SPECS:
+        return f"KV cache spec {name}"
+    if spec.block_size != scheduler.block_size:
+        return (
+            f"KV cache group block size {spec.block_size} (the scheduler's: {scheduler.block_size})"
+        )
+    extra = config.sliding_window_extra_tokens
+    if name == "SlidingWindowSpec" and spec.extra_retained_tokens != extra:
+        kept = spec.extra_retained_tokens
+        return f"{name} with extra_retained_tokens {kept} (the engine's: {extra})"
+    return None
 
 
 def _speculative_outside_subset(speculative: Any) -> set[str]:

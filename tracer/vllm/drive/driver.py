@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.engine import EngineConfig, Workload
+from stepscope.engine.kv_cache_groups import AttentionType, KVCacheGroupSpec
 from stepscope.engine.tape_drafter import TapeDrafter
 from stepscope.tracer.redact import Redactor
 
@@ -126,7 +127,9 @@ def _vllm_config(config: EngineConfig) -> Any:
         prefill_schedule_interval=config.prefill_schedule_interval or 1,
     )
     cache_config = CacheConfig(
-        block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching
+        block_size=config.block_size,
+        enable_prefix_caching=config.enable_prefix_caching,
+        prefix_cache_retention_interval=config.prefix_cache_retention_interval,
     )
     vllm_config = VllmConfig(
         scheduler_config=scheduler_config,
@@ -155,19 +158,61 @@ def _feature_configs(config: EngineConfig, model_config: Any) -> dict[str, Any]:
 
 
 def _kv_cache_config(config: EngineConfig, vllm_config: Any) -> Any:
-    """One full-attention group over `num_blocks` blocks (the scheduler needs no tensors)."""
-    import torch
-    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    """One group per `kv_cache_groups` entry (one full-attention group without them) over
+    one pool of `num_blocks` blocks; the scheduler needs no tensors."""
+    from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
 
-    spec = FullAttentionSpec(
-        block_size=config.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
-    )
+    specs = [_kv_cache_spec(group, config.block_size, vllm_config) for group in _groups(config)]
+    eagle_group = _eagle_group(specs, vllm_config)
     return KVCacheConfig(
         num_blocks=config.num_blocks,
         kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["model.layers.0.self_attn.attn"], spec)],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                [f"model.layers.{index}.self_attn.attn"],
+                spec,
+                **({"is_eagle_group": True} if index == eagle_group else {}),
+            )
+            for index, spec in enumerate(specs)
+        ],
         prefix_cache_retention_interval=vllm_config.cache_config.prefix_cache_retention_interval,
     )
+
+
+def _groups(config: EngineConfig) -> tuple[KVCacheGroupSpec, ...]:
+    return config.kv_cache_groups or (KVCacheGroupSpec(AttentionType.FULL),)
+
+
+def _kv_cache_spec(group: KVCacheGroupSpec, block_size: int, vllm_config: Any) -> Any:
+    """vLLM's spec of one group: one unit-size layer (the scheduler reads only the type,
+    the block size and the window)."""
+    import torch
+    from vllm.v1.kv_cache_interface import (
+        ChunkedLocalAttentionSpec,
+        FullAttentionSpec,
+        SlidingWindowSpec,
+    )
+
+    layer = {"block_size": block_size, "num_kv_heads": 1, "head_size": 1, "dtype": torch.float32}
+    if group.type is AttentionType.SLIDING_WINDOW:
+        # A multi-module MTP drafter re-reads the tokens below the window (the planner's rule).
+        extra = max(0, vllm_config.num_prefill_lookahead_tokens - 1)
+        return SlidingWindowSpec(
+            **layer, sliding_window=group.sliding_window, extra_retained_tokens=extra
+        )
+    if group.type is AttentionType.CHUNKED_LOCAL:
+        return ChunkedLocalAttentionSpec(**layer, attention_chunk_size=group.attention_chunk_size)
+    return FullAttentionSpec(**layer)
+
+
+def _eagle_group(specs: list[Any], vllm_config: Any) -> int | None:
+    """The group holding an EAGLE-style drafter's layers where vLLM drops its last cached
+    block: the first full-attention group, as vLLM's planner places them."""
+    speculative = vllm_config.speculative_config
+    if speculative is None or not speculative.use_eagle_block_drop():
+        return None
+    full = (index for index, spec in enumerate(specs) if type(spec).__name__ == "FullAttentionSpec")
+    return next(full, None)
 
 
 def _block_hasher(vllm_config: Any, hash_block_size: int) -> Any:

@@ -71,9 +71,7 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
         tape = self.tapes.get(req_id, ())
         drafts = tuple(scheduler_output.scheduled_spec_decode_tokens.get(req_id) or ())
         if drafts and self.async_scheduling:
-            worker = self.worker_drafts.get(req_id)
-            held = worker is not None and worker[0] == base
-            drafts = worker[1][: len(drafts)] if held and worker else (-1,) * len(drafts)
+            drafts = self._worker_drafts(req_id, base, len(drafts))
         accepted = self.drafter.verify(req_id, tape, base, drafts) if drafts else 0
         out = [self._sample_at(req_id, base + i) for i in range(accepted + 1)]
         proposal = self.drafter.propose(req_id, tape, base + len(out))
@@ -82,6 +80,14 @@ class VllmDraftingTapeRunner(VllmTapeRunner):
             self.produced[req_id] = base + len(out)
             self.worker_drafts[req_id] = (base + len(out), proposal)
         return out
+
+    def _worker_drafts(self, req_id: str, base: int, num_scheduled: int) -> tuple[int, ...]:
+        """Async: the drafts the worker proposed at `base`, else the scheduler's placeholders
+        (also where the proposal is unknown: an async recording holds none, only verdicts)."""
+        worker = self.worker_drafts.get(req_id)
+        if worker is None or worker[0] != base or not worker[1]:
+            return (-1,) * num_scheduled
+        return worker[1][:num_scheduled]
 
     def _base(self, req_id: str, request: Any, *, resumed: bool) -> int | None:
         """The tape index this step samples at, or None when it samples nothing."""
