@@ -9,7 +9,7 @@ across groups. With prefix caching this is vLLM's `HybridKVCacheCoordinator`, wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from .block_pool import BlockPool
 from .kv_cache_block import KVCacheBlock
@@ -201,15 +201,19 @@ class KVCacheCoordinator:
         """
         request_id = request.request_id
         max_model_len = self.max_model_len
+        block_size = self.block_size
+        # Conditional expressions, not min()/max(): this runs for every request every step.
         num_computed_tokens = request.num_computed_tokens
-        total_computed_tokens = min(num_computed_tokens, max_model_len)
-        num_tokens_need_slot = min(
-            total_computed_tokens + num_new_tokens + num_lookahead_tokens, max_model_len
+        total_computed_tokens = (
+            num_computed_tokens if num_computed_tokens < max_model_len else max_model_len
         )
-        num_processed_tokens = max(0, total_computed_tokens - request.num_in_flight_tokens)
+        num_tokens_need_slot = total_computed_tokens + num_new_tokens + num_lookahead_tokens
+        if num_tokens_need_slot > max_model_len:
+            num_tokens_need_slot = max_model_len
+        num_processed_tokens = total_computed_tokens - request.num_in_flight_tokens
         for manager in self.windowed_managers:
             manager.remove_skipped_blocks(request_id, num_processed_tokens)
-        num_required_blocks = -(-num_tokens_need_slot // self.block_size)
+        num_required_blocks = -(-num_tokens_need_slot // block_size)
         new_blocks = self.no_hits
         for manager in self.managers:
             if len(manager.req_to_blocks.get(request_id, ())) < num_required_blocks:
@@ -222,10 +226,13 @@ class KVCacheCoordinator:
                 break
         self._step_new_blocks[request_id] = new_blocks
         if self.enable_caching:
-            num_tokens = min(total_computed_tokens + num_new_tokens, request.num_tokens)
-            num_cachable_tokens = max(0, num_tokens - self.num_reprefillable_tokens)
-            num_hashed_tokens = len(request.block_hashes) * self.block_size
-            num_full_blocks = min(num_cachable_tokens, num_hashed_tokens) // self.block_size
+            num_tokens = total_computed_tokens + num_new_tokens
+            if num_tokens > request.num_tokens:
+                num_tokens = request.num_tokens
+            num_full_blocks = (num_tokens - self.num_reprefillable_tokens) // block_size
+            num_hashed_blocks = len(request.block_hashes)
+            if num_full_blocks > num_hashed_blocks:
+                num_full_blocks = num_hashed_blocks
             for manager in self.managers:  # cache only where a group has a newly full block
                 if manager.num_cached_block.get(request_id, 0) < num_full_blocks:
                     self.cache_blocks(request, num_tokens)
@@ -325,12 +332,25 @@ class KVCacheCoordinator:
         requests share through the prefix cache counts once (it is one block of the pool)."""
         return tuple(manager.num_held_blocks for manager in self.managers)
 
-    def new_block_ids_by_group(self, request_id: str) -> tuple[tuple[int, ...], ...]:
-        """The blocks each group gave the request at its last allocation."""
-        new_blocks = self._step_new_blocks.get(request_id, self.no_hits)
-        if new_blocks is self.no_hits:
-            return self.no_block_ids  # no group gave any (most decode steps)
-        return tuple(tuple(block.block_id for block in blocks) for blocks in new_blocks)
+    def step_block_ids_by_group(
+        self, req_ids: Iterable[str], admitted: Container[str]
+    ) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """Each scheduled request's new blocks in every group at its last allocation; an
+        admitted one's whole tables (0 for a null entry)."""
+        step_new_blocks = self._step_new_blocks
+        no_hits, no_block_ids = self.no_hits, self.no_block_ids
+        by_request = {}
+        for req_id in req_ids:
+            if req_id in admitted:
+                by_request[req_id] = self.block_ids_by_group(req_id)
+                continue
+            new_blocks = step_new_blocks.get(req_id, no_hits)
+            by_request[req_id] = (
+                no_block_ids  # no group gave any (most decode steps)
+                if new_blocks is no_hits
+                else tuple(tuple(block.block_id for block in blocks) for blocks in new_blocks)
+            )
+        return by_request
 
 
 def _is_full(manager: SingleTypeKVCacheManager) -> bool:

@@ -154,14 +154,7 @@ class Scheduler(RunningPass, WaitingPass, OutputUpdate):
         if not isinstance(manager, KVCacheCoordinator):
             return NO_GROUP_BLOCK_IDS
         admitted = {r.request_id for r in (*plan.scheduled_new, *plan.scheduled_resumed)}
-        return {
-            req_id: (
-                manager.block_ids_by_group(req_id)
-                if req_id in admitted
-                else manager.new_block_ids_by_group(req_id)
-            )
-            for req_id in plan.num_scheduled_tokens
-        }
+        return manager.step_block_ids_by_group(plan.num_scheduled_tokens, admitted)
 
     def _make_cached_request_data(self, plan: StepPlan) -> CachedRequestData:
         """The running requests scheduled again, then the resumed ones, column by column."""

@@ -123,7 +123,9 @@ class SingleTypeKVCacheManager:
         if num_skipped_tokens <= 0:
             return
         blocks = self.req_to_blocks.setdefault(request_id, [])
-        last = min(num_skipped_tokens // self.block_size, len(blocks)) - 1
+        last = num_skipped_tokens // self.block_size - 1
+        if last >= len(blocks):
+            last = len(blocks) - 1
         null_block = self.null_block
         if last < 0 or blocks[last] is null_block:
             return  # freed up to here already: the common case, every step of a decode
@@ -233,7 +235,8 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
         return cdiv(self.sliding_window - 1, self.block_size)
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
-        return max(0, num_computed_tokens - self.sliding_window + 1 - self.extra_retained_tokens)
+        skipped = num_computed_tokens - self.sliding_window + 1 - self.extra_retained_tokens
+        return skipped if skipped > 0 else 0
 
     def find_longest_cache_hit(
         self, block_hashes: Sequence[BlockHash], max_length: int, group_ids: Sequence[int]
