@@ -8,6 +8,7 @@ say what the oracle's lines say.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,10 @@ from stepscope.engine import TapeModelRunner, load_workload
 from stepscope.engine.arrivals import WorkloadArrivals
 from stepscope.engine.core import make_engine_core
 from stepscope.engine.scheduler import Scheduler
+from stepscope.engine.tape_runner import PAD_TOKEN_ID
+from stepscope.engine.workload import parse_workload
 from stepscope.replay.exact import replay_exact
+from stepscope.replay.inputs import recorded_outputs
 from stepscope.schema import open_trace
 from stepscope.tracer.redact import Redactor
 from traces import record
@@ -143,6 +147,64 @@ def test_a_spec_trace_replays_exactly(case: Path, tmp_path: Path) -> None:
     """The tape a replay plays holds every token a step appended (accepted drafts too)."""
     trace = record(case, tmp_path / "t.duckdb").path
     assert replay_exact(trace).divergence is None
+
+
+STOP_AMONG_ASYNC_DRAFTS = {
+    "description": "async EAGLE k=3: A's EOS is its second of four tokens sampled at step 1,"
+    " and step 2, scheduled before that output stopped A, samples for it again",
+    "config": {
+        "block_size": 4,
+        "num_blocks": 20,
+        "max_num_batched_tokens": 32,
+        "max_num_seqs": 4,
+        "max_model_len": 64,
+        "num_speculative_tokens": 3,
+        "speculative_method": "eagle",
+        "async_scheduling": True,
+    },
+    "requests": [
+        {
+            "id": "A",
+            "arrival_step": 0,
+            "prompt_token_ids": [163, 779, 999, 439],
+            "output_token_ids": [11, 12, 2, 14, 3, 15, 16, 17],
+            "max_tokens": 8,
+            "eos_token_id": 2,
+        },
+        {
+            "id": "B",
+            "arrival_step": 0,
+            "prompt_token_ids": [176, 317, 491, 112],
+            "output_token_ids": [960, 171, 420, 638, 739, 543],
+            "max_tokens": 6,
+        },
+    ],
+    "max_steps": 100,
+}
+
+
+def test_tokens_sampled_but_not_appended_keep_their_place_in_the_tape(tmp_path: Path) -> None:
+    """A stop among the accepted drafts appends fewer tokens than the model sampled, and a
+    step run for a request already stopped appends none; the tape counts every sample, so
+    the replayed model samples at step 2 what the recorded one did."""
+    workload = parse_workload(json.dumps(STOP_AMONG_ASYNC_DRAFTS), source="stop-async")
+    trace = record(workload, tmp_path / "t.duckdb").path
+    rows = _sql(
+        trace,
+        "SELECT d.step, s.sampled_token_id, d.num_accepted, d.sampled_token_ids "
+        "FROM _spec_decode d JOIN _scheduled s USING (step, request_index) "
+        "JOIN _requests r USING (request_index) WHERE r.request_id = 'A' ORDER BY d.step",
+    )
+    assert rows == [(0, 11, None, [11]), (1, 12, 3, [12, 2]), (2, 15, 3, None)]
+    pad = PAD_TOKEN_ID
+    with open_trace(trace) as opened:
+        assert recorded_outputs(opened)["A"] == (11, 12, 2, pad, pad, 15, pad, pad, pad)
+    assert replay_exact(trace).divergence is None
+
+
+def _sql(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with open_trace(path) as opened:
+        return opened.sql(sql).fetchall()
 
 
 def test_every_allocation_of_a_draft_model_run_asks_for_k_lookahead_slots(
