@@ -104,7 +104,10 @@ def test_compaction_keeps_to_its_memory_limit(
     assert _contents(copy) == _contents(written)
     monkeypatch.setattr(compact, "MEMORY_LIMIT", "1MB")
     compact.compact(too_small, _WRITER_CONFIG)
-    assert "kept as written" in caplog.text and "Out of Memory" in caplog.text
+    assert "kept as written" in caplog.text
+    # DuckDB says it either way, depending on where the copy ran out (the commit's block
+    # allocation fails under load, a query's buffer otherwise).
+    assert any(said in caplog.text for said in ("Out of Memory", "could not allocate block"))
     assert too_small.read_bytes() == written.read_bytes()
     names = sorted(path.name for path in tmp_path.iterdir())
     assert names == ["copy.duckdb", "t.duckdb", "too_small.duckdb"]
