@@ -46,6 +46,12 @@ def free_port() -> int:
         return port
 
 
+TEST_BACKLOG_STEPS = 100_000
+"""`STEPSCOPE_TRACE_BACKLOG` of a test server: a CI core starved by the server and its load
+would otherwise let the recorder fall behind and drop steps these tests replay (the drops
+themselves are tested on purpose: `test_vllm_segments`)."""
+
+
 @dataclass
 class LiveServer:
     """`python -m vllm.entrypoints.openai.api_server` in a process group of its own."""
@@ -83,6 +89,7 @@ class LiveServer:
             **vllm_live.environment,
             "PYTHONPATH": os.pathsep.join(path),
             "STEPSCOPE_TRACE": str(trace),
+            "STEPSCOPE_TRACE_BACKLOG": str(TEST_BACKLOG_STEPS),
             **(settings or {}),
         }
         log = (log_dir or trace.parent) / f"server-{port}.log"

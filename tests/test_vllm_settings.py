@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from stepscope.tracer.segments import KeepRule, Retention, SegmentEvery, SegmentSettings
 from stepscope.tracer.vllm.attach.dp_rank import DataParallelRank
-from stepscope.tracer.vllm.attach.settings import redact, segments, trace_path
+from stepscope.tracer.vllm.attach.settings import backlog_steps, redact, segments, trace_path
 
 
 def _config(**stepscope: object) -> SimpleNamespace:
@@ -157,3 +157,20 @@ def test_a_keep_max_without_a_keep_rule_is_refused(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("STEPSCOPE_TRACE_KEEP_MAX", "1GB")
     with pytest.raises(ValueError, match="needs STEPSCOPE_TRACE_KEEP as well"):
         segments(_config())
+
+
+def test_the_backlog_is_the_recorder_s_default_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STEPSCOPE_TRACE_BACKLOG", raising=False)
+    assert backlog_steps(_config()) is None
+    assert backlog_steps(_config(backlog=4096)) == 4096
+    monkeypatch.setenv("STEPSCOPE_TRACE_BACKLOG", "2048")
+    assert backlog_steps(_config(backlog=4096)) == 2048
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "lots", "1.5"])
+def test_a_malformed_backlog_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("STEPSCOPE_TRACE_BACKLOG", value)
+    with pytest.raises(ValueError, match=rf"^STEPSCOPE_TRACE_BACKLOG='{value}': want a positive"):
+        backlog_steps(_config())

@@ -95,6 +95,7 @@ class VllmRecording:
     ) -> None:
         interval = settings.checkpoint_interval(scheduler.vllm_config)
         segments = settings.segments(scheduler.vllm_config)
+        backlog_steps = settings.backlog_steps(scheduler.vllm_config)
         config = convert.engine_config(scheduler)
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
@@ -110,6 +111,8 @@ class VllmRecording:
             ),
             lossless=planned is not None,
         )
+        if backlog_steps is not None:
+            self.recorder.backlog_steps = backlog_steps
         can_checkpoint = redactor is None and _one_kv_cache_group(scheduler, config)
         self.checkpointer = (
             VllmCheckpointer(

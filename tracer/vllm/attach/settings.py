@@ -15,6 +15,8 @@
     STEPSCOPE_TRACE_KEEP="num_preemptions > 0"   closed segments with a step where it holds are
                                                  spared from retention ...
     STEPSCOPE_TRACE_KEEP_MAX=500MB               ... up to this much (default: retain's size)
+    STEPSCOPE_TRACE_BACKLOG=2048                 steps the recorder may fall behind before it
+                                                 drops steps (default 512)
 
 Each engine core of a data-parallel server records its own scheduler. A file path
 without `{rank}` gets `-rank{R}` before its suffix there, so the ranks never share a
@@ -55,6 +57,7 @@ SEGMENT_ENV = "STEPSCOPE_TRACE_SEGMENT"
 RETAIN_ENV = "STEPSCOPE_TRACE_RETAIN"
 KEEP_ENV = "STEPSCOPE_TRACE_KEEP"
 KEEP_MAX_ENV = "STEPSCOPE_TRACE_KEEP_MAX"
+BACKLOG_ENV = "STEPSCOPE_TRACE_BACKLOG"
 CONFIG_KEY = "stepscope"
 RANK_FIELD = "{rank}"
 
@@ -112,6 +115,18 @@ def checkpoint_interval(vllm_config: Any) -> CheckpointInterval | None:
     if raw is None or raw == "":
         return parse_checkpoint_interval(DEFAULT_CHECKPOINT, CHECKPOINT_ENV)
     return parse_checkpoint_interval(str(raw), setting)
+
+
+def backlog_steps(vllm_config: Any) -> int | None:
+    """Steps the recorder's builder may fall behind before steps are dropped (None: the
+    recorder's default); a value that is not a positive whole number is a ValueError naming
+    the setting it came from."""
+    raw, setting = _setting(vllm_config, BACKLOG_ENV, "backlog")
+    if raw is None:
+        return None
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise ValueError(f"{setting}={raw!r}: want a positive number of steps, e.g. 2048")
+    return int(raw)
 
 
 def segments(vllm_config: Any) -> SegmentSettings | None:
