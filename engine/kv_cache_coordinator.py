@@ -62,11 +62,22 @@ class KVCacheCoordinator:
             for group_id, spec in enumerate(groups)
         )
         self.spec_groups = _spec_groups(groups)
+        self._full_then_one_other = len(self.spec_groups) == 2 and _is_full(
+            self.managers[self.spec_groups[0][0]]
+        )
         self.windowed_managers = tuple(m for m in self.managers if not _is_full(m))
         """The groups whose tables drop blocks that leave the window (not full attention)."""
+        # The running pass's lookups, bound once (it runs for every request every step).
+        self._tables = tuple(manager.req_to_blocks for manager in self.managers)
+        self._num_cached_blocks = tuple(manager.num_cached_block for manager in self.managers)
+        self._window_skips = tuple(
+            (manager.num_tokens_next_skip, manager.remove_skipped_blocks)
+            for manager in self.windowed_managers
+        )
         self.no_hits: GroupBlocks = tuple(() for _ in groups)
         self.no_block_ids: tuple[tuple[int, ...], ...] = tuple(() for _ in groups)
         self._step_new_blocks: dict[str, GroupBlocks] = {}
+        """This step's allocations that gave blocks, by request (its last, if several)."""
 
     @property
     def usage(self) -> float:
@@ -98,10 +109,11 @@ class KVCacheCoordinator:
         shortens it, until none shortens it. Returns the blocks, the length and how far
         the longest single-spec hit went beyond it."""
         managers = self.managers
+        if self._full_then_one_other:
+            return self._find_full_then_other_hit(block_hashes, max_length)
         hit_blocks: list[list[KVCacheBlock] | None] = [None] * len(managers)
         hit_lengths = [0] * len(managers)
         hit_length, longest = max_length, 0
-        simple = len(self.spec_groups) == 2 and _is_full(managers[self.spec_groups[0][0]])
         while True:
             length = hit_length
             for group_ids in self.spec_groups:
@@ -116,14 +128,33 @@ class KVCacheCoordinator:
             if length >= hit_length:
                 break
             hit_length = length
-            if simple:
-                break
         for group_id, manager in enumerate(managers):
             full_blocks = hit_blocks[group_id]
             if _is_full(manager) and full_blocks is not None:
                 del full_blocks[cdiv(hit_length, self.block_size) :]
         found = tuple(blocks if blocks is not None else [] for blocks in hit_blocks)
         return found, hit_length, longest - hit_length
+
+    def _find_full_then_other_hit(
+        self, block_hashes: Sequence[bytes], max_length: int
+    ) -> tuple[GroupBlocks, int, int]:
+        """The fixed point when full attention and one other spec are all there is: the other
+        spec, looked up within the full-attention hit, has the last word."""
+        (full_ids, other_ids), managers = self.spec_groups, self.managers
+        full_hit, full_length = managers[full_ids[0]].find_longest_cache_hit(
+            block_hashes, max_length, full_ids
+        )
+        other_hit, hit_length = managers[other_ids[0]].find_longest_cache_hit(
+            block_hashes, full_length, other_ids
+        )
+        num_hit_blocks = cdiv(hit_length, self.block_size)
+        hit_blocks: list[Sequence[KVCacheBlock]] = [()] * len(managers)
+        for group_id, blocks in zip(full_ids, full_hit, strict=True):
+            del blocks[num_hit_blocks:]
+            hit_blocks[group_id] = blocks
+        for group_id, blocks in zip(other_ids, other_hit, strict=True):
+            hit_blocks[group_id] = blocks
+        return tuple(hit_blocks), hit_length, full_length - hit_length
 
     # ----- allocation ------------------------------------------------------------------
 
@@ -196,8 +227,9 @@ class KVCacheCoordinator:
         """`allocate_slots` for a running request: no hits, no watermark, no full check.
 
         The running pass's call, made for every request every step, so it skips the work
-        that would change nothing: no count when every table already has the slots, no
-        caching call when no group has a newly full block.
+        that would change nothing: no window call before a block can leave the window, no
+        count when every table already has the slots, no caching call when no group has a
+        newly full block.
         """
         request_id = request.request_id
         max_model_len = self.max_model_len
@@ -211,20 +243,21 @@ class KVCacheCoordinator:
         if num_tokens_need_slot > max_model_len:
             num_tokens_need_slot = max_model_len
         num_processed_tokens = total_computed_tokens - request.num_in_flight_tokens
-        for manager in self.windowed_managers:
-            manager.remove_skipped_blocks(request_id, num_processed_tokens)
+        for num_tokens_next_skip, remove_skipped_blocks in self._window_skips:
+            if num_processed_tokens >= num_tokens_next_skip.get(request_id, 0):
+                remove_skipped_blocks(request_id, num_processed_tokens)
         num_required_blocks = -(-num_tokens_need_slot // block_size)
         new_blocks = self.no_hits
-        for manager in self.managers:
-            if len(manager.req_to_blocks.get(request_id, ())) < num_required_blocks:
+        for req_to_blocks in self._tables:
+            if len(req_to_blocks.get(request_id, ())) < num_required_blocks:
                 granted = self._allocate_running_blocks(
                     request_id, num_tokens_need_slot, num_computed_tokens
                 )
                 if isinstance(granted, AllocationRefusal):
                     return granted
                 new_blocks = granted
+                self._step_new_blocks[request_id] = new_blocks
                 break
-        self._step_new_blocks[request_id] = new_blocks
         if self.enable_caching:
             num_tokens = total_computed_tokens + num_new_tokens
             if num_tokens > request.num_tokens:
@@ -233,8 +266,8 @@ class KVCacheCoordinator:
             num_hashed_blocks = len(request.block_hashes)
             if num_full_blocks > num_hashed_blocks:
                 num_full_blocks = num_hashed_blocks
-            for manager in self.managers:  # cache only where a group has a newly full block
-                if manager.num_cached_block.get(request_id, 0) < num_full_blocks:
+            for num_cached_block in self._num_cached_blocks:  # only if a group has a new one
+                if num_cached_block.get(request_id, 0) < num_full_blocks:
                     self.cache_blocks(request, num_tokens)
                     break
         return new_blocks[0]
@@ -336,20 +369,22 @@ class KVCacheCoordinator:
         self, req_ids: Iterable[str], admitted: Container[str]
     ) -> dict[str, tuple[tuple[int, ...], ...]]:
         """Each scheduled request's new blocks in every group at its last allocation; an
-        admitted one's whole tables (0 for a null entry)."""
+        admitted one's whole tables (0 for a null entry). Called once a step, at its end:
+        it forgets the step's allocations."""
         step_new_blocks = self._step_new_blocks
-        no_hits, no_block_ids = self.no_hits, self.no_block_ids
+        no_block_ids = self.no_block_ids
         by_request = {}
         for req_id in req_ids:
             if req_id in admitted:
                 by_request[req_id] = self.block_ids_by_group(req_id)
                 continue
-            new_blocks = step_new_blocks.get(req_id, no_hits)
+            new_blocks = step_new_blocks.get(req_id)
             by_request[req_id] = (
                 no_block_ids  # no group gave any (most decode steps)
-                if new_blocks is no_hits
+                if new_blocks is None
                 else tuple(tuple(block.block_id for block in blocks) for blocks in new_blocks)
             )
+        step_new_blocks.clear()
         return by_request
 
 

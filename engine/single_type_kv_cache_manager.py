@@ -6,6 +6,7 @@ attention window holds the null block (id 0) and its block goes back to the shar
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from functools import cached_property
 
@@ -19,9 +20,14 @@ HitBlocks = list[list[KVCacheBlock]]
 """A lookup's hit blocks, one list per group of a spec (nulls where a window skips)."""
 
 
-def group_hash(block_hash: BlockHash, group_id: int) -> BlockHash:
-    """A block's prefix-cache key in one group (vLLM's `make_block_hash_with_group_id`)."""
-    return block_hash + group_id.to_bytes(4, "big")
+def group_suffix(group_id: int) -> bytes:
+    """What a group's prefix-cache keys add to a block hash (vLLM's
+    `make_block_hash_with_group_id`)."""
+    return group_id.to_bytes(4, "big")
+
+
+def group_suffixes(group_ids: Sequence[int]) -> tuple[bytes, ...]:
+    return tuple(map(group_suffix, group_ids))
 
 
 class SingleTypeKVCacheManager:
@@ -47,8 +53,13 @@ class SingleTypeKVCacheManager:
         self.enable_caching = enable_caching
         self.max_admission_blocks_per_request = max_admission_blocks_per_request
         self.null_block = block_pool.null_block
+        self.hash_suffix = group_suffix(group_id)
+        self.cached_blocks = block_pool.cached_block_hash_to_block
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         self.num_cached_block: dict[str, int] = {}
+        self.num_tokens_next_skip: dict[str, int] = {}
+        """Per request, the fewest processed tokens at which `remove_skipped_blocks` could free
+        a block it has not freed yet; the running pass calls it only from there."""
         self.num_held_blocks = 0
         """Distinct blocks in this group's tables, null entries left out: those its calls took
         from the pool's free queue less those they returned (block ids are unique across
@@ -59,6 +70,10 @@ class SingleTypeKVCacheManager:
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         """Tokens before the attention window of the next token (full attention: none)."""
         return 0
+
+    def num_tokens_to_skip(self, num_blocks: int) -> int:
+        """The fewest computed tokens whose window leaves `num_blocks` whole blocks behind."""
+        return sys.maxsize  # full attention keeps every block
 
     def get_num_blocks_to_allocate(
         self,
@@ -119,16 +134,17 @@ class SingleTypeKVCacheManager:
 
     def remove_skipped_blocks(self, request_id: str, num_computed_tokens: int) -> None:
         """Free the blocks wholly before the window and null their entries, tail first."""
-        num_skipped_tokens = self.get_num_skipped_tokens(num_computed_tokens)
-        if num_skipped_tokens <= 0:
-            return
-        blocks = self.req_to_blocks.setdefault(request_id, [])
-        last = num_skipped_tokens // self.block_size - 1
+        blocks = self.req_to_blocks.get(request_id)
+        if not blocks:
+            return  # nothing held yet: a request being admitted
+        last = self.get_num_skipped_tokens(num_computed_tokens) // self.block_size - 1
         if last >= len(blocks):
             last = len(blocks) - 1
+        # Entries up to `last` are null once this returns: the next block to free is after it.
+        self.num_tokens_next_skip[request_id] = self.num_tokens_to_skip(last + 2)
         null_block = self.null_block
         if last < 0 or blocks[last] is null_block:
-            return  # freed up to here already: the common case, every step of a decode
+            return  # freed up to here already
         freed: list[KVCacheBlock] = []
         for index in range(last, -1, -1):
             if blocks[index] is null_block:
@@ -143,6 +159,7 @@ class SingleTypeKVCacheManager:
         """Return the request's blocks, last first (null entries are never pooled)."""
         blocks = self.req_to_blocks.pop(request_id, [])
         self.num_cached_block.pop(request_id, None)
+        self.num_tokens_next_skip.pop(request_id, None)
         null_block = self.null_block
         num_free_blocks = self.block_pool.get_num_free_blocks()
         self.block_pool.free_blocks(b for b in reversed(blocks) if b is not null_block)
@@ -169,49 +186,68 @@ class SingleTypeKVCacheManager:
         num_full_blocks = min(num_tokens, num_hashed_tokens) // self.block_size
         if num_cached_blocks >= num_full_blocks:
             return
-        mask = self.reachable_block_mask(
+        indices = self.reachable_block_indices(
             num_cached_blocks, num_full_blocks, retention_interval, reachable_boundaries
         )
         blocks = self.req_to_blocks[request_id]
-        for index in range(num_cached_blocks, num_full_blocks):
+        block_hashes = request.block_hashes
+        suffix, null_block = self.hash_suffix, self.null_block
+        for index in indices:
             block = blocks[index]
-            if block is self.null_block or (mask is not None and not mask[index]):
-                continue
-            self.block_pool.cache_block(
-                group_hash(request.block_hashes[index], self.group_id), block
-            )
+            if block is not null_block:
+                self.block_pool.cache_block(block_hashes[index] + suffix, block)
         self.num_cached_block[request_id] = num_full_blocks
 
-    def reachable_block_mask(
+    def reachable_block_indices(
         self,
         start_block: int,
         end_block: int,
         retention_interval: int | None,
         reachable_boundaries: Sequence[int],
-    ) -> dict[int, bool] | None:
-        """Which of blocks `start_block..end_block` a later hit could use (None: all)."""
-        return None
+    ) -> Sequence[int]:
+        """Which of blocks `start_block..end_block` a later hit could use (all of them)."""
+        return range(start_block, end_block)
 
     def find_longest_cache_hit(
         self, block_hashes: Sequence[BlockHash], max_length: int, group_ids: Sequence[int]
     ) -> tuple[HitBlocks, int]:
         """The longest run of cached blocks from the start, for every group in `group_ids`."""
+        if len(group_ids) == 1:
+            return self._find_longest_hit_one_group(block_hashes, max_length, group_ids[0])
+        suffixes = group_suffixes(group_ids)
         computed: HitBlocks = [[] for _ in group_ids]
+        get_cached_blocks = self.get_cached_blocks
         for block_hash in block_hashes[: max_length // self.block_size]:
-            cached = self.get_cached_blocks(block_hash, group_ids)
+            cached = get_cached_blocks(block_hash, suffixes)
             if cached is None:
                 break
             for blocks, block in zip(computed, cached, strict=True):
                 blocks.append(block)
         return computed, len(computed[0]) * self.block_size
 
+    def _find_longest_hit_one_group(
+        self, block_hashes: Sequence[BlockHash], max_length: int, group_id: int
+    ) -> tuple[HitBlocks, int]:
+        """`find_longest_cache_hit` for a spec only one group has (the common case)."""
+        suffix = group_suffix(group_id)
+        get_one_block = self.cached_blocks.get_one_block
+        hit: list[KVCacheBlock] = []
+        for block_hash in block_hashes[: max_length // self.block_size]:
+            block = get_one_block(block_hash + suffix)
+            if block is None:
+                break
+            hit.append(block)
+        return [hit], len(hit) * self.block_size
+
     def get_cached_blocks(
-        self, block_hash: BlockHash, group_ids: Sequence[int]
+        self, block_hash: BlockHash, suffixes: Sequence[bytes]
     ) -> list[KVCacheBlock] | None:
-        """The block cached under `block_hash` in each group, or None if one group misses."""
+        """The block cached under `block_hash` in each group (its key's suffix), or None if
+        one group misses."""
+        get_one_block = self.cached_blocks.get_one_block
         cached = []
-        for group_id in group_ids:
-            block = self.block_pool.get_cached_block(group_hash(block_hash, group_id))
+        for suffix in suffixes:
+            block = get_one_block(block_hash + suffix)
             if block is None:
                 return None
             cached.append(block)
@@ -229,7 +265,7 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
         assert self.spec.sliding_window is not None
         return self.spec.sliding_window
 
-    @property
+    @cached_property
     def num_contiguous_blocks_for_hit(self) -> int:
         """Cached blocks a hit needs right before its end: the window's tokens before it."""
         return cdiv(self.sliding_window - 1, self.block_size)
@@ -238,16 +274,20 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
         skipped = num_computed_tokens - self.sliding_window + 1 - self.extra_retained_tokens
         return skipped if skipped > 0 else 0
 
+    def num_tokens_to_skip(self, num_blocks: int) -> int:
+        return num_blocks * self.block_size + self.sliding_window - 1 + self.extra_retained_tokens
+
     def find_longest_cache_hit(
         self, block_hashes: Sequence[BlockHash], max_length: int, group_ids: Sequence[int]
     ) -> tuple[HitBlocks, int]:
         """The rightmost run of enough contiguous cached blocks (or a run from block 0)."""
         max_num_blocks = max_length // self.block_size
         computed: HitBlocks = [[self.null_block] * max_num_blocks for _ in group_ids]
+        suffixes = group_suffixes(group_ids)
         need = self.num_contiguous_blocks_for_hit
         num_contiguous = 0
         for index in range(max_num_blocks - 1, -1, -1):
-            cached = self.get_cached_blocks(block_hashes[index], group_ids)
+            cached = self.get_cached_blocks(block_hashes[index], suffixes)
             if cached is None:
                 num_contiguous = 0
                 continue
@@ -262,31 +302,32 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
             del blocks[num_contiguous:]
         return computed, len(computed[0]) * self.block_size
 
-    def reachable_block_mask(
+    def reachable_block_indices(
         self,
         start_block: int,
         end_block: int,
         retention_interval: int | None,
         reachable_boundaries: Sequence[int],
-    ) -> dict[int, bool] | None:
+    ) -> Sequence[int]:
         """The tails a hit can end on: every segment's (retention interval) and each
-        reachable boundary's (replay boundary, junction); None under dense retention."""
+        reachable boundary's (replay boundary, junction); all of them under dense retention."""
         need = self.num_contiguous_blocks_for_hit
         block_size = self.block_size
         segment_tokens = block_size if retention_interval is None else retention_interval
-        mask = dict.fromkeys(range(start_block, end_block), False)
+        reachable: set[int] = set()
         if segment_tokens:
             per_segment = segment_tokens // block_size
             if need >= per_segment:
-                return None
-            for index in range(start_block, end_block):
-                mask[index] = index % per_segment >= per_segment - need
+                return range(start_block, end_block)
+            first_kept = per_segment - need
+            reachable.update(
+                i for i in range(start_block, end_block) if i % per_segment >= first_kept
+            )
         if retention_interval is not None:
             for boundary in reachable_boundaries:
                 end = boundary // block_size
-                for index in range(max(start_block, end - need), min(end_block, end)):
-                    mask[index] = True
-        return mask
+                reachable.update(range(max(start_block, end - need), min(end_block, end)))
+        return sorted(reachable)
 
 
 class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
@@ -300,6 +341,11 @@ class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         return num_computed_tokens // self.attention_chunk_size * self.attention_chunk_size
 
+    def num_tokens_to_skip(self, num_blocks: int) -> int:
+        return cdiv(num_blocks * self.block_size, self.attention_chunk_size) * (
+            self.attention_chunk_size
+        )
+
     def find_longest_cache_hit(
         self, block_hashes: Sequence[BlockHash], max_length: int, group_ids: Sequence[int]
     ) -> tuple[HitBlocks, int]:
@@ -308,8 +354,9 @@ class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
         chunk_start = max_length // self.attention_chunk_size * self.attention_chunk_size
         first_block = chunk_start // self.block_size
         computed: HitBlocks = [[self.null_block] * first_block for _ in group_ids]
+        suffixes = group_suffixes(group_ids)
         for index in range(first_block, max_num_blocks):
-            cached = self.get_cached_blocks(block_hashes[index], group_ids)
+            cached = self.get_cached_blocks(block_hashes[index], suffixes)
             if cached is None:
                 break
             for blocks, block in zip(computed, cached, strict=True):

@@ -14,9 +14,11 @@ import pytest
 from conftest import SHARED_CONFORMANCE
 from oracle_compare import first_difference, run_lines
 from stepscope.engine import EngineConfig, WorkloadError, load_workload
+from stepscope.engine.block_pool import BlockPool
 from stepscope.engine.errors import ConfigError, InputError
 from stepscope.engine.kv_cache_groups import AttentionType, KVCacheGroupSpec
 from stepscope.engine.model_runner_choice import create_model_runner
+from stepscope.engine.single_type_kv_cache_manager import manager_class
 
 BASE = {"block_size": 4, "num_blocks": 20, "max_num_batched_tokens": 32, "max_num_seqs": 4}
 FULL = {"type": "full"}
@@ -107,3 +109,34 @@ def test_the_torch_model_refuses_hybrid_groups() -> None:
     (workload,) = sorted(SHARED_CONFORMANCE.parent.glob("conformance-next/71_*.json"))
     with pytest.raises(InputError, match=r"config\.kv_cache_groups: the torch model is full"):
         create_model_runner("tiny", load_workload(workload))
+
+
+@pytest.mark.parametrize(
+    ("spec", "extra_retained_tokens"),
+    [
+        (KVCacheGroupSpec(AttentionType.SLIDING_WINDOW, sliding_window=8), 0),
+        (KVCacheGroupSpec(AttentionType.SLIDING_WINDOW, sliding_window=7), 3),
+        (KVCacheGroupSpec(AttentionType.CHUNKED_LOCAL, attention_chunk_size=8), 0),
+        (KVCacheGroupSpec(AttentionType.CHUNKED_LOCAL, attention_chunk_size=6), 0),
+    ],
+)
+def test_the_running_pass_calls_a_window_from_the_first_token_that_skips_a_block(
+    spec: KVCacheGroupSpec, extra_retained_tokens: int
+) -> None:
+    """`num_tokens_to_skip(k)` is the fewest computed tokens whose window leaves k whole
+    blocks behind: the running pass skips `remove_skipped_blocks` below it."""
+    block_size = 4
+    manager = manager_class(spec)(
+        spec,
+        0,
+        BlockPool(16, enable_caching=True),
+        block_size,
+        enable_caching=True,
+        max_admission_blocks_per_request=None,
+        extra_retained_tokens=extra_retained_tokens,
+    )
+    for num_blocks in range(1, 12):
+        first = manager.num_tokens_to_skip(num_blocks)
+        skipped = [manager.get_num_skipped_tokens(n) // block_size for n in range(first + 2)]
+        assert skipped[first] >= num_blocks, (num_blocks, first)
+        assert skipped[first - 1] < num_blocks, (num_blocks, first)
