@@ -2,7 +2,8 @@
 
 A before/after benchmark times both in one run: the package at the ref is extracted with
 `git archive` and imported as `stepscope_baseline_engine` (the engine imports only itself,
-relatively, so it loads under any name).
+relatively, so it loads under any name). `import_part_at` does the same for another part
+(`replay_speed.py` takes the replay package so).
 """
 
 from __future__ import annotations
@@ -38,19 +39,26 @@ def current_engine() -> EngineApi:
 
 def baseline_engine(ref: str, folder: Path) -> EngineApi:
     """The engine at git `ref`, extracted under `folder`."""
+    import_part_at(ref, "engine", PACKAGE, folder)
+    return _api(PACKAGE)
+
+
+def import_part_at(ref: str, part: str, name: str, folder: Path) -> None:
+    """Import stepscope's top-level folder `part` as at git `ref` under the module `name`
+    (extracted under `folder`): it must import only itself relatively, or the rest of this
+    checkout's stepscope absolutely."""
     archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref, "engine"], capture_output=True, check=True
+        ["git", "-C", str(REPO), "archive", ref, part], capture_output=True, check=True
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder / "baseline", filter="data")
-    package = folder / "baseline" / "engine"
+    package = folder / "baseline" / part
     spec = importlib.util.spec_from_file_location(
-        PACKAGE, package / "__init__.py", submodule_search_locations=[str(package)]
+        name, package / "__init__.py", submodule_search_locations=[str(package)]
     )
     assert spec is not None and spec.loader is not None
-    sys.modules[PACKAGE] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules[PACKAGE])
-    return _api(PACKAGE)
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
 
 
 def _api(package: str) -> EngineApi:

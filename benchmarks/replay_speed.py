@@ -24,20 +24,16 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import importlib.util
-import io
 import json
 import shutil
 import statistics
-import subprocess
-import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from baseline_engine import import_part_at
 from results import heading, write_section
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.workload import parse_workload
@@ -50,7 +46,6 @@ GOAL_REPLAY_RATIO = 0.85
 GOAL_DIFF_SECONDS = 1.0
 GOAL_DIFF_1M_SECONDS = 2.0
 CACHE = Path.home() / ".cache" / "stepscope-bench"
-REPO = Path(__file__).resolve().parents[1]
 BASELINE_PACKAGE = "stepscope_baseline_replay"
 
 
@@ -98,18 +93,7 @@ def engine_run(workload: Workload) -> int:
 
 def baseline_replay(ref: str, folder: Path) -> Callable[[Path], int]:
     """`replay_exact` of the replay package as at git `ref`, imported beside this one."""
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", ref, "replay"], capture_output=True, check=True
-    ).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(folder / "baseline", filter="data")
-    package = folder / "baseline" / "replay"
-    spec = importlib.util.spec_from_file_location(
-        BASELINE_PACKAGE, package / "__init__.py", submodule_search_locations=[str(package)]
-    )
-    assert spec is not None and spec.loader is not None
-    sys.modules[BASELINE_PACKAGE] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sys.modules[BASELINE_PACKAGE])
+    import_part_at(ref, "replay", BASELINE_PACKAGE, folder)
     exact = importlib.import_module(f"{BASELINE_PACKAGE}.exact")
     return lambda trace: int(exact.replay_exact(trace).num_compared_steps)
 

