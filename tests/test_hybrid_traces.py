@@ -161,6 +161,10 @@ def test_the_step_detail_shows_each_group_s_blocks(hybrid: Path) -> None:
     drive(StepscopeApp(hybrid), scenario)
 
 
-def test_a_replay_from_a_later_step_says_the_trace_holds_no_checkpoints(hybrid: Path) -> None:
-    code, _, err = run_cli("replay", str(hybrid), "--from-step", "5")
-    assert code == 2 and "hybrid KV cache groups takes none" in " ".join(err.split())
+def test_a_replay_from_a_later_step_starts_at_its_checkpoint(tmp_path: Path) -> None:
+    trace = tmp_path / "t.duckdb"
+    record(load_workload(_workload(tmp_path)), trace, checkpoint_every=4)
+    code, out, err = run_cli("replay", str(trace), "--from-step", "5", "--json")
+    assert code == 0, (out, err)
+    report = json.loads(out)
+    assert report["identical"] and report["checkpoint_step"] == 4 and report["from_step"] == 5
