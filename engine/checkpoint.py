@@ -65,6 +65,9 @@ class RequestCheckpoint:
     entry, one a window left behind); () with one group. `block_ids` is group 0's."""
     group_num_cached_blocks: tuple[int, ...] = ()
     """`num_cached_blocks` of the KV cache groups after the first, in group order."""
+    shared_prefix_boundary: int = 0
+    """Hybrid groups: the full-attention hit its last prefix-cache lookup found beyond the
+    one every group could serve; its later caching registers a window's blocks there too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +224,7 @@ def _request_checkpoint(
             tuple(map(_block_id, blocks.get(request_id, ()))) for blocks, _ in other_groups
         ),
         group_num_cached_blocks=tuple(cached.get(request_id, 0) for _, cached in other_groups),
+        shared_prefix_boundary=request.shared_prefix_boundary,
     )
 
 

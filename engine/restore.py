@@ -119,6 +119,7 @@ def _restored_request(rc: RequestCheckpoint, spec: RequestSpec, core: EngineCore
     request.num_stale_output_tokens = rc.num_stale_output_tokens
     request.num_preemptions = rc.num_preemptions
     request.is_prefill_chunk = rc.is_prefill_chunk
+    request.shared_prefix_boundary = rc.shared_prefix_boundary
     request.spec_token_ids = list(rc.spec_token_ids)
     if request.structured_output_request is not None:
         request.structured_output_request.is_grammar_ready = bool(rc.is_grammar_ready)

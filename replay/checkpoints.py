@@ -42,6 +42,7 @@ _REQUIRED_REQUEST_COLUMNS = (
     "num_cached_blocks",
     "group_block_ids",
     "group_num_cached_blocks",
+    "shared_prefix_boundary",
 )
 """`_checkpoint_requests` columns the recorder always fills (`is_grammar_ready` may be NULL)."""
 
@@ -150,6 +151,7 @@ def _requests(trace: Trace, step: int, where: str) -> tuple[RequestCheckpoint, .
             num_cached_blocks=columns["num_cached_blocks"][i],
             group_block_ids=_group_block_ids(columns["group_block_ids"][i], where),
             group_num_cached_blocks=tuple(columns["group_num_cached_blocks"][i]),
+            shared_prefix_boundary=columns["shared_prefix_boundary"][i],
         )
         for i in range(table.num_rows)
     )

@@ -39,8 +39,9 @@ SCHEMA_VERSION = 12
    after `schedule()` (the pool's free count is shared by every group). NULL without
    `kv_cache_groups`, and in an older trace.
 12: checkpoints of hybrid KV cache groups: `_checkpoint_requests.group_block_ids` and
-   `group_num_cached_blocks`, the tables of the groups after the first. In an older trace
-   they read as [] (one group), so an older hybrid trace still has no checkpoints.
+   `group_num_cached_blocks`, the tables of the groups after the first, and
+   `shared_prefix_boundary`. In an older trace they read as [], [] and 0 (one group); an
+   older hybrid trace has no checkpoints.
 """
 
 SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, SCHEMA_VERSION})

@@ -9,16 +9,19 @@ chunked local attention, Gemma-style groups, EAGLE-3 with async scheduling).
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import duckdb
 import pytest
 from checkpoint_checks import assert_checkpoints_hold
-from stepscope.engine import TapeModelRunner, load_workload
+from stepscope.engine import TapeModelRunner, load_workload, parse_workload
 from stepscope.engine.checkpoint import RequestCheckpoint, SchedulerCheckpoint
 from stepscope.engine.restore import CheckpointError, check_checkpoint
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
-from stepscope.replay.inputs import workload_from_trace
+from stepscope.replay.exact import replay_exact
+from stepscope.replay.from_step import StepWindow
+from stepscope.replay.inputs import recorded_config, workload_from_trace
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import scan
 from stepscope.tracer.record_workload import record_workload
@@ -55,10 +58,11 @@ def test_each_hybrid_checkpoint_is_reached_and_a_replay_from_it_is_exact(
     trace = _recorded(case, tmp_path)
     with open_trace(trace) as opened:
         steps, num_steps = checkpoint_steps(opened), opened.num_steps
-        num_groups = len(opened.sql("SELECT kv_cache_groups FROM config").fetchone()[0])
+        groups = recorded_config(opened).kv_cache_groups
         states = [read_checkpoint(opened, step) for step in steps]
     assert steps == list(range(EVERY, num_steps, EVERY))
-    assert num_groups > 1
+    assert groups is not None and len(groups) > 1
+    num_groups = len(groups)
     assert all(len(rc.group_block_ids) == num_groups - 1 for s in states for rc in s.requests)
     assert any(rc.group_block_ids and any(rc.group_block_ids) for s in states for rc in s.requests)
     assert assert_checkpoints_hold(trace) == len(steps)
@@ -176,9 +180,9 @@ def test_a_damaged_hybrid_checkpoint_in_the_trace_is_one_line_from_the_cli(
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[-1]])
 def test_a_hybrid_run_records_as_segments_each_of_which_replays_exactly(
-    case: pytest.param, tmp_path: Path
+    case: Path, tmp_path: Path
 ) -> None:
-    (path,) = case.values
+    path = case
     folder = tmp_path / "rec"
     code, out, err = run_cli("record", str(path), "-o", str(folder), "--segment", "3steps")
     assert code == 0, (out, err)
@@ -193,3 +197,49 @@ def test_a_hybrid_run_records_as_segments_each_of_which_replays_exactly(
         code, out, err = run_cli("replay", str(folder), "--from-step", first, "--json")
         assert code == 0, (first, out, err)
         assert f'"checkpoint_step": {first}' in out
+
+
+def test_a_junction_hit_taken_in_chunks_replays_exactly_from_each_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """A request admitted on a prefix hit that full attention found longer than the window
+    group could serve caches its window blocks at that junction as its prefill reaches it:
+    a checkpoint taken before then must hold the junction (`shared_prefix_boundary`)."""
+    (case,) = [path for path in SHARED_NEXT.glob("72_*.json")]
+    raw = json.loads(case.read_text())
+    raw["config"]["max_num_batched_tokens"] = 4  # the prefill in chunks of a block
+    workload = parse_workload(json.dumps(raw), "72-in-chunks")
+    trace = tmp_path / "trace.duckdb"
+    record_workload(workload, TapeModelRunner.for_workload(workload), trace, checkpoint_every=1)
+    with open_trace(trace) as opened:
+        steps = checkpoint_steps(opened)
+        states = [read_checkpoint(opened, step) for step in steps]
+    assert any(
+        0 < rc.num_computed_tokens < rc.shared_prefix_boundary
+        for state in states
+        for rc in state.requests
+    )
+    assert assert_checkpoints_hold(trace) == len(steps)
+    for step in steps:
+        result = replay_exact(trace, window=StepWindow(step))
+        assert result.divergence is None, (step, result.divergence)
+
+
+def test_a_schema_11_trace_reads_its_checkpoints_as_one_group(tmp_path: Path) -> None:
+    """An older trace lacks the group columns: its one-group checkpoints restore as before."""
+    (case,) = [path for path in SHARED_NEXT.glob("84_*.json")]
+    trace = _recorded(case, tmp_path)
+    with duckdb.connect(str(trace)) as con:
+        for column in ("group_block_ids", "group_num_cached_blocks", "shared_prefix_boundary"):
+            con.execute(f"ALTER TABLE _checkpoint_requests DROP COLUMN {column}")
+        con.execute("UPDATE _meta SET value = '11' WHERE key = 'schema_version'")
+    with open_trace(trace) as opened:
+        assert opened.schema_version == 11
+        steps = checkpoint_steps(opened)
+        state = read_checkpoint(opened, steps[-1])
+    assert state.requests and all(
+        rc.group_block_ids == () and rc.shared_prefix_boundary == 0 for rc in state.requests
+    )
+    assert assert_checkpoints_hold(trace) == len(steps)
+    code, out, err = run_cli("replay", str(trace), "--from-step", str(steps[-1]), "--json")
+    assert code == 0 and json.loads(out)["identical"], (out, err)

@@ -118,13 +118,14 @@ def test_a_plain_trace_prints_no_groups(tmp_path: Path) -> None:
         assert opened.sql("SELECT DISTINCT kv_cache_group FROM _block_ids").fetchall() == [(0,)]
 
 
-def test_a_segmented_recording_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_segmented_recording_replays_identically(tmp_path: Path) -> None:
     folder = tmp_path / "rec"
-    code, _, err = run_cli(
+    code, out, err = run_cli(
         "record", str(_workload(tmp_path)), "-o", str(folder), "--segment", "5steps"
     )
-    assert code == 2 and not folder.exists()
-    assert len(err.strip().splitlines()) == 1 and "kv_cache_groups" in err
+    assert code == 0, (out, err)
+    code, out, err = run_cli("replay", str(folder), "--json")
+    assert code == 0 and json.loads(out)["identical"], (out, err)
 
 
 def _as_schema_9(trace: Path, out: Path) -> Path:

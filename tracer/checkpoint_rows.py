@@ -146,6 +146,7 @@ def _request_rows(checkpoint: SchedulerCheckpoint, request_index: Mapping[str, i
             "group_num_cached_blocks": pa.array(
                 [r.group_num_cached_blocks for r in requests], pa.list_(_INT)
             ),
+            "shared_prefix_boundary": pa.array([r.shared_prefix_boundary for r in requests], _INT),
         }
     )
 
