@@ -162,21 +162,21 @@ def _restore_group_tables(
     blocks each group holds. `num_tokens_next_skip` stays empty: without an entry the
     running pass calls `remove_skipped_blocks`, which frees nothing freed already and
     sets it again."""
-    for group_id, manager in enumerate(coordinator.managers):
-        manager.cached_blocks = coordinator.block_pool.cached_block_hash_to_block
-        held: set[int] = set()
-        for rc in checkpoint.requests:
-            block_ids = rc.block_ids if group_id == 0 else rc.group_block_ids[group_id - 1]
-            num_cached = (
-                rc.num_cached_blocks if group_id == 0 else rc.group_num_cached_blocks[group_id - 1]
-            )
+    managers = coordinator.managers
+    held: list[set[int]] = [set() for _ in managers]
+    for rc in checkpoint.requests:
+        tables = zip(managers, held, _tables_by_group(rc), strict=True)
+        for manager, group_held, (block_ids, num_cached_blocks) in tables:
             if block_ids:
                 manager.req_to_blocks[rc.request_id] = [blocks[i] for i in block_ids]
-                held.update(block_ids)
-            if num_cached:
-                manager.num_cached_block[rc.request_id] = num_cached
-        held.discard(0)
-        manager.num_held_blocks = len(held)
+                group_held.update(block_ids)
+            if num_cached_blocks:
+                manager.num_cached_block[rc.request_id] = num_cached_blocks
+    for manager, group_held in zip(managers, held, strict=True):
+        group_held.discard(0)  # null entries
+        manager.num_held_blocks = len(group_held)
+        # Each manager binds the pool's prefix-cache index, which the restore replaced.
+        manager.cached_blocks = coordinator.block_pool.cached_block_hash_to_block
 
 
 def _engine_step(batch: PendingBatch) -> EngineStep:
@@ -263,7 +263,7 @@ def _check_queues(checkpoint: SchedulerCheckpoint, where: str) -> None:
             raise CheckpointError(f"{where}: {name} names a request twice")
 
 
-def _group_tables(rc: RequestCheckpoint) -> tuple[tuple[tuple[int, ...], int], ...]:
+def _tables_by_group(rc: RequestCheckpoint) -> tuple[tuple[tuple[int, ...], int], ...]:
     """The request's block table and `num_cached_blocks` in every KV cache group."""
     return (
         (rc.block_ids, rc.num_cached_blocks),
@@ -287,7 +287,7 @@ def _check_blocks(checkpoint: SchedulerCheckpoint, config: EngineConfig, where: 
                 f"kv_cache_groups: {where} holds {len(rc.group_block_ids) + 1} KV cache groups "
                 f"for request {rc.request_id!r}, the config {num_groups}"
             )
-        for group_id, (block_ids, num_cached_blocks) in enumerate(_group_tables(rc)):
+        for group_id, (block_ids, num_cached_blocks) in enumerate(_tables_by_group(rc)):
             held.update(block_ids)
             if not 0 <= num_cached_blocks <= len(block_ids):
                 raise CheckpointError(
@@ -321,7 +321,7 @@ def _check_fewer_blocks(checkpoint: SchedulerCheckpoint, num_blocks: int, where:
     for rc in checkpoint.requests:
         dropped = [
             block_id
-            for block_ids, _ in _group_tables(rc)
+            for block_ids, _ in _tables_by_group(rc)
             for block_id in block_ids
             if block_id >= num_blocks
         ]

@@ -108,7 +108,7 @@ def test_hybrid_traces_replay_identically_through_vllm(recorded: Recorded) -> No
 
 @pytest.mark.slow
 def test_a_hybrid_recording_takes_no_checkpoints(vllm: VllmPython, tmp_path: Path) -> None:
-    """As the engine's own recordings: a checkpoint holds one KV cache group."""
+    """The vLLM recorder reads one KV cache group's state (stepscope's engine takes them)."""
     vllm.record(tmp_path, SCENARIOS[:1], {}, env={"STEPSCOPE_TRACE_CHECKPOINT": "2steps"})
     trace_path = tmp_path / f"{SCENARIOS[0].stem}.duckdb"
     with open_trace(trace_path) as trace:

@@ -77,8 +77,8 @@ def _drafts_follow_update(scheduler: Any) -> bool:
 
 
 def _one_kv_cache_group(scheduler: Any, config: EngineConfig) -> bool:
-    """One full-attention group: what a checkpoint holds (hybrid runs take none, as in the
-    engine's own recordings)."""
+    """One full-attention group: the state this recorder reads into a checkpoint (it takes
+    none of a hybrid run, whose other groups' tables it does not read)."""
     groups = scheduler.kv_cache_config.kv_cache_groups
     return len(groups) == 1 and config.kv_cache_groups is None
 
