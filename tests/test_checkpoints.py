@@ -2,8 +2,9 @@
 replay from it goes on exactly as the recording did.
 
 The corpus is every conformance workload (plain, async, speculative decoding, LoRA,
-vLLM 0.32's), the grammar waits, the preemption storm and random workloads of the
-oracle differential's kinds, each recorded with a checkpoint every few steps.
+vLLM 0.32's, hybrid KV cache groups, drafters, the prefill cadence), the grammar waits,
+the preemption storm and random workloads of the oracle differential's kinds, each
+recorded with a checkpoint every few steps.
 """
 
 from __future__ import annotations
