@@ -3,18 +3,21 @@ included) is held, a replay from any checkpoint goes on exactly as the recording
 damaged one is one line, and a hybrid run records as a folder of segments.
 
 The corpus is the hybrid scenarios of `../shared/conformance-next/` (sliding window,
-chunked local attention, Gemma-style groups, EAGLE-3 with async scheduling).
+chunked local attention, Gemma-style groups, EAGLE-3 with async scheduling) and random
+workloads with random groups.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from pathlib import Path
 
 import duckdb
 import pytest
 from checkpoint_checks import assert_checkpoints_hold
+from random_workloads import random_workload, with_hybrid_groups
 from stepscope.engine import TapeModelRunner, load_workload, parse_workload
 from stepscope.engine.checkpoint import RequestCheckpoint, SchedulerCheckpoint
 from stepscope.engine.restore import CheckpointError, check_checkpoint
@@ -243,3 +246,23 @@ def test_a_schema_11_trace_reads_its_checkpoints_as_one_group(tmp_path: Path) ->
     assert assert_checkpoints_hold(trace) == len(steps)
     code, out, err = run_cli("replay", str(trace), "--from-step", str(steps[-1]), "--json")
     assert code == 0 and json.loads(out)["identical"], (out, err)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_hybrid_workloads_hold_their_checkpoints_and_replay_from_them(
+    seed: int, tmp_path: Path
+) -> None:
+    """One to three groups of any kind, sync or async, aborts before the update: each
+    checkpoint is the state reached, and a replay from the middle and the last is exact."""
+    rng = random.Random(seed)
+    raw = random_workload(rng, async_scheduling=seed % 2 == 1, late_aborts=seed % 3 == 0)
+    workload = parse_workload(json.dumps(with_hybrid_groups(rng, raw)), f"hybrid-{seed}")
+    trace = tmp_path / "trace.duckdb"
+    record_workload(workload, TapeModelRunner.for_workload(workload), trace, checkpoint_every=3)
+    with open_trace(trace) as opened:
+        steps, num_steps = checkpoint_steps(opened), opened.num_steps
+    assert assert_checkpoints_hold(trace) == len(steps)
+    for step in sorted({steps[len(steps) // 2] + 1, steps[-1]} if steps else ()):
+        if step < num_steps:
+            result = replay_exact(trace, window=StepWindow(step))
+            assert result.divergence is None, (step, result.divergence)
