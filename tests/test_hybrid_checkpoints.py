@@ -22,12 +22,15 @@ from stepscope.engine import TapeModelRunner, load_workload, parse_workload
 from stepscope.engine.checkpoint import RequestCheckpoint, SchedulerCheckpoint
 from stepscope.engine.restore import CheckpointError, check_checkpoint
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
+from stepscope.replay.diff import diff_traces
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.from_step import StepWindow
 from stepscope.replay.inputs import recorded_config, workload_from_trace
+from stepscope.replay.whatif import replay_whatif
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import scan
 from stepscope.tracer.record_workload import record_workload
+from test_checkpoints import _what_if_with_knobs_at
 from test_fuzz_traces import run_cli
 from test_next_conformance import HYBRID, SHARED_NEXT
 
@@ -266,3 +269,21 @@ def test_random_hybrid_workloads_hold_their_checkpoints_and_replay_from_them(
         if step < num_steps:
             result = replay_exact(trace, window=StepWindow(step))
             assert result.divergence is None, (step, result.divergence)
+
+
+@pytest.mark.parametrize("case", [CASES[3], CASES[5]])
+def test_a_hybrid_what_if_from_a_step_is_one_from_step_0_whose_knobs_take_effect_there(
+    case: Path, tmp_path: Path
+) -> None:
+    """As `test_checkpoints.py`'s: the knob changed at the start of step S in a run from
+    step 0 decides as the what-if restored from the checkpoint before S."""
+    trace = _recorded(case, tmp_path)
+    knobs = {"max_num_seqs": 1}
+    from_step = 2 * EVERY + 1  # not a checkpoint: the run from the one before it is silent
+    window = StepWindow(from_step)
+    windowed = tmp_path / "from-step.duckdb"
+    replay_whatif(trace, windowed, knobs, window=window)
+    reference = tmp_path / "knobs-at-step.duckdb"
+    _what_if_with_knobs_at(trace, reference, knobs, from_step)
+    assert diff_traces(reference, windowed, window=window).identical
+    assert diff_traces(trace, windowed, window=window).first_decision_step is not None
