@@ -22,6 +22,7 @@ from typing import Any
 from .block_hash import BlockHash
 from .core import EngineCore, EngineStep
 from .kv_cache_block import KVCacheBlock
+from .kv_cache_coordinator import KVCacheCoordinator
 from .kv_cache_manager import KVCacheManager
 from .request import Request, RequestStatus
 from .scheduler_state import SchedulerState
@@ -59,6 +60,14 @@ class RequestCheckpoint:
     """Its block table, prefix hits first."""
     num_cached_blocks: int
     """Leading blocks of its table registered in the prefix cache."""
+    group_block_ids: tuple[tuple[int, ...], ...] = ()
+    """The block tables of the KV cache groups after the first, in group order (0: a null
+    entry, one a window left behind); () with one group. `block_ids` is group 0's."""
+    group_num_cached_blocks: tuple[int, ...] = ()
+    """`num_cached_blocks` of the KV cache groups after the first, in group order."""
+    shared_prefix_boundary: int = 0
+    """Hybrid groups: the full-attention hit its last prefix-cache lookup found beyond the
+    one every group could serve; its later caching registers a window's blocks there too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +149,9 @@ def take_checkpoint(
     assert isinstance(scheduler, SchedulerState), "only the engine's own scheduler"
     positions = {request.request_id: i for i, request in enumerate(scheduler.running)}
     waiting = {request.request_id: i for i, request in enumerate(scheduler.waiting)}
-    manager = scheduler.kv_cache_manager
-    assert isinstance(manager, KVCacheManager), "a checkpoint holds one KV cache group"
+    tables = _group_tables(scheduler.kv_cache_manager)
     requests = tuple(
-        _request_checkpoint(
-            request, positions, waiting, manager.req_to_blocks, manager.num_cached_block
-        )
+        _request_checkpoint(request, positions, waiting, tables)
         for request in scheduler.requests.values()
     )
     pending = None
@@ -176,14 +182,26 @@ def _cadence_checkpoint(scheduler: SchedulerState) -> CadenceCheckpoint | None:
     )
 
 
+_GroupTable = tuple[dict[str, list[KVCacheBlock]], dict[str, int]]
+"""One KV cache group's `req_to_blocks` and `num_cached_block`."""
+
+
+def _group_tables(manager: KVCacheManager | KVCacheCoordinator) -> tuple[_GroupTable, ...]:
+    """Every KV cache group's tables, in group order."""
+    if isinstance(manager, KVCacheCoordinator):
+        return tuple((m.req_to_blocks, m.num_cached_block) for m in manager.managers)
+    assert isinstance(manager, KVCacheManager)
+    return ((manager.req_to_blocks, manager.num_cached_block),)
+
+
 def _request_checkpoint(
     request: Request,
     running: dict[str, int],
     waiting: dict[str, int],
-    req_to_blocks: dict[str, list[KVCacheBlock]],
-    num_cached_block: dict[str, int],
+    tables: tuple[_GroupTable, ...],
 ) -> RequestCheckpoint:
     request_id = request.request_id
+    (req_to_blocks, num_cached_block), *other_groups = tables
     in_running = request_id in running
     structured = request.structured_output_request
     return RequestCheckpoint(
@@ -202,6 +220,11 @@ def _request_checkpoint(
         is_grammar_ready=None if structured is None else structured.is_grammar_ready,
         block_ids=tuple(map(_block_id, req_to_blocks.get(request_id, ()))),
         num_cached_blocks=num_cached_block.get(request_id, 0),
+        group_block_ids=tuple(
+            tuple(map(_block_id, blocks.get(request_id, ()))) for blocks, _ in other_groups
+        ),
+        group_num_cached_blocks=tuple(cached.get(request_id, 0) for _, cached in other_groups),
+        shared_prefix_boundary=request.shared_prefix_boundary,
     )
 
 

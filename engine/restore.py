@@ -20,6 +20,8 @@ from .checkpoint import CadenceCheckpoint, PendingBatch, RequestCheckpoint, Sche
 from .config import HASHING_KNOBS, EngineConfig
 from .core import EngineCore, EngineStep
 from .errors import InputError
+from .kv_cache_block import KVCacheBlock
+from .kv_cache_coordinator import KVCacheCoordinator
 from .kv_cache_manager import KVCacheManager
 from .outputs import ModelRunnerOutput
 from .request import Request, RequestStatus
@@ -117,6 +119,7 @@ def _restored_request(rc: RequestCheckpoint, spec: RequestSpec, core: EngineCore
     request.num_stale_output_tokens = rc.num_stale_output_tokens
     request.num_preemptions = rc.num_preemptions
     request.is_prefill_chunk = rc.is_prefill_chunk
+    request.shared_prefix_boundary = rc.shared_prefix_boundary
     request.spec_token_ids = list(rc.spec_token_ids)
     if request.structured_output_request is not None:
         request.structured_output_request.is_grammar_ready = bool(rc.is_grammar_ready)
@@ -125,7 +128,6 @@ def _restored_request(rc: RequestCheckpoint, spec: RequestSpec, core: EngineCore
 
 def _restore_blocks(scheduler: SchedulerState, checkpoint: SchedulerCheckpoint) -> None:
     manager = scheduler.kv_cache_manager
-    assert isinstance(manager, KVCacheManager), "a checkpoint holds one KV cache group"
     pool = manager.block_pool
     recorded = checkpoint.block_pool
     blocks = pool.blocks
@@ -142,11 +144,39 @@ def _restore_blocks(scheduler: SchedulerState, checkpoint: SchedulerCheckpoint) 
             block = blocks[block_id]
             assert block.block_hash is not None
             index.insert(block.block_hash, block)
+    if isinstance(manager, KVCacheCoordinator):
+        _restore_group_tables(manager, checkpoint, blocks)
+        return
+    assert isinstance(manager, KVCacheManager)
     for rc in checkpoint.requests:
         if rc.block_ids:
             manager.req_to_blocks[rc.request_id] = [blocks[i] for i in rc.block_ids]
         if rc.num_cached_blocks:
             manager.num_cached_block[rc.request_id] = rc.num_cached_blocks
+
+
+def _restore_group_tables(
+    coordinator: KVCacheCoordinator, checkpoint: SchedulerCheckpoint, blocks: list[KVCacheBlock]
+) -> None:
+    """Every group's tables, filled in place (the coordinator binds their dicts), and the
+    blocks each group holds. `num_tokens_next_skip` stays empty: without an entry the
+    running pass calls `remove_skipped_blocks`, which frees nothing freed already and
+    sets it again."""
+    managers = coordinator.managers
+    held: list[set[int]] = [set() for _ in managers]
+    for rc in checkpoint.requests:
+        tables = zip(managers, held, _tables_by_group(rc), strict=True)
+        for manager, group_held, (block_ids, num_cached_blocks) in tables:
+            if block_ids:
+                manager.req_to_blocks[rc.request_id] = [blocks[i] for i in block_ids]
+                group_held.update(block_ids)
+            if num_cached_blocks:
+                manager.num_cached_block[rc.request_id] = num_cached_blocks
+    for manager, group_held in zip(managers, held, strict=True):
+        group_held.discard(0)  # null entries
+        manager.num_held_blocks = len(group_held)
+        # Each manager binds the pool's prefix-cache index, which the restore replaced.
+        manager.cached_blocks = coordinator.block_pool.cached_block_hash_to_block
 
 
 def _engine_step(batch: PendingBatch) -> EngineStep:
@@ -233,23 +263,44 @@ def _check_queues(checkpoint: SchedulerCheckpoint, where: str) -> None:
             raise CheckpointError(f"{where}: {name} names a request twice")
 
 
+def _tables_by_group(rc: RequestCheckpoint) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """The request's block table and `num_cached_blocks` in every KV cache group."""
+    return (
+        (rc.block_ids, rc.num_cached_blocks),
+        *zip(rc.group_block_ids, rc.group_num_cached_blocks, strict=True),
+    )
+
+
 def _check_blocks(checkpoint: SchedulerCheckpoint, config: EngineConfig, where: str) -> None:
     pool = checkpoint.block_pool
     num_blocks = len(pool.ref_cnts)
     if len(pool.block_hashes) != num_blocks or num_blocks < 2:
         raise CheckpointError(f"{where}: the block pool's columns do not describe one pool")
+    num_groups = 1 if config.kv_cache_groups is None else len(config.kv_cache_groups)
+    lowest = 0 if config.kv_cache_groups is not None else 1  # 0: a window's null entry
     held: Counter[int] = Counter()
     for rc in checkpoint.requests:
-        held.update(rc.block_ids)
-        if not 0 <= rc.num_cached_blocks <= len(rc.block_ids):
+        if len(rc.group_block_ids) != num_groups - 1 or len(rc.group_num_cached_blocks) != len(
+            rc.group_block_ids
+        ):
             raise CheckpointError(
-                f"{where}: request {rc.request_id!r}: num_cached_blocks "
-                f"{rc.num_cached_blocks} is more than its {len(rc.block_ids)} blocks"
+                f"kv_cache_groups: {where} holds {len(rc.group_block_ids) + 1} KV cache groups "
+                f"for request {rc.request_id!r}, the config {num_groups}"
             )
-        if any(not 0 < block_id < num_blocks for block_id in rc.block_ids):
-            raise CheckpointError(
-                f"{where}: request {rc.request_id!r} holds a block outside 1..{num_blocks - 1}"
-            )
+        for group_id, (block_ids, num_cached_blocks) in enumerate(_tables_by_group(rc)):
+            held.update(block_ids)
+            if not 0 <= num_cached_blocks <= len(block_ids):
+                raise CheckpointError(
+                    f"{where}: request {rc.request_id!r}: KV cache group {group_id}: "
+                    f"num_cached_blocks {num_cached_blocks} is more than its "
+                    f"{len(block_ids)} blocks"
+                )
+            if any(not lowest <= block_id < num_blocks for block_id in block_ids):
+                raise CheckpointError(
+                    f"{where}: request {rc.request_id!r} holds a block outside "
+                    f"{lowest}..{num_blocks - 1} in KV cache group {group_id}"
+                )
+    held.pop(0, None)
     for block_id in range(1, num_blocks):
         if pool.ref_cnts[block_id] != held[block_id]:
             raise CheckpointError(
@@ -268,7 +319,12 @@ def _check_blocks(checkpoint: SchedulerCheckpoint, config: EngineConfig, where: 
 
 def _check_fewer_blocks(checkpoint: SchedulerCheckpoint, num_blocks: int, where: str) -> None:
     for rc in checkpoint.requests:
-        dropped = [block_id for block_id in rc.block_ids if block_id >= num_blocks]
+        dropped = [
+            block_id
+            for block_ids, _ in _tables_by_group(rc)
+            for block_id in block_ids
+            if block_id >= num_blocks
+        ]
         if dropped:
             raise CheckpointError(
                 f"num_blocks: {num_blocks} is fewer than the blocks in use at step "

@@ -40,6 +40,9 @@ _REQUIRED_REQUEST_COLUMNS = (
     "spec_token_ids",
     "block_ids",
     "num_cached_blocks",
+    "group_block_ids",
+    "group_num_cached_blocks",
+    "shared_prefix_boundary",
 )
 """`_checkpoint_requests` columns the recorder always fills (`is_grammar_ready` may be NULL)."""
 
@@ -146,9 +149,18 @@ def _requests(trace: Trace, step: int, where: str) -> tuple[RequestCheckpoint, .
             is_grammar_ready=grammar[i],
             block_ids=tuple(columns["block_ids"][i]),
             num_cached_blocks=columns["num_cached_blocks"][i],
+            group_block_ids=_group_block_ids(columns["group_block_ids"][i], where),
+            group_num_cached_blocks=tuple(columns["group_num_cached_blocks"][i]),
+            shared_prefix_boundary=columns["shared_prefix_boundary"][i],
         )
         for i in range(table.num_rows)
     )
+
+
+def _group_block_ids(tables: list[list[int]], where: str) -> tuple[tuple[int, ...], ...]:
+    if any(table is None or None in table for table in tables):
+        raise CheckpointReadError(f"{where}: _checkpoint_requests.group_block_ids holds a NULL")
+    return tuple(map(tuple, tables))
 
 
 def _status(name: str, where: str) -> RequestStatus:

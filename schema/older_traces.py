@@ -12,6 +12,9 @@ _OFF_VALUES = {
     ("_config", "num_speculative_tokens"): "0",
     ("_config", "prefix_cache_retention_interval"): "0",
     ("_block_ids", "kv_cache_group"): "0",
+    ("_checkpoint_requests", "group_block_ids"): "[]",
+    ("_checkpoint_requests", "group_num_cached_blocks"): "[]",
+    ("_checkpoint_requests", "shared_prefix_boundary"): "0",
 }
 """Columns whose "off" value is not NULL."""
 

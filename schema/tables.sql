@@ -248,8 +248,11 @@ CREATE TABLE _checkpoint_requests (
     is_prefill_chunk BOOLEAN,  -- its last scheduled chunk did not reach the end of its tokens
     spec_token_ids BIGINT[],  -- drafts to verify in its next step (-1: async placeholders)
     is_grammar_ready BOOLEAN,  -- its structured-output grammar has compiled (NULL: no structured output)
-    block_ids INTEGER[],  -- its block table, prefix hits first
-    num_cached_blocks INTEGER  -- leading blocks of that table registered in the prefix cache
+    block_ids INTEGER[],  -- its block table, prefix hits first (hybrid: KV cache group 0's; 0: a null entry a window left behind)
+    num_cached_blocks INTEGER,  -- leading blocks of that table registered in the prefix cache
+    group_block_ids INTEGER[][],  -- the block tables of the KV cache groups after the first, in group order (0: a null entry); [] with one group
+    group_num_cached_blocks INTEGER[],  -- num_cached_blocks of the KV cache groups after the first, in group order; [] with one group
+    shared_prefix_boundary INTEGER  -- hybrid groups: the full-attention hit its last prefix-cache lookup found beyond the one every group could serve, where its window blocks are cached too (0: none)
 );
 
 -- Every block of the pool in a checkpoint: who holds it, where it is in the free queue,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """Bumped on any change to `tables.sql` that a reader must know about.
 
 1: the first schema.
@@ -38,9 +38,13 @@ SCHEMA_VERSION = 11
 11: `_steps.num_held_blocks_by_group`, the blocks each hybrid KV cache group holds right
    after `schedule()` (the pool's free count is shared by every group). NULL without
    `kv_cache_groups`, and in an older trace.
+12: checkpoints of hybrid KV cache groups: `_checkpoint_requests.group_block_ids` and
+   `group_num_cached_blocks`, the tables of the groups after the first, and
+   `shared_prefix_boundary`. In an older trace they read as [], [] and 0 (one group); an
+   older hybrid trace has no checkpoints.
 """
 
-SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, SCHEMA_VERSION})
+SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, SCHEMA_VERSION})
 
 TABLES_ADDED = {
     "_spec_decode": 4,

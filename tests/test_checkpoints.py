@@ -2,8 +2,9 @@
 replay from it goes on exactly as the recording did.
 
 The corpus is every conformance workload (plain, async, speculative decoding, LoRA,
-vLLM 0.32's), the grammar waits, the preemption storm and random workloads of the
-oracle differential's kinds, each recorded with a checkpoint every few steps.
+vLLM 0.32's, hybrid KV cache groups, drafters, the prefill cadence), the grammar waits,
+the preemption storm and random workloads of the oracle differential's kinds, each
+recorded with a checkpoint every few steps.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from stepscope.schema.ddl import table_specs
 from stepscope.tracer.checkpoint_rows import checkpoint_tables
 from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
-from test_next_conformance import DRAFTERS_AND_CADENCE, SHARED_NEXT
+from test_next_conformance import MODELLED, SHARED_NEXT
 
 EVERY = 3
 """Steps between checkpoints in the corpus' recordings: most steps of a short case are a
@@ -54,10 +55,10 @@ _FOLDERS = (
 
 
 NEXT_MODELLED = sorted(
-    path for path in SHARED_NEXT.glob("*.json") if path.name.startswith(DRAFTERS_AND_CADENCE)
+    path for path in SHARED_NEXT.glob("*.json") if path.name.startswith(MODELLED)
 )
-"""The scenarios of `../shared/conformance-next/` the engine models and a checkpoint holds
-(not the hybrid KV cache groups: a checkpoint holds one group)."""
+"""The scenarios of `../shared/conformance-next/` the engine models (hybrid KV cache groups,
+drafters, the prefill cadence)."""
 
 
 def _random_workloads() -> Iterator[tuple[str, Workload]]:

@@ -15,11 +15,10 @@ import pytest
 from conftest import SHARED_CONFORMANCE, TESTS, read_jsonl
 from oracle_compare import first_difference, run_lines
 from stepscope.engine import EngineConfig, Workload, WorkloadError, load_workload
-from stepscope.engine.errors import ConfigError, InputError
+from stepscope.engine.errors import ConfigError
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.inputs import recorded_config
 from stepscope.schema import open_trace
-from stepscope.tracer.segments import SegmentSettings, parse_segment_every
 from traces import record
 
 SHARED_NEXT = SHARED_CONFORMANCE.parent / "conformance-next"
@@ -176,11 +175,3 @@ def test_a_recording_keeps_the_knobs_and_replays_exactly(
     result = replay_exact(trace)
     assert result.divergence is None
     assert result.num_compared_steps == result.num_recorded_steps > 0
-
-
-def test_a_segmented_recording_of_hybrid_groups_is_refused_by_name(tmp_path: Path) -> None:
-    (workload,) = (case.values[0] for case in CASES if str(case.id).startswith("71_"))
-    settings = SegmentSettings(parse_segment_every("5steps", "--segment"))
-    with pytest.raises(InputError, match=r"^kv_cache_groups: a recording folder cannot hold"):
-        record(load_workload(workload), tmp_path / "rec", segments=settings)
-    assert not (tmp_path / "rec").exists()

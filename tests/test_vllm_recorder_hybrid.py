@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import SHARED_CONFORMANCE
+from conftest import SHARED_CONFORMANCE, TESTS
 from stepscope.engine import EngineConfig
 from stepscope.engine.kv_cache_groups import AttentionType, KVCacheGroupSpec
 from stepscope.replay.checkpoints import checkpoint_steps
@@ -108,7 +108,7 @@ def test_hybrid_traces_replay_identically_through_vllm(recorded: Recorded) -> No
 
 @pytest.mark.slow
 def test_a_hybrid_recording_takes_no_checkpoints(vllm: VllmPython, tmp_path: Path) -> None:
-    """As the engine's own recordings: a checkpoint holds one KV cache group."""
+    """The vLLM recorder reads one KV cache group's state (stepscope's engine takes them)."""
     vllm.record(tmp_path, SCENARIOS[:1], {}, env={"STEPSCOPE_TRACE_CHECKPOINT": "2steps"})
     trace_path = tmp_path / f"{SCENARIOS[0].stem}.duckdb"
     with open_trace(trace_path) as trace:
@@ -181,3 +181,26 @@ def test_a_group_with_a_block_size_of_its_own_is_outside_the_subset() -> None:
     )
     reasons = kv_cache_groups_outside_subset(scheduler, config)
     assert reasons == {"KV cache group block size 8 (the scheduler's: 4)"}
+
+
+@pytest.mark.slow
+def test_a_segmented_hybrid_recording_is_refused_in_one_line(
+    vllm: VllmPython, tmp_path: Path
+) -> None:
+    """A segment opens with a checkpoint, which this recorder does not take of a hybrid run:
+    one line in the engine's log, and the engine runs unrecorded."""
+    folder = tmp_path / "rec"
+    env = {"STEPSCOPE_TRACE": str(folder), "STEPSCOPE_TRACE_SEGMENT": "3steps"}
+    result = vllm.run(
+        [
+            str(TESTS / "vllm_harness.py"),
+            "settings",
+            str(SCENARIOS[0]),
+            "stepscope.tracer.vllm.RecordingScheduler",
+        ],
+        env=env,
+    )
+    assert json.loads(result.stdout.splitlines()[-1])["recording"] is False
+    (line,) = [line for line in result.stderr.splitlines() if "kv_cache_groups" in line]
+    assert "not recording this engine: kv_cache_groups: a recording folder cannot hold" in line
+    assert not folder.exists()

@@ -140,6 +140,13 @@ def _request_rows(checkpoint: SchedulerCheckpoint, request_index: Mapping[str, i
             "is_grammar_ready": pa.array([r.is_grammar_ready for r in requests], pa.bool_()),
             "block_ids": pa.array([r.block_ids for r in requests], pa.list_(_INT)),
             "num_cached_blocks": pa.array([r.num_cached_blocks for r in requests], _INT),
+            "group_block_ids": pa.array(
+                [r.group_block_ids for r in requests], pa.list_(pa.list_(_INT))
+            ),
+            "group_num_cached_blocks": pa.array(
+                [r.group_num_cached_blocks for r in requests], pa.list_(_INT)
+            ),
+            "shared_prefix_boundary": pa.array([r.shared_prefix_boundary for r in requests], _INT),
         }
     )
 

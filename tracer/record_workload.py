@@ -78,8 +78,7 @@ def record_workload(
     """Run the workload with a recorder attached; the trace is marked complete at the end.
 
     A checkpoint is taken every `checkpoint_every` steps (None or 0: none; a redacted
-    trace takes none: its block hashes are of the tokens it does not hold; nor does a run
-    with hybrid KV cache groups: a checkpoint holds one group, so it replays from step 0).
+    trace takes none: its block hashes are of the tokens it does not hold).
     With `start` the run resumes at that checkpoint's step (the model runner taken up there
     already);
     with `to_step` it stops after that step, and the trace says it is incomplete. If the
@@ -108,7 +107,7 @@ def record_workload(
     Checkpointer.attach(
         loop,
         recorder,
-        None if workload.config.kv_cache_groups is not None else checkpoint_every,
+        checkpoint_every,
         None if segments is None else segments.every,
         redacted=redactor is not None,
     )

@@ -20,7 +20,6 @@ from pathlib import Path
 import pyarrow as pa
 from stepscope.engine import EngineConfig, EngineCoreOutput, EngineStep, StepRecord, Workload
 from stepscope.engine.checkpoint import SchedulerCheckpoint
-from stepscope.engine.errors import InputError
 from stepscope.engine.probe import (
     Decision,
     Preemption,
@@ -74,12 +73,6 @@ class TraceRecorder:
         compact: bool = True,
         segments: SegmentSettings | None = None,
     ) -> None:
-        if segments is not None and workload.config.kv_cache_groups is not None:
-            raise InputError(
-                "kv_cache_groups: a recording folder cannot hold hybrid KV cache groups (each "
-                "segment opens with a checkpoint, and a checkpoint holds one group); record "
-                "without --segment"
-            )
         meta = {**meta, "redacted": str(redactor is not None).lower()}
         if segments is not None:
             flush_interval_s = min(flush_interval_s, SEGMENT_FLUSH_INTERVAL_S)

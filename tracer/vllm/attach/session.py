@@ -45,6 +45,7 @@ from stepscope.engine import (
     StepRecord,
     Workload,
 )
+from stepscope.engine.errors import InputError
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.background import BackgroundRecorder, RecorderStalled
 from stepscope.tracer.recorder import TraceRecorder
@@ -76,8 +77,8 @@ def _drafts_follow_update(scheduler: Any) -> bool:
 
 
 def _one_kv_cache_group(scheduler: Any, config: EngineConfig) -> bool:
-    """One full-attention group: what a checkpoint holds (hybrid runs take none, as in the
-    engine's own recordings)."""
+    """One full-attention group: the state this recorder reads into a checkpoint (it takes
+    none of a hybrid run, whose other groups' tables it does not read)."""
     groups = scheduler.kv_cache_config.kv_cache_groups
     return len(groups) == 1 and config.kv_cache_groups is None
 
@@ -97,6 +98,12 @@ class VllmRecording:
         segments = settings.segments(scheduler.vllm_config)
         backlog_steps = settings.backlog_steps(scheduler.vllm_config)
         config = convert.engine_config(scheduler)
+        if segments is not None and not _one_kv_cache_group(scheduler, config):
+            raise InputError(
+                "kv_cache_groups: a recording folder cannot hold a hybrid model's KV cache "
+                "groups (each segment opens with a checkpoint, and a checkpoint of vLLM's "
+                "state holds one group); record without --segment"
+            )
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
         self.planned = {spec.request_id: spec for spec in workload.requests}
