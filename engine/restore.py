@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from .block_hash_map import BlockHashToBlockMap
 from .block_pool import FreeKVCacheBlockQueue
 from .checkpoint import CadenceCheckpoint, PendingBatch, RequestCheckpoint, SchedulerCheckpoint
 from .config import HASHING_KNOBS, EngineConfig
@@ -138,7 +137,7 @@ def _restore_blocks(scheduler: SchedulerState, checkpoint: SchedulerCheckpoint) 
     free = [blocks[block_id] for block_id in recorded.free_block_ids if block_id < len(blocks)]
     free += blocks[num_recorded:]  # a what-if's extra blocks: never used, at the back
     pool.free_block_queue = FreeKVCacheBlockQueue(free)
-    pool.cached_block_hash_to_block = index = BlockHashToBlockMap()
+    index = pool.cached_block_hash_to_block  # a fresh core's: empty, and bound by its managers
     for block_id in recorded.cached_block_ids:
         if block_id < len(blocks):
             block = blocks[block_id]
@@ -175,8 +174,6 @@ def _restore_group_tables(
     for manager, group_held in zip(managers, held, strict=True):
         group_held.discard(0)  # null entries
         manager.num_held_blocks = len(group_held)
-        # Each manager binds the pool's prefix-cache index, which the restore replaced.
-        manager.cached_blocks = coordinator.block_pool.cached_block_hash_to_block
 
 
 def _engine_step(batch: PendingBatch) -> EngineStep:

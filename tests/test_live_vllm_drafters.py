@@ -2,8 +2,9 @@
 
 `stepscope record --engine vllm-live` runs one workload with each drafter that vLLM runs
 on a CPU: an EAGLE head and an EAGLE-3 head drafting in parallel on the tiny Llama (an
-EAGLE-3 head drafting in turn is an EAGLE head to the scheduler: the EAGLE run covers it), a tiny MiMo's own MTP module, a tiny DeepSeek-V3's three MTP modules, and the
-tiny Llama as its own draft model (`tiny_drafts` makes them locally); the EAGLE head runs
+EAGLE-3 head drafting in turn is an EAGLE head to the scheduler: the EAGLE run covers
+it), a tiny MiMo's own MTP module, a tiny DeepSeek-V3's three MTP modules, and the tiny
+Llama as its own draft model (`tiny_drafts` makes them locally); the EAGLE head runs
 again with async scheduling on (the test plugin, `live_plugin/`; its requests all greedy,
 decoding longer, so some stop among accepted drafts with their next step in flight). Drafts
 are greedy and a quarter of the requests sample, so real rejection sampling accepts some
