@@ -4,7 +4,8 @@ The server serves the tiny Gemma-3-style model (`tiny_hybrid_model`: a sliding-w
 layer and a full-attention one, so two KV cache groups over one pool) with
 `RecordingAsyncScheduler` and async scheduling on (the test-only plugin keeps it on), and
 takes `vllm bench serve` and our client, which streams, hangs up mid-stream (aborts) and
-sends priorities. Once idle it is stopped with SIGTERM to its process group.
+sends priorities. Once idle it is stopped with SIGTERM to its process group. It takes a
+checkpoint every 25 steps, each read from both groups of the live scheduler's state.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_checks import assert_checkpoints_hold
 from live_server import LiveServer, bench_serve, client
+from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.schema import open_trace
 
 pytestmark = pytest.mark.slow
@@ -27,6 +30,7 @@ CLIENT_REQUESTS = 24
 POOL_FLAGS = ("--num-gpu-blocks-override", "56", "--scheduling-policy", "priority")
 """A pool that holds one request of `max_model_len` in both groups, as vLLM checks at start
 (the live tests' 40 blocks hold one in the full-attention group alone)."""
+CHECKPOINT_EVERY = 25
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +46,7 @@ def served(vllm_live: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "stepscope.tracer.vllm.RecordingAsyncScheduler",
         POOL_FLAGS,
         async_scheduling=True,
+        settings={"STEPSCOPE_TRACE_CHECKPOINT": f"{CHECKPOINT_EVERY}steps"},
     )
     try:
         bench_serve(vllm_live, server, model, BENCH_PROMPTS)
@@ -86,3 +91,14 @@ def test_the_trace_replays_exactly_through_vllms_scheduler(served: Path, vllm_li
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "\nidentical: every step decided the same\n" in result.stdout, result.stdout[:3000]
+
+
+def test_the_checkpoints_hold_both_groups_and_replays_start_there(served: Path) -> None:
+    """Each checkpoint (window entries nulled, group-keyed hashes, a batch in the queue) is
+    the state stepscope's engine reaches; a replay from the last one is identical."""
+    with open_trace(served) as trace:
+        steps = checkpoint_steps(trace)
+    assert len(steps) > 2, steps
+    assert_checkpoints_hold(served)
+    result = stepscope("replay", str(served), "--from-step", str(steps[-1]))
+    assert result.stdout.startswith("identical"), result.stdout[:3000] + result.stderr[-2000:]

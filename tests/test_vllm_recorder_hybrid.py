@@ -7,8 +7,9 @@ KV cache group per entry, recorded by `stepscope.tracer.vllm`, under both suppor
 versions: 0.33.0 (`vllm`) and 0.32.0 (`vllm_live`), which decide them alike. Such an engine
 is no longer outside the subset: the trace must be row for row what stepscope's engine
 records for the same workload (every group's block ids, the groups in the config), and
-replay exactly through either engine. Groups of a spec the engine does not model stay
-flagged.
+replay exactly through either engine; its checkpoints (and a recording folder's segments)
+hold every group's state as the engine reaches it, and replays start from them. Groups of a
+spec the engine does not model stay flagged.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import SHARED_CONFORMANCE, TESTS
+from checkpoint_checks import assert_checkpoints_hold
+from conftest import SHARED_CONFORMANCE
 from stepscope.engine import EngineConfig
 from stepscope.engine.kv_cache_groups import AttentionType, KVCacheGroupSpec
 from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.replay.exact import replay_exact
 from stepscope.schema import open_trace
+from stepscope.schema.recording_layout import scan
 from stepscope.tracer.vllm.attach.convert import kv_cache_groups
 from stepscope.tracer.vllm.attach.subset import kv_cache_groups_outside_subset
 from vllm_env import VllmPython, assert_records_as_the_engine_does
@@ -106,15 +109,64 @@ def test_hybrid_traces_replay_identically_through_vllm(recorded: Recorded) -> No
     assert outcomes == dict.fromkeys(traces, "identical")
 
 
+CHECKPOINT_EVERY = 2
+
+
+@pytest.fixture(scope="module", params=list(VERSIONS))
+def checkpointed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Recorded:
+    """Every hybrid scenario recorded by one vLLM version with a checkpoint every 2 steps."""
+    vllm: VllmPython = request.getfixturevalue(VERSIONS[request.param])
+    out = tmp_path_factory.mktemp(f"vllm-hybrid-checkpoints-{request.param}")
+    env = {"STEPSCOPE_TRACE_CHECKPOINT": f"{CHECKPOINT_EVERY}steps"}
+    vllm.record(out, SCENARIOS, {"vllm_version": request.param}, env=env)
+    return Recorded(vllm, request.param, out)
+
+
 @pytest.mark.slow
-def test_a_hybrid_recording_takes_no_checkpoints(vllm: VllmPython, tmp_path: Path) -> None:
-    """The vLLM recorder reads one KV cache group's state (stepscope's engine takes them)."""
-    vllm.record(tmp_path, SCENARIOS[:1], {}, env={"STEPSCOPE_TRACE_CHECKPOINT": "2steps"})
-    trace_path = tmp_path / f"{SCENARIOS[0].stem}.duckdb"
+@pytest.mark.parametrize("workload", SCENARIOS, ids=lambda p: p.stem)
+def test_each_hybrid_checkpoint_is_the_state_the_engine_reaches(
+    checkpointed: Recorded, workload: Path
+) -> None:
+    """Every group's tables (null entries as 0), the group-keyed hashes and each request's
+    junction, read from vLLM's live state, equal what stepscope's engine holds there."""
+    trace_path = checkpointed.trace(workload)
     with open_trace(trace_path) as trace:
-        assert trace.num_steps > 2
-        assert checkpoint_steps(trace) == []
-    assert replay_exact(trace_path).divergence is None
+        assert trace.meta["outside_subset"] == ""
+        expected = list(range(CHECKPOINT_EVERY, trace.num_steps, CHECKPOINT_EVERY))
+        assert checkpoint_steps(trace) == expected
+    assert_checkpoints_hold(trace_path)
+
+
+@pytest.mark.slow
+def test_a_replay_from_a_hybrid_vllm_checkpoint_is_identical(checkpointed: Recorded) -> None:
+    for workload in SCENARIOS:
+        trace_path = checkpointed.trace(workload)
+        with open_trace(trace_path) as trace:
+            steps = checkpoint_steps(trace)
+        for step in {steps[len(steps) // 2], steps[-1]}:
+            result = checkpointed.vllm.stepscope(
+                "replay", str(trace_path), "--from-step", str(step)
+            )
+            assert result.stdout.startswith("identical"), (workload.stem, step, result.stdout)
+
+
+@pytest.mark.slow
+def test_a_segmented_hybrid_recording_replays_from_every_segment(
+    vllm: VllmPython, tmp_path: Path
+) -> None:
+    """Each segment opens with a checkpoint of every group, taken from vLLM's live state."""
+    vllm.record(tmp_path, SCENARIOS, {}, env={"STEPSCOPE_TRACE_SEGMENT": "3steps"})
+    for workload in SCENARIOS:
+        folder = tmp_path / workload.stem
+        segments = scan(folder)
+        with open_trace(folder) as trace:
+            assert [s.first_step for s in segments] == list(range(0, trace.num_steps, 3))
+        assert_checkpoints_hold(folder)
+        last = str(segments[-1].first_step)
+        result = vllm.stepscope("replay", str(folder), "--from-step", last)
+        assert result.stdout.startswith("identical"), (workload.stem, result.stdout)
 
 
 # ----- which groups are in the subset (no vLLM needed: specs are told by class name) -----
@@ -181,26 +233,3 @@ def test_a_group_with_a_block_size_of_its_own_is_outside_the_subset() -> None:
     )
     reasons = kv_cache_groups_outside_subset(scheduler, config)
     assert reasons == {"KV cache group block size 8 (the scheduler's: 4)"}
-
-
-@pytest.mark.slow
-def test_a_segmented_hybrid_recording_is_refused_in_one_line(
-    vllm: VllmPython, tmp_path: Path
-) -> None:
-    """A segment opens with a checkpoint, which this recorder does not take of a hybrid run:
-    one line in the engine's log, and the engine runs unrecorded."""
-    folder = tmp_path / "rec"
-    env = {"STEPSCOPE_TRACE": str(folder), "STEPSCOPE_TRACE_SEGMENT": "3steps"}
-    result = vllm.run(
-        [
-            str(TESTS / "vllm_harness.py"),
-            "settings",
-            str(SCENARIOS[0]),
-            "stepscope.tracer.vllm.RecordingScheduler",
-        ],
-        env=env,
-    )
-    assert json.loads(result.stdout.splitlines()[-1])["recording"] is False
-    (line,) = [line for line in result.stderr.splitlines() if "kv_cache_groups" in line]
-    assert "not recording this engine: kv_cache_groups: a recording folder cannot hold" in line
-    assert not folder.exists()

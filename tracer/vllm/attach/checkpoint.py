@@ -18,11 +18,15 @@ the checkpoint on the recorder's builder thread. The mapping, field by field:
   is its entries sorted by `Request.__lt__`'s key;
 * `finished_req_ids` and `prev_step_scheduled_req_ids` are vLLM's sets of those
   names, `preempted_req_ids` is `reset_preempted_req_ids`;
-* KV cache group 0 (the only one in the subset): each block's `ref_cnt`, and its
-  hash, vLLM's `BlockHashWithGroupId` with the 4-byte group id cut off; the free
-  queue walked along `next_free_block` from its fake head; the prefix-cache index
-  (`cached_block_hash_to_block`) in its dict's order; each request's block table from
-  `req_to_blocks` and `num_cached_block`;
+* the block pool: each block's `ref_cnt` (the null block's taken as 0), and its hash,
+  vLLM's `BlockHashWithGroupId` (with one full-attention group the 4-byte group id cut
+  off: stepscope's engine keys a lone group's blocks by the hash alone; with hybrid
+  groups, whole, as the engine keys them); the free queue walked along
+  `next_free_block` from its fake head; the prefix-cache index
+  (`cached_block_hash_to_block`) in its dict's order;
+* each request's block table and `num_cached_block` in every KV cache group (the
+  coordinator's `single_type_managers`, a window's null entries as block 0), and
+  `shared_prefix_boundary`, the junction a hybrid admission pinned;
 * under async scheduling, the batch in `EngineCore`'s batch queue as the recording
   knows it: its `SchedulerOutput` at snapshot time, its sampled tokens once its
   output is processed (`PendingSnapshot`);
@@ -70,6 +74,7 @@ _num_preemptions = attrgetter("num_preemptions")
 _is_prefill_chunk = attrgetter("is_prefill_chunk")
 _spec_token_ids = attrgetter("spec_token_ids")
 _structured_output_request = attrgetter("structured_output_request")
+_shared_prefix_boundary = attrgetter("shared_prefix_boundary")
 _heap_key = attrgetter("priority", "arrival_time", "request_id")
 _block_id = attrgetter("block_id")
 _ref_cnt = attrgetter("ref_cnt")
@@ -105,9 +110,12 @@ class RequestColumns:
     is_prefill_chunk: tuple[bool, ...]
     spec_token_ids: tuple[tuple[int, ...], ...]
     is_grammar_ready: tuple[bool | None, ...]
-    blocks: tuple[tuple[Any, ...], ...]
-    """Each request's block table: vLLM's block objects, whose `block_id` never changes."""
-    num_cached_blocks: tuple[int, ...]
+    blocks: tuple[tuple[tuple[Any, ...], ...], ...]
+    """By KV cache group, each request's block table: vLLM's block objects, whose
+    `block_id` never changes."""
+    num_cached_blocks: tuple[tuple[int, ...], ...]
+    """By KV cache group, each request's `num_cached_block`."""
+    shared_prefix_boundaries: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +129,8 @@ class PoolColumns:
     first_free_block: Any
     num_free_blocks: int
     cached_block_ids: tuple[int, ...]
+    keyed_by_group: bool
+    """The checkpoint keeps vLLM's keys whole (the engine's coordinator keys them so)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,18 +194,22 @@ class VllmSnapshot:
 # ----- the engine thread: copies only ------------------------------------------
 
 
-def take_snapshot(scheduler: Any, step: int, pending: PendingSnapshot | None) -> VllmSnapshot:
-    """Copy what a checkpoint of `scheduler` at the start of `step` needs."""
-    manager = scheduler.kv_cache_manager.coordinator.single_type_managers[0]
+def take_snapshot(
+    scheduler: Any, step: int, pending: PendingSnapshot | None, *, keyed_by_group: bool
+) -> VllmSnapshot:
+    """Copy what a checkpoint of `scheduler` at the start of `step` needs (`keyed_by_group`:
+    the engine runs its KV cache groups through a coordinator, which keys cached blocks with
+    their group id as vLLM does; else one full-attention group, keyed by the hash alone)."""
+    managers = scheduler.kv_cache_manager.coordinator.single_type_managers
     return VllmSnapshot(
         step=step,
-        requests=_request_columns(tuple(scheduler.requests.values()), manager),
+        requests=_request_columns(tuple(scheduler.requests.values()), managers),
         running=tuple(map(_request_id, scheduler.running)),
         waiting=(_queue_snapshot(scheduler.kv_holding_waiting), _queue_snapshot(scheduler.waiting)),
         finished_req_ids=tuple(scheduler.finished_req_ids),
         preempted_req_ids=tuple(scheduler.reset_preempted_req_ids),
         prev_step_scheduled_req_ids=tuple(scheduler.prev_step_scheduled_req_ids),
-        pool=_pool_columns(scheduler.kv_cache_manager.block_pool),
+        pool=_pool_columns(scheduler.kv_cache_manager.block_pool, keyed_by_group=keyed_by_group),
         pending=pending,
         cadence=_cadence(scheduler),
     )
@@ -214,7 +228,7 @@ def _cadence(scheduler: Any) -> CadenceCheckpoint | None:
     )
 
 
-def _request_columns(requests: tuple[Any, ...], manager: Any) -> RequestColumns:
+def _request_columns(requests: tuple[Any, ...], managers: Sequence[Any]) -> RequestColumns:
     request_ids = tuple(map(_request_id, requests))
     return RequestColumns(
         request_ids=request_ids,
@@ -228,8 +242,14 @@ def _request_columns(requests: tuple[Any, ...], manager: Any) -> RequestColumns:
         is_prefill_chunk=tuple(map(_is_prefill_chunk, requests)),
         spec_token_ids=tuple(map(tuple, map(_spec_token_ids, requests))),
         is_grammar_ready=tuple(map(_grammar_ready, map(_structured_output_request, requests))),
-        blocks=tuple(map(tuple, map(manager.req_to_blocks.get, request_ids, repeat(())))),
-        num_cached_blocks=tuple(map(manager.num_cached_block.get, request_ids, repeat(0))),
+        blocks=tuple(
+            tuple(map(tuple, map(manager.req_to_blocks.get, request_ids, repeat(()))))
+            for manager in managers
+        ),
+        num_cached_blocks=tuple(
+            tuple(map(manager.num_cached_block.get, request_ids, repeat(0))) for manager in managers
+        ),
+        shared_prefix_boundaries=tuple(map(_shared_prefix_boundary, requests)),
     )
 
 
@@ -247,7 +267,7 @@ def _queue_snapshot(queue: Any) -> QueueSnapshot:
     return QueueSnapshot(tuple(map(_heap_key, heap)), is_heap=True)
 
 
-def _pool_columns(pool: Any) -> PoolColumns:
+def _pool_columns(pool: Any, *, keyed_by_group: bool) -> PoolColumns:
     blocks = pool.blocks
     free_block_queue = pool.free_block_queue
     return PoolColumns(
@@ -257,6 +277,7 @@ def _pool_columns(pool: Any) -> PoolColumns:
         first_free_block=free_block_queue.fake_free_list_head.next_free_block,
         num_free_blocks=free_block_queue.num_free_blocks,
         cached_block_ids=_cached_block_ids(pool.cached_block_hash_to_block._cache),
+        keyed_by_group=keyed_by_group,
     )
 
 
@@ -299,8 +320,11 @@ def _request_checkpoints(snapshot: VllmSnapshot) -> tuple[RequestCheckpoint, ...
             is_prefill_chunk=columns.is_prefill_chunk[i],
             spec_token_ids=columns.spec_token_ids[i],
             is_grammar_ready=columns.is_grammar_ready[i],
-            block_ids=tuple(map(_block_id, columns.blocks[i])),
-            num_cached_blocks=columns.num_cached_blocks[i],
+            block_ids=tuple(map(_block_id, columns.blocks[0][i])),
+            num_cached_blocks=columns.num_cached_blocks[0][i],
+            group_block_ids=tuple(tuple(map(_block_id, group[i])) for group in columns.blocks[1:]),
+            group_num_cached_blocks=tuple(group[i] for group in columns.num_cached_blocks[1:]),
+            shared_prefix_boundary=columns.shared_prefix_boundaries[i],
         )
         for i, request_id in enumerate(columns.request_ids)
     )
@@ -315,11 +339,14 @@ def _queue_position(request_id: str, running: dict[str, int], waiting: dict[str,
 
 
 def _block_pool_checkpoint(pool: PoolColumns) -> BlockPoolCheckpoint:
+    block_hashes = pool.block_hashes
+    if not pool.keyed_by_group:
+        block_hashes = tuple(None if key is None else key[:-GROUP_ID_BYTES] for key in block_hashes)
     return BlockPoolCheckpoint(
-        ref_cnts=pool.ref_cnts,
-        block_hashes=tuple(
-            None if key is None else key[:-GROUP_ID_BYTES] for key in pool.block_hashes
-        ),
+        # The null block's count is 0: vLLM 0.32 takes a reference off it for every freed
+        # window entry (0.33 does not), and no decision reads it.
+        ref_cnts=(0, *pool.ref_cnts[1:]),
+        block_hashes=block_hashes,
         free_block_ids=_free_block_ids(pool),
         cached_block_ids=pool.cached_block_ids,
     )

@@ -9,8 +9,8 @@ holds checkpoints only at steps it holds.
 
 A segmented recording opens each segment with a checkpoint, taken when the segment is
 due, or when the recorder has caught up after dropping steps (it resumes there); where
-no checkpoint can be taken (a redacted recording, several KV cache groups) the segment
-opens without one."""
+no checkpoint can be taken (a redacted recording, KV cache groups the engine does not
+model) the segment opens without one."""
 
 from __future__ import annotations
 
@@ -56,9 +56,12 @@ class VllmCheckpointer:
         segments: SegmentEvery | None = None,
         *,
         can_checkpoint: bool = True,
+        keyed_by_group: bool = False,
         on_segment_open: Callable[[], None] = lambda: None,
     ) -> None:
         self.scheduler = scheduler
+        self.keyed_by_group = keyed_by_group
+        """Hybrid KV cache groups: cached blocks keep vLLM's group-keyed hashes."""
         self.on_segment_open = on_segment_open
         """Called on the engine thread when a segment opens (the session forgets old ids)."""
         self.recorder = recorder
@@ -117,7 +120,7 @@ class VllmCheckpointer:
         for iteration in in_flight.values():
             assert iteration.batch is not None
             pending = PendingSnapshot.of(iteration.step, iteration.batch.output)
-        snapshot = take_snapshot(self.scheduler, step, pending)
+        snapshot = take_snapshot(self.scheduler, step, pending, keyed_by_group=self.keyed_by_group)
         take_ns = time.perf_counter_ns() - started
         if pending is None:
             self.complete.append(_Complete(step, snapshot.checkpoint, take_ns, opens_segment))

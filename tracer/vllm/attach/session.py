@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.engine import (
-    EngineConfig,
     EngineCoreOutput,
     EngineStep,
     ModelRunnerOutput,
@@ -45,7 +44,6 @@ from stepscope.engine import (
     StepRecord,
     Workload,
 )
-from stepscope.engine.errors import InputError
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.background import BackgroundRecorder, RecorderStalled
 from stepscope.tracer.recorder import TraceRecorder
@@ -60,7 +58,7 @@ from .grammar_readiness import request_outside_subset as structured_output_outsi
 from .held_blocks import held_blocks_counter
 from .iterations import Batch, Iteration, QueueState
 from .schedule_facts import applies_prefill_cadence, prefill_held, schedule_end, schedule_start
-from .subset import outside_subset, request_outside_subset
+from .subset import kv_cache_groups_outside_subset, outside_subset, request_outside_subset
 
 logger = logging.getLogger("stepscope.tracer.vllm")
 
@@ -74,13 +72,6 @@ def _drafts_follow_update(scheduler: Any) -> bool:
     if scheduler.vllm_config.speculative_config is None:
         return False
     return not scheduler.scheduler_config.async_scheduling
-
-
-def _one_kv_cache_group(scheduler: Any, config: EngineConfig) -> bool:
-    """One full-attention group: the state this recorder reads into a checkpoint (it takes
-    none of a hybrid run, whose other groups' tables it does not read)."""
-    groups = scheduler.kv_cache_config.kv_cache_groups
-    return len(groups) == 1 and config.kv_cache_groups is None
 
 
 class VllmRecording:
@@ -98,12 +89,6 @@ class VllmRecording:
         segments = settings.segments(scheduler.vllm_config)
         backlog_steps = settings.backlog_steps(scheduler.vllm_config)
         config = convert.engine_config(scheduler)
-        if segments is not None and not _one_kv_cache_group(scheduler, config):
-            raise InputError(
-                "kv_cache_groups: a recording folder cannot hold a hybrid model's KV cache "
-                "groups (each segment opens with a checkpoint, and a checkpoint of vLLM's "
-                "state holds one group); record without --segment"
-            )
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
         self.planned = {spec.request_id: spec for spec in workload.requests}
@@ -120,7 +105,8 @@ class VllmRecording:
         )
         if backlog_steps is not None:
             self.recorder.backlog_steps = backlog_steps
-        can_checkpoint = redactor is None and _one_kv_cache_group(scheduler, config)
+        # A checkpoint holds KV cache groups the engine models (and block hashes of real tokens).
+        can_checkpoint = redactor is None and not kv_cache_groups_outside_subset(scheduler, config)
         self.checkpointer = (
             VllmCheckpointer(
                 scheduler,
@@ -128,13 +114,14 @@ class VllmRecording:
                 interval,
                 None if segments is None else segments.every,
                 can_checkpoint=can_checkpoint,
+                keyed_by_group=config.kv_cache_groups is not None,
                 on_segment_open=self._forget_finished_ids,
             )
             if segments is not None or (interval is not None and can_checkpoint)
             else None
         )
-        """None: no checkpoints (turned off, a redacted recording, or hybrid KV cache groups)
-        and one file; a segmented recording always has one (it opens segments)."""
+        """None: no checkpoints (turned off, a redacted recording, or KV cache groups the engine
+        does not model) and one file; a segmented recording always has one (it opens segments)."""
         self.async_scheduling = config.async_scheduling
         self.kv_cache_groups = config.kv_cache_groups
         self.drafts_follow_update = _drafts_follow_update(scheduler)
