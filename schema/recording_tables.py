@@ -2,7 +2,8 @@
 
 DuckDB reads the files itself (`read_parquet`), and `logical_select` casts each column to
 the schema's type (enums are stored as text, token ids in 4 bytes or 8); a table no
-segment holds a file of has no rows. `_requests` is one row
+segment holds a file of has no rows, and in a recording of an older version a column its
+files lack reads as its "off" value, as in an older trace file. `_requests` is one row
 per request with its last abort (`recording_requests.sql`), `_meta` the trace's facts
 read at open (`recording_meta`), `_config` one segment's (every segment holds the same).
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .ddl import logical_tables, table_specs
 from .member_tables import literal
@@ -31,7 +33,7 @@ from .recording_meta import SegmentFacts, read_recording_meta
 from .recording_paths import readable_folder, refuse_links
 from .sql_files import query
 from .trace_error import TraceError
-from .version import SCHEMA_VERSION
+from .version import RECORDING_VERSIONS, SCHEMA_VERSION
 
 _META = pa.schema([("key", pa.string()), ("value", pa.string())])
 
@@ -72,16 +74,21 @@ def recorded_tables(
     if not any(segment.files("_steps") for segment in segments):
         raise TraceError(f"{given}: a recording with no step in it yet; try again in a moment")
     read = read_recording_meta(con, segments)
-    _check_version(given, read.meta)
+    current = _check_version(given, read.meta)
     unify = read.meta.get("redacted") != "false"
-    create_views(con, schema, _request_views(segments, unify=unify))
+    create_views(con, schema, _request_views(segments, unify=unify, current=current))
     meta = pa.table({"key": list(read.meta), "value": list(read.meta.values())}, _META)
     con.from_arrow(meta).create(f"{schema}.meta")  # a table: every cursor reads it
-    tables = {table: _select(schema, table, segments, unify=unify) for table in logical_tables()}
+    tables = {
+        table: _select(schema, table, segments, unify=unify, current=current)
+        for table in logical_tables()
+    }
     return Recording(folder, manifest, read.segments), read.meta, tables
 
 
-def _select(schema: str, table: str, segments: Sequence[Segment], *, unify: bool) -> str:
+def _select(
+    schema: str, table: str, segments: Sequence[Segment], *, unify: bool, current: bool
+) -> str:
     """The logical table's SELECT: from the recording's views of it, or its files."""
     if table == "_meta":
         return logical_select(table, ("key", "value"), f"{schema}.meta", cast=True)
@@ -92,23 +99,42 @@ def _select(schema: str, table: str, segments: Sequence[Segment], *, unify: bool
         files = files[:1]
     if not files:
         return logical_select(table, (), None, cast=True)
-    return _all_columns(table, read_parquet(files, unify=unify))
+    have = _stored_columns(table, files, current=current)
+    return logical_select(table, have, read_parquet(files, unify=unify), cast=True)
 
 
 def _all_columns(table: str, source: str) -> str:
-    """`table` from `source`, holding every column of today's schema (a recording's files
-    are of today's version, the one that has recordings), each cast to its type."""
+    """`table` from `source`, which holds every column of today's schema, each cast to its
+    type."""
+    return logical_select(table, _todays_columns(table), source, cast=True)
+
+
+def _todays_columns(table: str) -> list[str]:
     (spec,) = (spec for spec in table_specs() if spec.name == table)
-    return logical_select(table, [column[0] for column in spec.columns], source, cast=True)
+    return [column[0] for column in spec.columns]
 
 
-def _request_views(segments: Sequence[Segment], *, unify: bool) -> dict[str, str]:
+def _stored_columns(table: str, files: Sequence[str], *, current: bool) -> Sequence[str]:
+    """The columns `table`'s files hold: today's, or in an older recording its first file's
+    (one recording is of one version; a column a later version added reads as "off")."""
+    if current:
+        return _todays_columns(table)
+    names: list[str] = pq.read_schema(files[0]).names
+    return names
+
+
+def _request_views(segments: Sequence[Segment], *, unify: bool, current: bool) -> dict[str, str]:
     """`requests`, one row per request (`recording_requests.sql`), and the views of the
     stored requests and aborts it reads."""
     files = _files(segments, "_requests")
     aborts = _files(segments, REQUEST_ABORTS)
     return {
-        "stored_requests": _all_columns("_requests", read_parquet(files, unify=unify))
+        "stored_requests": logical_select(
+            "_requests",
+            _stored_columns("_requests", files, current=current),
+            read_parquet(files, unify=unify),
+            cast=True,
+        )
         if files
         else logical_select("_requests", (), None, cast=True),
         "request_aborts": _every_row(aborts)
@@ -145,13 +171,16 @@ def read_parquet(files: Sequence[str], *, unify: bool, numbered: bool = False) -
     return f"read_parquet([{listed}], {options})"
 
 
-def _check_version(given: Path, meta: dict[str, str]) -> None:
+def _check_version(given: Path, meta: dict[str, str]) -> bool:
+    """Refuse a version this stepscope cannot read; whether it is today's."""
     version = meta.get("schema_version", "")
     if not version.isdigit():
         raise TraceError(f"{given}: a recording without a schema_version in its meta")
-    if int(version) != SCHEMA_VERSION:
+    if int(version) not in RECORDING_VERSIONS:
         newer = int(version) > SCHEMA_VERSION
         raise TraceError(
             f"{given}: a recording of trace schema version {version}; this stepscope reads "
-            f"recordings of version {SCHEMA_VERSION}" + ("; upgrade stepscope" if newer else "")
+            f"recordings of versions {min(RECORDING_VERSIONS)} to {SCHEMA_VERSION}"
+            + ("; upgrade stepscope" if newer else "")
         )
+    return int(version) == SCHEMA_VERSION

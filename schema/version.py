@@ -46,6 +46,9 @@ SCHEMA_VERSION = 12
 
 SUPPORTED_VERSIONS = frozenset({2, 3, 4, 5, 6, 7, 8, 9, 10, 11, SCHEMA_VERSION})
 
+RECORDING_VERSIONS = frozenset(range(8, SCHEMA_VERSION + 1))
+"""The versions a recording folder can be of: folders came with version 8."""
+
 TABLES_ADDED = {
     "_spec_decode": 4,
     "_checkpoints": 6,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from recordings import recording
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
+from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import (
     EXPIRED,
@@ -507,3 +511,68 @@ def test_a_malformed_segment_option_is_one_line_and_writes_nothing(
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def _as_schema_11(folder: Path) -> None:
+    """Rewrite a recording folder as schema 11 wrote it: no hybrid checkpoint columns."""
+    for path in files(folder, "_checkpoint_requests"):
+        table = pq.read_table(path)
+        path.chmod(0o644)
+        pq.write_table(
+            table.drop_columns(
+                ["group_block_ids", "group_num_cached_blocks", "shared_prefix_boundary"]
+            ),
+            path,
+        )
+    for path in files(folder, "_meta"):
+        table = pq.read_table(path).to_pylist()
+        path.chmod(0o644)
+        for row in table:
+            if row["key"] == "schema_version":
+                row["value"] = "11"
+        pq.write_table(pa.Table.from_pylist(table), path)
+
+
+def test_a_recording_of_an_older_schema_reads_and_replays_from_its_checkpoints(
+    folder: Path, tmp_path: Path
+) -> None:
+    """A flight recorder's folder from before an upgrade stays readable: the columns a
+    later version added read as "off" (here: one KV cache group)."""
+    older = tmp_path / "recording"
+    shutil.copytree(folder, older)
+    _as_schema_11(older)
+    with open_trace(older) as trace, open_trace(folder) as today:
+        assert trace.schema_version == 11
+        assert trace.num_steps == today.num_steps
+        steps = checkpoint_steps(trace)
+        assert steps == checkpoint_steps(today)
+        held = read_checkpoint(trace, steps[-1])
+        assert held == read_checkpoint(today, steps[-1])
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "replay", str(older), "--from-step", str(steps[-1])],
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout.startswith("identical"), result.stdout + result.stderr
+
+
+def test_a_recording_older_than_recording_folders_is_refused_in_one_line(
+    folder: Path, tmp_path: Path
+) -> None:
+    older = tmp_path / "recording"
+    shutil.copytree(folder, older)
+    for path in files(older, "_meta"):
+        rows_ = pq.read_table(path).to_pylist()
+        path.chmod(0o644)
+        pq.write_table(
+            pa.Table.from_pylist(
+                [{**row, "value": "7"} if row["key"] == "schema_version" else row for row in rows_]
+            ),
+            path,
+        )
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "info", str(older)], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "schema version 7; this stepscope reads recordings of versions 8 to" in result.stderr
