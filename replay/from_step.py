@@ -249,8 +249,6 @@ def _no_checkpoints(trace: Trace) -> str:
         why = "it was recorded before checkpoints existed (schema < 6)"
     elif trace.config.get("kv_cache_groups") is not None and trace.schema_version < 12:
         why = "a run with hybrid KV cache groups took none before schema 12"
-    elif trace.config.get("kv_cache_groups") is not None and trace.meta.get("engine") == "vllm":
-        why = "the vLLM recorder takes none of a run with hybrid KV cache groups"
     else:
         why = "it was recorded with --checkpoint-every 0, redacted, or ran too few steps"
     return f"{trace.path}: no checkpoints ({why}); replay it from step 0, without --from-step"
