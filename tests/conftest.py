@@ -27,6 +27,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_SUITES, "stepscope-suites")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked live is slow too: `-m 'not slow'` never starts a real engine."""
+    for item in items:
+        if item.get_closest_marker("live") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if hasattr(terminalreporter.config, "workerinput"):
         return  # a pytest-xdist worker: its controller tallies every worker's reports

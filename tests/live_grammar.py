@@ -108,6 +108,7 @@ def main() -> None:
         enable_prefix_caching=True,
         dtype="bfloat16",
         seed=0,
+        enforce_eager=True,
     )
     engine = LLMEngine.from_engine_args(engine_args)
     rng = random.Random(0)

@@ -51,6 +51,7 @@ def main() -> None:
         gpu_memory_utilization=0.2,
         seed=0,
         async_scheduling=args.async_scheduling,
+        enforce_eager=True,  # the scheduler decides the same; no torch.compile warm-up
     )
     rng = random.Random(0)
     prefixes = [

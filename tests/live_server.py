@@ -72,8 +72,14 @@ class LiveServer:
         *,
         async_scheduling: bool = False,
         settings: Mapping[str, str] | None = None,
+        compiled: bool = False,
     ) -> LiveServer:
-        """`settings`: more of the engine's environment (`STEPSCOPE_TRACE_CHECKPOINT`, say)."""
+        """`settings`: more of the engine's environment (`STEPSCOPE_TRACE_CHECKPOINT`, say).
+
+        A server runs eager unless `compiled`: the scheduler it records is the same either
+        way, and torch.compile's warm-up is most of a CPU server's start. The main server
+        test and the flight recorder's run compiled, as a stock server does.
+        """
         port = free_port()
         args = [
             str(vllm_live.python), "-m", "vllm.entrypoints.openai.api_server",
@@ -81,6 +87,8 @@ class LiveServer:
             *SERVER_FLAGS, "--scheduler-cls", scheduler_cls, *flags,
         ]  # fmt: skip
         path = [str(vllm_live.site)]
+        if not compiled:
+            args.append("--enforce-eager")
         if async_scheduling:
             args.append("--async-scheduling")
             path.insert(0, str(ASYNC_ON_CPU))

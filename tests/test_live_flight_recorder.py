@@ -36,7 +36,7 @@ from stepscope.tui.widgets.step_table import StepTable
 from textual.pilot import Pilot
 from tui_support import settle, until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 PACED_PROMPTS = 240
 PACED_RATE = 4.0
@@ -133,6 +133,7 @@ def flown(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFac
         ["--scheduling-policy", "priority"],
         log_dir=base,
         async_scheduling=True,
+        compiled=True,
         settings=SETTINGS,
     )
     snapshot = base / "incident.duckdb"

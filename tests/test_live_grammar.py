@@ -19,7 +19,7 @@ import pytest
 from conftest import TESTS
 from stepscope.schema import open_trace
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 SCRIPT = TESTS / "live_grammar.py"
 

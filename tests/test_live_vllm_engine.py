@@ -3,7 +3,8 @@
 `RecordingScheduler` runs synchronous (FCFS); `RecordingAsyncScheduler` runs with
 async scheduling on (priority), which vLLM's CPU platform would turn off: a
 test-only plugin (`live_plugin/`) keeps it on, and the CPU model runner handles
-the async output path, so `EngineCore` drives the batch queue as on a GPU.
+the async output path, so `EngineCore` drives the batch queue as on a GPU. Both take
+a checkpoint every few steps (`STEPSCOPE_TRACE_CHECKPOINT`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_checks import assert_checkpoints_hold
 from conftest import TESTS
 from live_server import ASYNC_ON_CPU
+from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
 from stepscope.schema import open_trace
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 OFFLINE = TESTS / "live_offline.py"
 CLASSES = {
@@ -30,6 +33,7 @@ CLASSES = {
         ("--priority", "--async-scheduling"),
     ),
 }
+CHECKPOINT_EVERY = 3
 
 
 @pytest.fixture(scope="module", params=sorted(CLASSES))
@@ -44,7 +48,7 @@ def recorded(
     path = os.pathsep.join([str(ASYNC_ON_CPU), str(vllm_live.site)])
     result = vllm_live.run(
         [str(OFFLINE), str(tiny_model), str(trace), scheduler_cls, *flags],
-        env={"PYTHONPATH": path},
+        env={"PYTHONPATH": path, "STEPSCOPE_TRACE_CHECKPOINT": f"{CHECKPOINT_EVERY}steps"},
     )
     (line,) = [line for line in result.stdout.splitlines() if line.startswith('{"sampled"')]
     assert json.loads(line)["sampled"] > 0
@@ -79,13 +83,32 @@ def test_the_pool_was_short(recorded: Path) -> None:
 
 
 def test_the_trace_replays_exactly(recorded: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "stepscope", "replay", str(recorded)],
+    result = replay(recorded)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("identical"), result.stdout[:3000]
+
+
+def test_its_checkpoints_are_the_state_the_engine_reaches(recorded: Path) -> None:
+    """Taken from the live scheduler (under async scheduling, with a batch in `EngineCore`'s
+    queue): each holds the state a replay from step 0 reaches, and a replay from the step
+    after the middle one is identical."""
+    with open_trace(recorded) as trace:
+        async_scheduling = trace.config["async_scheduling"]
+        num_steps, steps = trace.num_steps, checkpoint_steps(trace)
+        batches = [read_checkpoint(trace, step).pending_batch for step in steps]
+    assert steps == list(range(CHECKPOINT_EVERY, num_steps, CHECKPOINT_EVERY))
+    assert any(batch is not None for batch in batches) is async_scheduling
+    assert assert_checkpoints_hold(recorded) == len(steps)
+    result = replay(recorded, "--from-step", str(steps[len(steps) // 2] + 1))
+    assert result.stdout.startswith("identical"), result.stdout[:3000] + result.stderr[-3000:]
+
+
+def replay(trace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stepscope", "replay", str(trace), *args],
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("identical"), result.stdout[:3000]
 
 
 def test_the_trace_replays_exactly_through_vllms_scheduler(recorded: Path, vllm_live: Any) -> None:

@@ -21,7 +21,7 @@ import pytest
 from live_server import LiveServer, client
 from stepscope.schema import open_trace
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 FAILURE_LINE = "stepscope: recording failed"
 

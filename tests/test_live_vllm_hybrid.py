@@ -3,16 +3,15 @@
 Each tiny model (`tiny_hybrid_model`: Gemma-3-style sliding window, Llama-4-style chunked
 local) has a windowed layer and a full-attention layer, so vLLM's CPU engine runs its
 hybrid KV cache manager with two groups over one block pool. The live-engine tests'
-offline workload (`live_offline.py`) runs on each, recorded by `RecordingScheduler`, and
-on the sliding-window model once more with async scheduling and priorities (kept on by
-the test-only plugin, `live_plugin/`): prompts outlast the window, so the windowed group
-frees blocks while requests run, and the short pool preempts.
+offline workload (`live_offline.py`) runs on each, recorded by `RecordingScheduler`:
+prompts outlast the window, so the windowed group frees blocks while requests run, and the
+short pool preempts. The sliding-window model under async scheduling and priorities is
+`test_live_vllm_hybrid_server.py`'s.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,20 +19,11 @@ from typing import Any
 
 import pytest
 from conftest import TESTS
-from live_server import ASYNC_ON_CPU
 from stepscope.schema import open_trace
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 OFFLINE = TESTS / "live_offline.py"
-SYNC = ("stepscope.tracer.vllm.RecordingScheduler",)
-ASYNC = ("stepscope.tracer.vllm.RecordingAsyncScheduler", "--priority", "--async-scheduling")
-RUNS = {
-    "sliding_window": ("sliding_window", SYNC),
-    "sliding_window-async": ("sliding_window", ASYNC),
-    "chunked_local": ("chunked_local", SYNC),
-}
-"""Each recording: the model's windowed attention, the scheduler class and its flags."""
 WINDOW = 64
 """`tiny_hybrid_model.WINDOW` (that module needs torch, absent here)."""
 GROUPS = {
@@ -58,18 +48,18 @@ def models(vllm_live: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return {kind: folder / kind for kind in GROUPS}
 
 
-@pytest.fixture(scope="module", params=sorted(RUNS))
+@pytest.fixture(scope="module", params=sorted(GROUPS))
 def recorded(
     request: pytest.FixtureRequest,
     vllm_live: Any,
     models: dict[str, Path],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
-    kind, (scheduler_cls, *flags) = RUNS[request.param]
-    trace = tmp_path_factory.mktemp("live-hybrid") / f"{request.param}.duckdb"
+    kind = request.param
+    trace = tmp_path_factory.mktemp("live-hybrid") / f"{kind}.duckdb"
     result = vllm_live.run(
-        [str(OFFLINE), str(models[kind]), str(trace), scheduler_cls, *flags],
-        env={"PYTHONPATH": os.pathsep.join([str(ASYNC_ON_CPU), str(vllm_live.site)])},
+        [str(OFFLINE), str(models[kind]), str(trace), "stepscope.tracer.vllm.RecordingScheduler"],
+        env={"PYTHONPATH": str(vllm_live.site)},
     )
     (line,) = [line for line in result.stdout.splitlines() if line.startswith('{"sampled"')]
     assert json.loads(line)["sampled"] > 0
@@ -77,13 +67,12 @@ def recorded(
 
 
 def test_the_trace_holds_both_kv_cache_groups_and_is_in_the_subset(recorded: Path) -> None:
-    kind, (scheduler_cls, *_) = RUNS[recorded.stem]
     with open_trace(recorded) as trace:
         assert trace.meta["complete"] == "true"
         assert trace.meta["vllm_version"] == "0.32.0"
         assert trace.meta["outside_subset"] == ""
-        assert trace.config["kv_cache_groups"] == GROUPS[kind]
-        assert trace.config["async_scheduling"] is (scheduler_cls == ASYNC[0])
+        assert trace.config["kv_cache_groups"] == GROUPS[recorded.stem]
+        assert trace.config["async_scheduling"] is False
 
 
 def test_only_the_windowed_group_skips_blocks_outside_its_window(recorded: Path) -> None:

@@ -23,7 +23,7 @@ from live_server import LiveServer, bench_serve, client
 from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.schema import open_trace
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 BENCH_PROMPTS = 32
 CLIENT_REQUESTS = 24

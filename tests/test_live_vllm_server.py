@@ -36,7 +36,7 @@ from live_server import LiveServer, bench_serve, client
 from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.schema import open_trace
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 BENCH_PROMPTS = 64
 CLIENT_REQUESTS = 48
@@ -66,6 +66,7 @@ def served(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFa
         "stepscope.tracer.vllm.RecordingAsyncScheduler",
         ["--scheduling-policy", "priority"],
         async_scheduling=True,
+        compiled=True,
         settings={"STEPSCOPE_TRACE_CHECKPOINT": f"{CHECKPOINT_EVERY}steps"},
     )
     try:

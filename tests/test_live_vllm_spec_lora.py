@@ -28,7 +28,7 @@ from stepscope.tracer.vllm.drive.live_engine import (
 from stepscope.tracer.vllm.drive.tiny_lora import adapter_dir, make_adapter
 from test_cli import stepscope
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 EAGER = ("--engine-arg", "enforce_eager=true")
 NGRAM = ("--engine-arg", 'speculative_config={"prompt_lookup_min": 1, "prompt_lookup_max": 3}')

@@ -5,12 +5,12 @@ Workloads run through vLLM 0.33.0's real scheduler (scripted model, `driver.py`)
 `STEPSCOPE_TRACE_CHECKPOINT` set: the conformance cases sync and async, prefix caching
 with shared prompts and preemptions (the storm, under prefix caching), speculative
 decoding and LoRA (the features corpus) and grammar waits. Skipped without the venv.
+A real CPU engine's checkpoints: `test_live_vllm_engine.py`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from checkpoint_checks import assert_checkpoints_hold
 from conftest import REPO, SHARED_CONFORMANCE, TESTS
-from live_server import ASYNC_ON_CPU
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
 from stepscope.schema import open_trace
 from stepscope.tracer.vllm.attach.checkpoint_interval import CheckpointInterval
@@ -289,41 +288,3 @@ def test_a_redacted_recording_takes_no_checkpoints(vllm: VllmPython, tmp_path: P
         assert trace.meta["redacted"] == "true"
         assert trace.num_steps > EVERY
         assert checkpoint_steps(trace) == []
-
-
-# ----- a real engine --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_live_engines_checkpoints_are_the_state_the_engine_reaches(
-    vllm_live: VllmPython, tiny_model: Path, tmp_path: Path, mode: str
-) -> None:
-    """vLLM's offline `LLM` on a real CPU engine (priority, prefix caching, preemptions),
-    recorded with `STEPSCOPE_TRACE_CHECKPOINT`: its checkpoints (under async scheduling,
-    taken with a batch in `EngineCore`'s queue) hold the state a replay from step 0
-    reaches, and a replay from the step after the middle one is identical."""
-    trace_path = tmp_path / "live.duckdb"
-    async_scheduling = mode == "async"
-    path = [str(ASYNC_ON_CPU), str(vllm_live.site)]
-    vllm_live.run(
-        [
-            str(TESTS / "live_offline.py"),
-            str(tiny_model),
-            str(trace_path),
-            "stepscope.tracer.vllm.RecordingAsyncScheduler"
-            if async_scheduling
-            else "stepscope.tracer.vllm.RecordingScheduler",
-            "--priority",
-            *(["--async-scheduling"] if async_scheduling else []),
-        ],
-        env={"PYTHONPATH": os.pathsep.join(path), "STEPSCOPE_TRACE_CHECKPOINT": f"{EVERY}steps"},
-    )
-    with open_trace(trace_path) as trace:
-        assert trace.config["async_scheduling"] is async_scheduling
-        num_steps, steps = trace.num_steps, checkpoint_steps(trace)
-        batches = [read_checkpoint(trace, step).pending_batch for step in steps]
-    assert steps == _expected_steps(num_steps)
-    assert any(batch is not None for batch in batches) is async_scheduling
-    assert assert_checkpoints_hold(trace_path) == len(steps)
-    result = _replay_from(trace_path, steps[len(steps) // 2] + 1)
-    assert result.stdout.startswith("identical"), result.stdout[:3000] + result.stderr[-3000:]

@@ -27,7 +27,7 @@ from stepscope.tracer.vllm.drive.live_engine import (
 )
 from test_cli import stepscope
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.live
 
 EAGER = ("--engine-arg", "enforce_eager=true")
 """No torch.compile: an engine starts without compiling its graphs first, much sooner."""
