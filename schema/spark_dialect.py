@@ -5,7 +5,8 @@ sorted `collect_list` of structs (NULL over no rows, as `list`), `FILTER (cond)`
 `FILTER (WHERE cond)`, list literals to `array()`, `len` to `size`, `format('{}')` to
 `format_string('%s')`, `VARCHAR` to `STRING`, `t.* EXCLUDE (c)` to the table's other
 columns. A view that
-uses a construct with no rewrite (`ASOF JOIN`, `unnest`) is not offered to Spark.
+uses a construct with no rewrite (`ASOF JOIN`, `unnest`) is not offered to Spark, unless it
+has Spark text of its own (`spark_views`).
 """
 
 from __future__ import annotations

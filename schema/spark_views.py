@@ -18,7 +18,7 @@ from pathlib import Path
 from .ddl import logical_tables, table_specs
 from .parquet_export import export_meta, export_trace_names, read_manifest
 from .spark_dialect import spark_sql
-from .sql_files import strip_comments
+from .sql_files import names, query, strip_comments
 from .view_infos import views_in_order
 
 _CONSTRAINT = re.compile(r"\s+(PRIMARY KEY|NOT NULL|UNIQUE)\b.*$")
@@ -31,9 +31,20 @@ _SPARK_TYPES |= {
 }
 
 
+SPARK_FOLDER = "spark"
+"""Views written for Spark (`schema/spark/<view>.sql`) where no rewrite of the text reaches."""
+
+
 def spark_views(export: Path) -> dict[str, str | None]:
-    """Each view's Spark SQL (None: not offered to Spark), in creation order."""
-    return {info.name: spark_sql(strip_comments(info.sql)) for info in views_in_order()}
+    """Each view's Spark SQL (None: not offered to Spark), in creation order: its own Spark
+    text where it has one, else its DuckDB text rewritten."""
+    written = set(names(__package__, SPARK_FOLDER))
+    return {
+        info.name: query(__package__, info.name, SPARK_FOLDER)
+        if info.name in written
+        else spark_sql(strip_comments(info.sql))
+        for info in views_in_order()
+    }
 
 
 def spark_statements(export: Path, names: Sequence[str] | None = None) -> list[str]:

@@ -21,13 +21,15 @@ from stepscope.schema import logical_tables
 from stepscope.schema.spark_dialect import spark_sql
 from stepscope.schema.spark_views import spark_statements, spark_views
 from stepscope.schema.trace_set import open_traces
+from test_next_conformance import SHARED_NEXT
 from traces import case, record
 
 TESTS = Path(__file__).parent
 STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 SPEC = TESTS / "conformance_spec" / "54_spec_mismatch_rollback.json"
-NOT_IN_SPARK = {"kv_usage_by_group", "spec_acceptance", "why_preempted"}
-"""Views whose SQL has no rewrite for Spark (ASOF JOIN; unnest or generate_subscripts)."""
+NOT_IN_SPARK = {"spec_acceptance", "why_preempted"}
+"""Views whose SQL has no rewrite for Spark (ASOF JOIN; unnest) and no Spark text of its own."""
+HYBRID = SHARED_NEXT / "71_hybrid_sw_window_free.json"
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +50,7 @@ def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     record(case("03"), traces / "rank0.duckdb", meta={"dp_rank": "0", "dp_size": "2"})
     record(STORM, traces / "storm.duckdb", meta={"dp_rank": "1", "dp_size": "2"})
     record(SPEC, traces / "spec.duckdb")
+    record(HYBRID, traces / "hybrid.duckdb")
     for trace in sorted(traces.glob("*.duckdb")):
         write_export(trace, out)
     return out

@@ -1,7 +1,9 @@
 -- Every allocate_slots call in call order: what it asked, the free blocks around it, what it got.
 -- The CTEs are inlined (NOT MATERIALIZED) so that a filter on step reaches the table scans.
 WITH blocks AS NOT MATERIALIZED (
-    SELECT step, request_index, list(block_id ORDER BY slot) AS block_ids
+    -- Every KV cache group's new blocks, group by group (a hybrid model's slots restart at 0
+    -- in each group's table).
+    SELECT step, request_index, list(block_id ORDER BY kv_cache_group, slot) AS block_ids
     FROM _block_ids
     GROUP BY step, request_index
 ),
