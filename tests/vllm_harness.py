@@ -115,16 +115,16 @@ def failing(argv: list[str]) -> None:
     workload = _workload(path, knobs)
     scheduler, block_hasher = build_scheduler(workload)
     recording = attach_recording(scheduler, Path(out), planned=workload)
-    record_step = recording.recorder.record_step
+    record_step_of = recording.recorder.record_step_of
     calls = {"n": 0}
 
     def record_then_fail(*args: Any) -> None:
         calls["n"] += 1
         if calls["n"] > int(after):
             raise OSError("disk full (injected)")
-        record_step(*args)
+        record_step_of(*args)
 
-    recording.recorder.record_step = record_then_fail  # type: ignore[method-assign]
+    recording.recorder.record_step_of = record_then_fail  # type: ignore[method-assign]
     run = run_scripted(workload, scheduler, block_hasher, recording)
     recording.close()
     finished = sum(1 for r in scheduler.requests.values() if r.is_finished())
@@ -142,17 +142,21 @@ def held(argv: list[str]) -> None:
     workload = _workload(path, knobs)
     scheduler, block_hasher = build_scheduler(workload)
     recording = attach_recording(scheduler, Path(out), planned=workload)
-    record_step = recording.recorder.record_step
+    record_step_of = recording.recorder.record_step_of
     finishes: list[int] = []
 
-    def record_and_count(record: Any, *args: Any) -> None:
-        record_step(record, *args)
-        if record.step % 10 == 0:
+    def record_and_count(step: int, *args: Any) -> None:
+        record_step_of(step, *args)
+        if step % 10 == 0:
             finishes.append(sum(1 for obj in gc.get_objects() if type(obj) is RequestFinish))
 
-    recording.recorder.record_step = record_and_count  # type: ignore[method-assign]
+    recording.recorder.record_step_of = record_and_count  # type: ignore[method-assign]
     run_scripted(workload, scheduler, block_hasher, recording)
-    kept = {"sampling": sorted(recording.sampling), "admitted": sorted(recording.admitted)}
+    recording.recorder.wait()  # what the builder thread keeps, once it has caught up
+    kept = {
+        "sampling": sorted(recording.steps.sampling),
+        "admitted": sorted(recording.steps.admitted),
+    }
     unshipped = sorted(set(scheduler.finished_req_ids) | set(scheduler.requests))
     recording.close()
     print(

@@ -3,10 +3,12 @@ than make the engine wait.
 
 A live vLLM engine thread spends its time in `schedule()` and
 `update_from_output()`; turning a step into rows is as much work again. Here the
-engine thread only hands the step's frozen records, and the queue counts it read
-at that moment, to a builder thread that owns the `TraceRecorder`; the builder
-runs while the engine thread waits on the model. Calls reach the recorder in the
-order they were made, so the trace is the one the recorder would write inline.
+engine thread only hands the step's frozen records (or what the builder makes them
+from), and the queue counts it read at that moment, to a builder thread that owns the
+`TraceRecorder`; the builder runs while the engine thread waits on the model. Calls
+reach the recorder in the order they were made, so the trace is the one the recorder
+would write inline. They are handed over a step at a time: one wake-up of the builder
+per step, not one per call.
 
 When the builder falls `BACKLOG_STEPS` steps behind (a slow disk, a starved core),
 the engine thread stops handing steps over: the steps from there are dropped and
@@ -42,6 +44,9 @@ handing them over."""
 MAX_QUEUED_CALLS = 65_536
 """Calls of any kind queued at most: past it the builder is stuck (a disk that hangs), and
 the recording stops rather than hold the engine's arrivals without bound."""
+MAX_HELD_CALLS = 64
+"""Calls held back on the engine thread at most before they are handed over (between steps,
+arrivals would otherwise wait for the next step)."""
 
 
 class RecorderStalled(RuntimeError):
@@ -68,8 +73,9 @@ class QueueCounts:
         return self.num_free_blocks
 
 
-_Call = Callable[[], None]
+_Call = Callable[[], object]
 _STOP = None
+_Batch = list[_Call]
 
 
 class BackgroundRecorder:
@@ -91,7 +97,13 @@ class BackgroundRecorder:
         """The current `schedule()` call's decisions, appended to on the engine thread."""
         self.num_dropped_steps = 0
         """Steps not recorded because the builder had fallen behind."""
-        self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._held: _Batch = []
+        """Calls made since the last hand-over (the engine thread's)."""
+        self._calls_handed_over = 0
+        """Calls queued for the builder (written by the engine thread only)."""
+        self._calls_taken = 0
+        """Of those, calls the builder has taken (written by the builder only)."""
         self._caught_up = threading.Event()
         self._error: BaseException | None = None
         self._reported = False
@@ -112,10 +124,19 @@ class BackgroundRecorder:
         self._start = record
 
     def on_schedule_end(self, record: ScheduleEnd) -> None:
-        start, decisions, self.decisions = self._start, self.decisions, []
+        start = self._start
         assert start is not None, "on_schedule_start was not called"
-        if not self._dropping:
-            self._submit(lambda: self._schedule_call(start, decisions, record))
+        self.schedule_call_of(lambda: (start, record))
+
+    def schedule_call_of(self, make: Callable[[], tuple[ScheduleStart, ScheduleEnd]]) -> None:
+        """A `schedule()` call, with the decisions made since the last, whose start and end
+        the builder thread makes with `make`; `make` runs even while steps are dropped (it
+        may carry work of the builder's own that every call needs)."""
+        decisions, self.decisions = self.decisions, []
+        if self._dropping:
+            self._submit(make)
+        else:
+            self._submit(lambda: self._schedule_call(*make(), decisions))
 
     def register_request(self, spec: RequestSpec) -> None:
         self._submit(lambda: self.recorder.register_request(spec))
@@ -123,19 +144,38 @@ class BackgroundRecorder:
     def grammar_ready(self, request_id: str, step: int) -> None:
         self._submit(lambda: self.recorder.grammar_ready(request_id, step))
 
+    def defer(self, call: Callable[[], None]) -> None:
+        """Run `call` on the builder thread, after every call handed over before it."""
+        self._submit(call)
+
     def record_step(self, record: StepRecord, scheduler: QueueState) -> None:
-        if record.step < self._drop_before:
+        self.record_step_of(record.step, lambda: record, scheduler)
+
+    def record_step_of(
+        self, step: int, make_record: Callable[[], StepRecord], scheduler: QueueState
+    ) -> None:
+        """Record `step`, whose record the builder thread makes with `make_record`; hands
+        over every call made since the last step."""
+        try:
+            self._record_step_of(step, make_record, scheduler)
+        finally:
+            self._hand_over()
+
+    def _record_step_of(
+        self, step: int, make_record: Callable[[], StepRecord], scheduler: QueueState
+    ) -> None:
+        if step < self._drop_before:
             self.num_dropped_steps += 1
             return
         if self._steps_handed_over - self._steps_built >= self.backlog_steps:
             if not self.lossless:
-                self._start_gap(record.step)
+                self._start_gap(step)
                 return
             self.wait()
         counts = QueueCounts.read(scheduler)
         ended_at_ns = time.time_ns()
         self._steps_handed_over += 1
-        self._submit(lambda: self._build_step(record, counts, ended_at_ns))
+        self._submit(lambda: self._build_step(make_record, counts, ended_at_ns))
 
     def record_checkpoint(
         self,
@@ -178,6 +218,7 @@ class BackgroundRecorder:
 
     def mark(self, *, complete: bool, meta: Mapping[str, str] | None = None) -> None:
         self._submit(lambda: self.recorder.mark(complete=complete, meta=meta))
+        self._hand_over()
 
     def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Build what is queued, then close the trace (marked incomplete after a failure).
@@ -191,6 +232,7 @@ class BackgroundRecorder:
             return  # the builder is stuck: joining it would stop the engine too
         with signals_held():
             if self._thread.is_alive():
+                self._hand_over()
                 self._calls.put(_STOP)
                 self._thread.join()
             if self._error is not None and not self._reported:
@@ -213,32 +255,48 @@ class BackgroundRecorder:
         )
 
     def _schedule_call(
-        self, start: ScheduleStart, decisions: list[Decision], end: ScheduleEnd
+        self, start: ScheduleStart, end: ScheduleEnd, decisions: list[Decision]
     ) -> None:
         self.recorder.on_schedule_start(start)
         self.recorder.decisions = decisions
         self.recorder.on_schedule_end(end)
 
-    def _build_step(self, record: StepRecord, counts: QueueCounts, ended_at_ns: int) -> None:
+    def _build_step(
+        self, make_record: Callable[[], StepRecord], counts: QueueCounts, ended_at_ns: int
+    ) -> None:
         try:
-            self.recorder.record_step(record, counts, ended_at_ns)
+            self.recorder.record_step(make_record(), counts, ended_at_ns)
         finally:
             self._steps_built += 1
 
     def _submit(self, call: _Call) -> None:
+        """Queue `call` for the builder; it is handed over with the step's (or sooner, when
+        many are held)."""
         self._raise_if_failed()
-        calls = self._calls
-        if calls.qsize() >= MAX_QUEUED_CALLS:
+        held = self._held
+        held.append(call)
+        if len(held) >= MAX_HELD_CALLS:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Hand the calls held so far to the builder, waking it once."""
+        held = self._held
+        if not held:
+            return
+        if self._calls_handed_over - self._calls_taken >= MAX_QUEUED_CALLS:
             self._error = RecorderStalled(
                 f"the recorder's builder took none of {MAX_QUEUED_CALLS} queued calls"
             )
             self._raise_if_failed()
-        calls.put(call)
+        self._held = []
+        self._calls_handed_over += len(held)
+        self._calls.put(held)
 
     def wait(self) -> None:
         """Block until the builder has done what is queued (for tests and benchmarks)."""
         self._caught_up.clear()
-        self._calls.put(self._caught_up.set)
+        self._held.append(self._caught_up.set)
+        self._hand_over()
         self._caught_up.wait()
         self._raise_if_failed()
 
@@ -251,21 +309,25 @@ class BackgroundRecorder:
     def _run(self) -> None:
         while True:
             try:
-                call = self._calls.get(timeout=SEGMENT_FLUSH_INTERVAL_S)
+                calls = self._calls.get(timeout=SEGMENT_FLUSH_INTERVAL_S)
             except queue.Empty:
-                call = self.recorder.flush_if_stale
-            if call is _STOP:
+                calls = [self.recorder.flush_if_stale]
+            if calls is _STOP:
                 return
             try:
-                call()
+                for call in calls:
+                    call()
             except BaseException as error:
                 self._error = error
                 self._discard_rest()
                 return
+            finally:
+                self._calls_taken += len(calls)
 
     def _discard_rest(self) -> None:
         """After a failure, take calls without building, so the engine thread never waits."""
         self._caught_up.set()
-        while (call := self._calls.get()) is not _STOP:
-            if call == self._caught_up.set:
-                call()
+        while (calls := self._calls.get()) is not _STOP:
+            self._calls_taken += len(calls)
+            if self._caught_up.set in calls:
+                self._caught_up.set()

@@ -75,6 +75,8 @@ def number_decisions(engine_step: EngineStep, decisions: list[Decision], seq: Se
 
     Without a preemption there was no refused running call either, so the running
     pass is exactly the output's running rows, in order, followed by admission calls.
+    Such a step's running grants are listed first (stepscope's engine) or left out (a
+    vLLM recording, whose engine thread does not spend a record on each).
     """
     output = engine_step.scheduler_output
     cached = output.scheduled_cached_reqs
@@ -83,7 +85,8 @@ def number_decisions(engine_step: EngineStep, decisions: list[Decision], seq: Se
         first = seq.take(num_running)
         admissions: list[tuple[int, Decision]] = []
         skips: list[tuple[int, WaitingSkip]] = []
-        for decision in decisions[num_running:]:
+        listed = bool(decisions) and type(decisions[0]) is RunningGrant
+        for decision in decisions[num_running:] if listed else decisions:
             if type(decision) is WaitingSkip:
                 skips.append((seq.next(), decision))
             else:

@@ -9,6 +9,12 @@ order, as stepscope's own scheduler reports them. A refused call's numbers
 vLLM's check read. With hybrid KV cache groups the blocks a call needs are counted
 by vLLM's coordinator, over every group; the block ids and tables recorded are group 0's,
 as stepscope's engine records them.
+
+The running pass's grants, one per running request every step, cost the engine thread
+next to nothing: they are not recorded as decisions, since the output's running rows
+are those grants in call order. Only in a step whose running pass is refused (and so
+preempts) are they listed among the decisions, in call order, from the refusal on
+with the grants made before it (`step_rows.number_decisions` walks such a step).
 """
 
 from __future__ import annotations
@@ -47,10 +53,10 @@ class AllocationTap:
         self._decisions = decisions
         self._step_decisions: list[Decision] = []
         self._grants: dict[str, tuple[int, Any]] = {}
-        """This step's running-pass grants: tokens and new blocks (a refund needs them)."""
-        self._running_grants: dict[str, RunningGrant] = {}
-        self._last_running_grants: dict[str, RunningGrant] = {}
-        """Grant records by request, this step's and the last: a steady batch makes none anew."""
+        """This step's running-pass grants in call order: tokens and new blocks (a refund
+        needs them)."""
+        self._walked = False
+        """This step's running pass was refused: its grants are listed among the decisions."""
         self._needed_by: str | None = None
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
@@ -76,8 +82,8 @@ class AllocationTap:
 
     def start_step(self) -> None:
         self._step_decisions = self._decisions()
-        self._grants.clear()
-        self._last_running_grants, self._running_grants = self._running_grants, {}
+        self._grants = {}
+        self._walked = False
         self._needed_by = None
         self.prefix_cache = (0, 0)
         self._in_schedule = not self._detached
@@ -93,37 +99,73 @@ class AllocationTap:
 
     # ----- allocate_slots ------------------------------------------------------
 
-    def allocate_slots(self, request: Any, num_new_tokens: int, *args: Any, **kwargs: Any) -> Any:
+    def allocate_slots(
+        self,
+        request: Any,
+        num_new_tokens: int,
+        *args: Any,
+        num_lookahead_tokens: int = 0,
+        **kwargs: Any,
+    ) -> Any:
+        if args or kwargs or request.status is not self._running_status or not self._in_schedule:
+            if len(args) < 3:  # else the lookahead came positionally, and this is the default
+                kwargs["num_lookahead_tokens"] = num_lookahead_tokens
+            return self._other_call(request, num_new_tokens, args, kwargs)
+        # The running pass's call, once per running request per step, as vLLM makes it: kept
+        # to a dict entry.
+        new_blocks = self._allocate_slots(
+            request, num_new_tokens, num_lookahead_tokens=num_lookahead_tokens
+        )
+        if new_blocks is None:
+            kwargs["num_lookahead_tokens"] = num_lookahead_tokens
+            return self._refused_running_call(request, num_new_tokens, args, kwargs)
+        self._grants[request.request_id] = (num_new_tokens, new_blocks)
+        if self._walked:
+            self._step_decisions.append(RunningGrant(request.request_id))
+        return new_blocks
+
+    def _other_call(
+        self, request: Any, num_new_tokens: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """A call outside the running pass (an admission), or one made outside `schedule()`."""
         if not self._in_schedule:
             self._outside_schedule("KV blocks allocated outside schedule()")
             return self._allocate_slots(request, num_new_tokens, *args, **kwargs)
-        if request.status is not self._running_status:
-            return self._admission_call(
-                request, _AllocationArgs.bind(num_new_tokens, args, kwargs), args, kwargs
-            )
-        # The common call, once per running request per step: kept lean.
-        new_blocks = self._allocate_slots(request, num_new_tokens, *args, **kwargs)
-        request_id = request.request_id
-        if new_blocks is None:
-            # A refused call changes nothing, so the state it was refused on is still here.
-            call = _AllocationArgs.bind(num_new_tokens, args, kwargs)
-            refusal = self._refusal(request, call)
-            self._needed_by = request_id
-            self._step_decisions.append(RefusedRunningCall(request_id, num_new_tokens, refusal))
-            return None
-        self._grants[request_id] = (num_new_tokens, new_blocks)
-        grant = self._last_running_grants.get(request_id) or RunningGrant(request_id)
-        self._running_grants[request_id] = grant
-        self._step_decisions.append(grant)
-        return new_blocks
+        if request.status is self._running_status:  # a running request's call in another form
+            new_blocks = self._allocate_slots(request, num_new_tokens, *args, **kwargs)
+            if new_blocks is None:
+                return self._refused_running_call(request, num_new_tokens, args, kwargs)
+            self._grants[request.request_id] = (num_new_tokens, new_blocks)
+            if self._walked:
+                self._step_decisions.append(RunningGrant(request.request_id))
+            return new_blocks
+        return self._admission_call(
+            request, _AllocationArgs.bind(num_new_tokens, args, kwargs), args, kwargs
+        )
+
+    def _refused_running_call(
+        self, request: Any, num_new_tokens: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """A refused call changes nothing, so the state it was refused on is still here."""
+        if not self._walked:
+            # The grants before the first refusal, in call order, go in ahead of it.
+            self._walked = True
+            self._step_decisions.extend(RunningGrant(request_id) for request_id in self._grants)
+        refusal = self._refusal(request, _AllocationArgs.bind(num_new_tokens, args, kwargs))
+        self._needed_by = request.request_id
+        self._step_decisions.append(RefusedRunningCall(request.request_id, num_new_tokens, refusal))
 
     def _admission_call(
         self, request: Any, call: _AllocationArgs, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         free_before = self.block_pool.get_num_free_blocks()
-        refusal = self._refusal(request, call)
-        watermark = refusal.watermark_blocks
+        watermark = self._watermark(request, call)
+        # With hybrid groups a refused call may still free blocks outside a window first.
+        refusal_before = None if self._one_full_group else self._refusal(request, call)
         new_blocks = self._allocate_slots(request, call.num_new_tokens, *args, **kwargs)
+        refusal = None
+        if new_blocks is None:
+            refusal = refusal_before or self._refusal(request, call)
         if new_blocks is not None and self.kv_cache_manager.enable_caching:
             queries, hits = self.prefix_cache
             self.prefix_cache = (
@@ -140,7 +182,7 @@ class AllocationTap:
                 num_free_blocks_before=free_before,
                 num_free_blocks_after=self.block_pool.get_num_free_blocks(),
                 block_ids=() if new_blocks is None else _block_ids(new_blocks),
-                refusal=refusal if new_blocks is None else None,
+                refusal=refusal,
             )
         )
         return new_blocks
@@ -148,9 +190,7 @@ class AllocationTap:
     def _refusal(self, request: Any, call: _AllocationArgs) -> AllocationRefusal:
         """The check `allocate_slots` would refuse on, and its numbers, for the subset."""
         manager = self.kv_cache_manager
-        watermark = 0
-        if call.has_scheduled_reqs and request.status.name in ("WAITING", "PREEMPTED"):
-            watermark = manager.watermark_blocks
+        watermark = self._watermark(request, call)
         free = self.block_pool.get_num_free_blocks()
         max_model_len = manager.max_model_len
         if call.full_sequence_must_fit:
@@ -162,6 +202,12 @@ class AllocationTap:
         slots = min(total + call.num_new_tokens + call.num_lookahead_tokens, max_model_len)
         needed = self._blocks_needed(request, call, slots, full_sequence=False)
         return AllocationRefusal(RefusalCheck.SLOTS, needed, watermark, free)
+
+    def _watermark(self, request: Any, call: _AllocationArgs) -> int:
+        """The free blocks vLLM keeps back from this call (a waiting request's, beside others)."""
+        if call.has_scheduled_reqs and request.status.name in ("WAITING", "PREEMPTED"):
+            return int(self.kv_cache_manager.watermark_blocks)
+        return 0
 
     def _blocks_needed(
         self, request: Any, call: _AllocationArgs, num_tokens: int, *, full_sequence: bool

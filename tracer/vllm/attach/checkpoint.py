@@ -46,7 +46,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
-from stepscope.engine import RequestStatus, SchedulerOutput
+from stepscope.engine import RequestStatus
 from stepscope.engine.checkpoint import (
     RUNNING,
     WAITING,
@@ -142,12 +142,18 @@ class PendingSnapshot:
     scheduled_spec_decode_tokens: tuple[tuple[str, tuple[int, ...]], ...]
 
     @staticmethod
-    def of(step: int, output: SchedulerOutput) -> PendingSnapshot:
-        """The recording's copy of the batch's `SchedulerOutput` (`convert.scheduler_output`)."""
+    def of(
+        step: int,
+        num_scheduled_tokens: Mapping[str, int],
+        scheduled_spec_decode_tokens: Mapping[str, Sequence[int]],
+    ) -> PendingSnapshot:
+        """A copy of what the batch's `SchedulerOutput` scheduled, and the drafts it scheduled."""
         return PendingSnapshot(
             step,
-            tuple(output.num_scheduled_tokens.items()),
-            tuple(output.scheduled_spec_decode_tokens.items()),
+            tuple(num_scheduled_tokens.items()),
+            tuple(
+                (req_id, tuple(tokens)) for req_id, tokens in scheduled_spec_decode_tokens.items()
+            ),
         )
 
     def batch(self, sampled_token_ids: Sequence[tuple[str, tuple[int, ...]]]) -> PendingBatch:

@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from stepscope.engine import ModelRunnerOutput
 from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.tracer.background import BackgroundRecorder
 from stepscope.tracer.segments import SegmentEvery
 
 from .checkpoint import PendingSnapshot, VllmSnapshot, take_snapshot
 from .checkpoint_interval import CheckpointInterval
+from .convert import model_runner_output
 from .iterations import Iteration
 
 
@@ -118,8 +118,11 @@ class VllmCheckpointer:
         started = time.perf_counter_ns()
         pending = None
         for iteration in in_flight.values():
-            assert iteration.batch is not None
-            pending = PendingSnapshot.of(iteration.step, iteration.batch.output)
+            batch = iteration.batch
+            assert batch is not None
+            pending = PendingSnapshot.of(
+                iteration.step, batch.scheduler_output.num_scheduled_tokens, batch.spec_tokens
+            )
         snapshot = take_snapshot(self.scheduler, step, pending, keyed_by_group=self.keyed_by_group)
         take_ns = time.perf_counter_ns() - started
         if pending is None:
@@ -127,8 +130,9 @@ class VllmCheckpointer:
         else:
             self.awaiting = (snapshot, take_ns, opens_segment)
 
-    def on_batch_processed(self, step: int, runner_output: ModelRunnerOutput) -> None:
-        """The output of the batch scheduled at `step` has been processed."""
+    def on_batch_processed(self, step: int, runner_output: Any) -> None:
+        """The output of the batch scheduled at `step` has been processed (`runner_output`:
+        the model's output as it came, or the recording's copy of it)."""
         awaiting = self.awaiting
         if awaiting is None:
             return
@@ -138,6 +142,7 @@ class VllmCheckpointer:
         if pending.step != step:
             return
         self.awaiting = None
+        runner_output = model_runner_output(runner_output)
         sampled = tuple(
             zip(runner_output.req_ids, map(tuple, runner_output.sampled_token_ids), strict=True)
         )

@@ -258,6 +258,7 @@ def scheduler_output(
     sampling: Mapping[str, SamplingParams],
     admitted_before: set[str],
     kv_cache_groups: Sequence[KVCacheGroupSpec] | None = None,
+    spec_tokens: Mapping[str, Sequence[int]] | None = None,
 ) -> SchedulerOutput:
     """vLLM's SchedulerOutput in the V1 model runner's shape.
 
@@ -265,7 +266,11 @@ def scheduler_output(
     before is moved back to the resumed rows, so both runners record alike.
     `admitted_before` is updated with this step's first admissions. With
     `kv_cache_groups` (the engine config's) every group's block ids ride beside group 0's.
+    `spec_tokens`: the drafts it scheduled as `schedule()` returned them
+    (`scheduled_spec_tokens`), where vLLM has changed them since; None: the output's own.
     """
+    if spec_tokens is None:
+        spec_tokens = output.scheduled_spec_decode_tokens or {}
     cached = output.scheduled_cached_reqs
     new_rows = []
     resumed_rows = []
@@ -292,8 +297,7 @@ def scheduler_output(
         preempted_req_ids=frozenset(output.preempted_req_ids or ()),
         finished_req_ids=frozenset(output.finished_req_ids),
         scheduled_spec_decode_tokens={
-            req_id: tuple(tokens)
-            for req_id, tokens in (output.scheduled_spec_decode_tokens or {}).items()
+            req_id: tuple(tokens) for req_id, tokens in spec_tokens.items()
         },
         new_block_ids_by_group=(
             NO_GROUP_BLOCK_IDS
@@ -301,6 +305,15 @@ def scheduler_output(
             else new_block_ids_by_group(output, len(kv_cache_groups))
         ),
     )
+
+
+def scheduled_spec_tokens(output: Any) -> dict[str, tuple[int, ...]]:
+    """A copy of the drafts a `SchedulerOutput` schedules: under async scheduling vLLM
+    writes the drafts proposed later into its lists (`update_draft_token_ids_in_output`)."""
+    return {
+        req_id: tuple(tokens)
+        for req_id, tokens in (output.scheduled_spec_decode_tokens or {}).items()
+    }
 
 
 def new_block_ids_by_group(output: Any, num_groups: int) -> dict[str, GroupBlockIds]:

@@ -2,30 +2,51 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepscope.engine import EngineStep
+from stepscope.engine import SchedulerOutput
+from stepscope.engine.outputs import DraftTokenIds, EngineCoreOutput
+from stepscope.engine.probe import ScheduleEnd
 
 
-@dataclass
+@dataclass(slots=True)
 class Batch:
-    """One `schedule()` call's output, waiting for its update."""
+    """One `schedule()` call's output, waiting for its update.
+
+    The engine thread fills in what vLLM handed it and the counts it read; the builder
+    thread converts vLLM's objects (`step_builder.py`) and alone touches `output`.
+    """
 
     scheduler_output: Any
     """vLLM's object, kept so its identity matches the update it comes back in."""
-    output: Any
+    spec_tokens: Mapping[str, Sequence[int]]
+    """The drafts it scheduled, as `schedule()` returned them (`convert.scheduled_spec_tokens`;
+    without speculative decoding, vLLM's own empty map)."""
     num_free_blocks_after_schedule: int
-    end: Any
     schedule_ns: int
     scheduled_at: int
     num_held_blocks_by_group: tuple[int, ...] | None
     """Each KV cache group's held blocks after `schedule()` (None: one group)."""
-    engine_step: EngineStep | None = None
+    end: ScheduleEnd | None = None
+    """Why its passes stopped (made by the builder thread)."""
+    updated: bool = False
+    """Its output has been processed (`update_from_output` returned)."""
+    runner_output: Any = None
+    """The model's output: vLLM's, or the recording's copy taken before the update trimmed it."""
+    outputs: Any = None
+    """What `update_from_output` returned (vLLM's), unless `engine_outputs` says it already."""
+    engine_outputs: tuple[EngineCoreOutput, ...] | None = None
+    model_ns: int = 0
+    update_ns: int = 0
+    draft_token_ids: DraftTokenIds | None = None
     update_step: int | None = None
+    output: SchedulerOutput | None = None
+    """The recording's copy of `scheduler_output` (the builder thread's)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Iteration:
     step: int
     arrived: list[str]
@@ -41,7 +62,7 @@ class Iteration:
     def complete(self) -> bool:
         if self.scheduling:
             return False
-        return self.batch is None or self.batch.engine_step is not None
+        return self.batch is None or self.batch.updated
 
 
 class QueueState:

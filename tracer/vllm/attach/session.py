@@ -18,8 +18,10 @@ aborts or scheduler calls comes, before it touches the scheduler: the state at t
 step's start, as stepscope's step loop takes it. It is recorded with its step, and
 dropped if the iteration never becomes one.
 
-A step is recorded once its batch's output has been processed (one iteration
-later under async scheduling), in step order. Once the engine has nothing left
+The engine thread spends as little as it can: it keeps references to vLLM's objects
+and reads the counts that change, and the recorder's builder thread converts them
+(`step_builder.py`). A step is recorded once its batch's output has been processed (one
+iteration later under async scheduling), in step order. Once the engine has nothing left
 (no request, no batch in flight) every step is committed and the trace marked
 complete; the next arrival marks it incomplete again. vLLM's API server kills its
 engine core right after SIGTERM, so this is what a server stopped while idle
@@ -36,14 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import (
-    EngineCoreOutput,
-    EngineStep,
-    ModelRunnerOutput,
-    SamplingParams,
-    StepRecord,
-    Workload,
-)
+from stepscope.engine import Workload
+from stepscope.engine.probe import ScheduleEnd, ScheduleStart
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.background import BackgroundRecorder, RecorderStalled
 from stepscope.tracer.recorder import TraceRecorder
@@ -57,7 +53,8 @@ from .grammar_readiness import CompilingRequest, GrammarReadiness, failed_to_com
 from .grammar_readiness import request_outside_subset as structured_output_outside_subset
 from .held_blocks import held_blocks_counter
 from .iterations import Batch, Iteration, QueueState
-from .schedule_facts import applies_prefill_cadence, prefill_held, schedule_end, schedule_start
+from .schedule_facts import ScheduleFacts, StartValues, prefill_held
+from .step_builder import VllmStepBuilder, engine_outputs
 from .subset import kv_cache_groups_outside_subset, outside_subset, request_outside_subset
 
 logger = logging.getLogger("stepscope.tracer.vllm")
@@ -128,23 +125,22 @@ class VllmRecording:
         self.speculative_decoding = config.num_speculative_tokens > 0
         self.queue_state = QueueState(scheduler)
         self.count_held_blocks = held_blocks_counter(scheduler)
-        self.applies_prefill_cadence = applies_prefill_cadence(scheduler)
+        self.facts = ScheduleFacts(scheduler)
         self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
         self.grammars = GrammarReadiness()
         self.segmented = segments is not None
-        self.sampling: dict[str, SamplingParams] = {}
-        """The sampling params of each request the scheduler holds (its first admission's
-        row needs them), let go once an output ships the request as finished."""
+        self.steps = VllmStepBuilder(
+            config.kv_cache_groups, speculative_decoding=self.speculative_decoding
+        )
+        """The builder thread's side: only calls handed to the recorder touch it."""
         self.arrived: set[str] = set()
         """Every request id seen (segmented: since the open segment began, and those the
         scheduler holds): a second request with one is left out of the trace."""
-        self.admitted: set[str] = set()
-        """Requests admitted once and not shipped as finished yet (`convert.scheduler_output`)."""
         self.step = -1
         self.num_recorded = 0
         """Iterations handed to the recorder: the next one to record is numbered so."""
         self.active = True
-        self._start: Any = None
+        self._start: StartValues = (0, 0, 0, 0)
         self._held = False
         """The `schedule()` under way holds prefill (read only with a prefill cadence)."""
         self._arrived: list[str] = []
@@ -159,8 +155,9 @@ class VllmRecording:
         """The trace on disk says complete: the engine went idle with every step written."""
         self._awaiting_drafts: Batch | None = None
         """The batch just updated, whose drafts `post_step` hands the scheduler next."""
-        self._runner_output = ModelRunnerOutput([], {}, [])
-        """The model's output of the update in progress, as it came."""
+        self._runner_output: Any = None
+        """The model's output of the update in progress, as it came (with drafts: a copy
+        taken before the update, which trims the sampled lists a stop cuts short)."""
 
     # ----- attaching ------------------------------------------------------------
 
@@ -293,8 +290,8 @@ class VllmRecording:
         planned = self.planned.get(spec.request_id)
         if planned is not None:
             spec = convert.with_planned(spec, planned)
-        self.sampling[spec.request_id] = spec.sampling_params
         self.recorder.register_request(spec)
+        self.recorder.defer(lambda: self.steps.arrived(spec.request_id, spec.sampling_params))
         self._arrived.append(spec.request_id)
         self.reasons.update(request_outside_subset(request))
         self._follow_grammar(request, spec)
@@ -345,39 +342,45 @@ class VllmRecording:
         self._iteration_starts()
         self._current = self._new_iteration(scheduling=True)
         self.tap.start_step()
-        self._start = schedule_start(self.scheduler)
-        if self.applies_prefill_cadence:
+        self._start = self.facts.start()
+        if self.facts.applies_prefill_cadence:
             self._held = prefill_held(self.scheduler)
-        self.recorder.on_schedule_start(self._start)
-        self._grammars_ready(self.grammars.ready_at_schedule_start())
-        if self.scheduler._pause_state.name != "UNPAUSED":
+        if self.grammars.compiling:
+            self._grammars_ready(self.grammars.ready_at_schedule_start())
+        if self.facts.paused():
             self.reasons.add("scheduling paused (set_pause_state)")
 
     def _after_schedule(
         self, output: Any, started: int, scheduled_at: int, in_flight_before: int
     ) -> None:
         self.tap.end_step()
-        self._grammars_ready(self.grammars.promoted_in_schedule())
+        if self.grammars.compiling:
+            self._grammars_ready(self.grammars.promoted_in_schedule())
         if failed_to_compile(self.scheduler):
             self.reasons.add("structured output grammar failed to compile")
         iteration = self._current
         assert iteration is not None
         free_blocks = self.queue_state.get_num_free_blocks()
         held_blocks = None if self.count_held_blocks is None else self.count_held_blocks()
-        ours = convert.scheduler_output(output, self.sampling, self.admitted, self.kv_cache_groups)
-        self._forget(output.finished_req_ids)
-        end = schedule_end(
-            self.scheduler,
-            self._start,
-            self.recorder.decisions,
-            ours,
-            self.tap.prefix_cache,
-            held=self._held,
+        start, facts, steps = self._start, self.facts, self.steps
+        end = facts.end(start, self.recorder.decisions, output, held=self._held)
+        prefix_cache = self.tap.prefix_cache
+        spec_tokens = (
+            convert.scheduled_spec_tokens(output)
+            if self.speculative_decoding
+            else output.scheduled_spec_decode_tokens
         )
-        self.recorder.on_schedule_end(end)
-        iteration.batch = Batch(
-            output, ours, free_blocks, end, scheduled_at - started, scheduled_at, held_blocks
+        batch = Batch(
+            output, spec_tokens, free_blocks, scheduled_at - started, scheduled_at, held_blocks
         )
+
+        def schedule_call() -> tuple[ScheduleStart, ScheduleEnd]:  # the builder thread
+            steps.scheduled(batch)
+            batch.end = facts.end_record(end, prefix_cache)
+            return facts.start_record(start), batch.end
+
+        self.recorder.schedule_call_of(schedule_call)
+        iteration.batch = batch
         iteration.scheduling = False
         self._in_flight[id(output)] = iteration
         if self._returns_before_update(output, in_flight_before):
@@ -387,14 +390,7 @@ class VllmRecording:
         """A segment opens: of the ids seen, keep those of requests the scheduler holds (a
         server's recording would otherwise hold every id it was sent; an id used again
         after that is recorded as a new request)."""
-        self.arrived = set(self.sampling)
-
-    def _forget(self, finished_req_ids: Iterable[str]) -> None:
-        """Let go of what was kept for requests the scheduler has freed: a server's
-        recording would otherwise hold some for every request it was ever sent."""
-        for req_id in finished_req_ids:
-            self.sampling.pop(req_id, None)
-            self.admitted.discard(req_id)
+        self.arrived = set(self.scheduler.requests)
 
     def _returns_before_update(self, output: Any, in_flight_before: int) -> bool:
         """`step_with_batch_queue` returns right after scheduling when its queue was empty."""
@@ -403,8 +399,13 @@ class VllmRecording:
         return output.total_num_scheduled_tokens > 0 or bool(self.scheduler.has_requests())
 
     def _before_update(self, runner_output: Any) -> None:
-        # A snapshot before vLLM trims a stopped request's sampled list in place.
-        self._runner_output = convert.model_runner_output(runner_output)
+        # With drafts, a copy before vLLM trims a stopped request's sampled list in place
+        # (a list of one token is never trimmed).
+        self._runner_output = (
+            convert.model_runner_output(runner_output)
+            if self.speculative_decoding
+            else runner_output
+        )
         self._end_update()
         current = self._current
         if current is None or current.has_update:
@@ -420,19 +421,15 @@ class VllmRecording:
         iteration = self._in_flight.pop(id(scheduler_output))
         batch = iteration.batch
         assert batch is not None and batch.scheduler_output is scheduler_output
-        batch.engine_step = EngineStep(
-            scheduler_output=batch.output,
-            model_runner_output=self._runner_output,
-            num_free_blocks_after_schedule=batch.num_free_blocks_after_schedule,
-            schedule_end=batch.end,
-            schedule_ns=batch.schedule_ns,
-            model_ns=started - batch.scheduled_at,
-            outputs=self._outputs(outputs),
-            update_ns=updated - started,
-            num_held_blocks_by_group=batch.num_held_blocks_by_group,
-        )
+        batch.runner_output = self._runner_output
+        batch.outputs = outputs
+        batch.model_ns = started - batch.scheduled_at
+        batch.update_ns = updated - started
         batch.update_step = current.step
-        if self.grammars.rejected_tokens(batch.engine_step.outputs):
+        batch.updated = True
+        if self.grammars.structured and self.grammars.rejected_tokens(
+            engine_outputs(batch, speculative_decoding=self.speculative_decoding)
+        ):
             self.reasons.add("structured output grammar rejected a sampled token")
         self._current = None
         if self.checkpointer is not None:
@@ -442,18 +439,13 @@ class VllmRecording:
         else:
             self._finish_update()
 
-    def _outputs(self, outputs: Any) -> tuple[EngineCoreOutput, ...]:
-        if self.speculative_decoding:
-            return convert.token_outputs(outputs)
-        return convert.finished_outputs(outputs)
-
     def _on_drafts(self, drafts: Any) -> None:
         """`post_step` hands over the drafts proposed after the batch just updated."""
         batch = self._awaiting_drafts
-        if batch is None or batch.engine_step is None:
+        if batch is None or not batch.updated:
             self.reasons.add("draft tokens handed over outside post_step")
             return
-        batch.engine_step.draft_token_ids = convert.draft_token_ids(drafts)
+        batch.draft_token_ids = convert.draft_token_ids(drafts)
         self._finish_update()
 
     def _end_update(self) -> None:
@@ -481,19 +473,12 @@ class VllmRecording:
             self.num_recorded += 1
 
     def _record(self, iteration: Iteration) -> None:
-        batch = iteration.batch
-        record = StepRecord(
-            step=iteration.step,
-            arrived=tuple(iteration.arrived),
-            rejected=tuple(iteration.rejected),
-            aborted=tuple(iteration.aborted),
-            engine_step=None if batch is None else batch.engine_step,
-            update_step=None if batch is None else batch.update_step,
-            aborted_before_update=tuple(iteration.aborted_before_update),
-        )
         if self.checkpointer is not None:
             self.checkpointer.on_step_recorded(iteration.step)
-        self.recorder.record_step(record, self.queue_state)
+        steps = self.steps
+        self.recorder.record_step_of(
+            iteration.step, lambda: steps.step_record(iteration), self.queue_state
+        )
 
     def _close(self, *, complete: bool) -> None:
         try:
