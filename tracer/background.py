@@ -7,8 +7,9 @@ engine thread only hands the step's frozen records (or what the builder makes th
 from), and the queue counts it read at that moment, to a builder thread that owns the
 `TraceRecorder`; the builder runs while the engine thread waits on the model. Calls
 reach the recorder in the order they were made, so the trace is the one the recorder
-would write inline. They are handed over a step at a time: one wake-up of the builder
-per step, not one per call.
+would write inline. They are handed over a step at a time, into a queue the builder
+polls: waking a thread costs the waker a system call, which the engine thread does not
+pay; the builder sleeps longer the longer it finds nothing (`POLL_S`).
 
 When the builder falls `BACKLOG_STEPS` steps behind (a slow disk, a starved core),
 the engine thread stops handing steps over: the steps from there are dropped and
@@ -22,9 +23,9 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from stepscope.engine.probe import Decision, QueueState, ScheduleEnd, ScheduleSt
 from stepscope.engine.workload import RequestSpec
 
 from .held_signals import signals_held
-from .recorder import SEGMENT_FLUSH_INTERVAL_S, TraceRecorder
+from .recorder import TraceRecorder
 
 logger = logging.getLogger("stepscope.tracer")
 
@@ -44,6 +45,9 @@ handing them over."""
 MAX_QUEUED_CALLS = 65_536
 """Calls of any kind queued at most: past it the builder is stuck (a disk that hangs), and
 the recording stops rather than hold the engine's arrivals without bound."""
+POLL_S = (0.0005, 0.05)
+"""How long the builder sleeps when it finds no calls: the first time, and at most (the
+sleep doubles each time it finds none)."""
 MAX_HELD_CALLS = 64
 """Calls held back on the engine thread at most before they are handed over (between steps,
 arrivals would otherwise wait for the next step)."""
@@ -55,16 +59,12 @@ class RecorderStalled(RuntimeError):
 
 @dataclass(frozen=True)
 class QueueCounts:
-    """A `QueueState` read once, on the engine thread, when its step was handed over."""
+    """A `QueueState` read once, on the engine thread, when its step was handed over (the
+    builder thread makes this of the counts)."""
 
     num_running: int
     num_waiting: int
     num_free_blocks: int
-
-    @classmethod
-    def read(cls, scheduler: QueueState) -> QueueCounts:
-        num_running, num_waiting = scheduler.get_request_counts()
-        return cls(num_running, num_waiting, scheduler.get_num_free_blocks())
 
     def get_request_counts(self) -> tuple[int, int]:
         return self.num_running, self.num_waiting
@@ -97,7 +97,8 @@ class BackgroundRecorder:
         """The current `schedule()` call's decisions, appended to on the engine thread."""
         self.num_dropped_steps = 0
         """Steps not recorded because the builder had fallen behind."""
-        self._calls: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._calls: deque[_Batch | None] = deque()
+        """Batches of calls for the builder (appended and taken whole: atomic in CPython)."""
         self._held: _Batch = []
         """Calls made since the last hand-over (the engine thread's)."""
         self._calls_handed_over = 0
@@ -172,10 +173,15 @@ class BackgroundRecorder:
                 self._start_gap(step)
                 return
             self.wait()
-        counts = QueueCounts.read(scheduler)
+        num_running, num_waiting = scheduler.get_request_counts()
+        num_free_blocks = scheduler.get_num_free_blocks()
         ended_at_ns = time.time_ns()
         self._steps_handed_over += 1
-        self._submit(lambda: self._build_step(make_record, counts, ended_at_ns))
+        self._submit(
+            lambda: self._build_step(
+                make_record, QueueCounts(num_running, num_waiting, num_free_blocks), ended_at_ns
+            )
+        )
 
     def record_checkpoint(
         self,
@@ -233,7 +239,7 @@ class BackgroundRecorder:
         with signals_held():
             if self._thread.is_alive():
                 self._hand_over()
-                self._calls.put(_STOP)
+                self._calls.append(_STOP)
                 self._thread.join()
             if self._error is not None and not self._reported:
                 self._reported = True
@@ -290,7 +296,7 @@ class BackgroundRecorder:
             self._raise_if_failed()
         self._held = []
         self._calls_handed_over += len(held)
-        self._calls.put(held)
+        self._calls.append(held)
 
     def wait(self) -> None:
         """Block until the builder has done what is queued (for tests and benchmarks)."""
@@ -307,27 +313,49 @@ class BackgroundRecorder:
             raise self._error
 
     def _run(self) -> None:
+        sleep_s = POLL_S[0]
         while True:
             try:
-                calls = self._calls.get(timeout=SEGMENT_FLUSH_INTERVAL_S)
-            except queue.Empty:
-                calls = [self.recorder.flush_if_stale]
+                calls = self._calls.popleft()
+            except IndexError:
+                # Nothing handed over: the open segment's steps are flushed once they have
+                # waited long enough, and the builder sleeps a little longer each time.
+                if not self._build([self.recorder.flush_if_stale]):
+                    return
+                time.sleep(sleep_s)
+                sleep_s = min(sleep_s * 2, POLL_S[1])
+                continue
+            sleep_s = POLL_S[0]
             if calls is _STOP:
                 return
-            try:
-                for call in calls:
-                    call()
-            except BaseException as error:
-                self._error = error
-                self._discard_rest()
+            built = self._build(calls)
+            self._calls_taken += len(calls)
+            if not built:
                 return
-            finally:
-                self._calls_taken += len(calls)
+
+    def _build(self, calls: _Batch) -> bool:
+        """Run `calls`; on a failure, keep it for the engine thread and take every call
+        from here on without building (returns False once the recording is over)."""
+        try:
+            for call in calls:
+                call()
+        except BaseException as error:
+            self._error = error
+            self._discard_rest()
+            return False
+        return True
 
     def _discard_rest(self) -> None:
         """After a failure, take calls without building, so the engine thread never waits."""
         self._caught_up.set()
-        while (calls := self._calls.get()) is not _STOP:
+        while True:
+            try:
+                calls = self._calls.popleft()
+            except IndexError:
+                time.sleep(POLL_S[1])
+                continue
+            if calls is _STOP:
+                return
             self._calls_taken += len(calls)
             if self._caught_up.set in calls:
                 self._caught_up.set()

@@ -183,12 +183,18 @@ class VllmRecording:
             return
         try:
             action()
-        except (TraceWriteError, RecorderStalled) as error:
+        except Exception as error:
+            self._failed(error)
+
+    def _failed(self, error: Exception) -> None:
+        """A piece of recording failed: the recording stops, the engine goes on."""
+        if isinstance(error, TraceWriteError | RecorderStalled):
             logger.error("stepscope: recording failed: %s; the trace keeps the steps so far", error)
-            self._stop_recording()
-        except Exception:
-            logger.exception("stepscope: recording failed; the trace keeps the steps so far")
-            self._stop_recording()
+        else:
+            logger.error(
+                "stepscope: recording failed; the trace keeps the steps so far", exc_info=error
+            )
+        self._stop_recording()
 
     def _stop_recording(self) -> None:
         """A failure stopped the recording: vLLM runs on unwrapped, the trace is closed."""
@@ -219,29 +225,41 @@ class VllmRecording:
         self._guarded(lambda: self._on_drafts(draft_token_ids))
         self._originals["update_draft_token_ids"](draft_token_ids)
 
+    # Both run every step: the recording's parts are guarded inline, not through `_guarded`.
+
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         if not self.active:
             return self._originals["schedule"](*args, **kwargs)
         in_flight_before = len(self._in_flight)
-        self._guarded(self._before_schedule)
+        try:
+            self._before_schedule()
+        except Exception as error:
+            self._failed(error)
         started = time.perf_counter_ns()
         output = self._originals["schedule"](*args, **kwargs)
         scheduled_at = time.perf_counter_ns()
-        self._guarded(lambda: self._after_schedule(output, started, scheduled_at, in_flight_before))
+        if self.active:
+            try:
+                self._after_schedule(output, started, scheduled_at, in_flight_before)
+            except Exception as error:
+                self._failed(error)
         return output
 
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
         if not self.active:
             return self._originals["update_from_output"](scheduler_output, model_runner_output)
-        self._guarded(lambda: self._before_update(model_runner_output))
+        try:
+            self._before_update(model_runner_output)
+        except Exception as error:
+            self._failed(error)
         started = time.perf_counter_ns()
         outputs = self._originals["update_from_output"](scheduler_output, model_runner_output)
         updated = time.perf_counter_ns()
-        self._guarded(
-            lambda: self._after_update(
-                scheduler_output, model_runner_output, outputs, started, updated
-            )
-        )
+        if self.active:
+            try:
+                self._after_update(scheduler_output, outputs, started, updated)
+            except Exception as error:
+                self._failed(error)
         return outputs
 
     # ----- calls a driver makes (a real server has neither) ----------------------
@@ -414,7 +432,7 @@ class VllmRecording:
         current.has_update = True
 
     def _after_update(
-        self, scheduler_output: Any, runner_output: Any, outputs: Any, started: int, updated: int
+        self, scheduler_output: Any, outputs: Any, started: int, updated: int
     ) -> None:
         current = self._current
         assert current is not None
