@@ -7,13 +7,14 @@ engine drives it here the same way, so the two traces can be compared table by t
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import REPO
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload
 from stepscope.schema import open_trace
-from stepscope.tracer.background import BackgroundRecorder
+from stepscope.tracer.background import MAX_HELD_CALLS, BackgroundRecorder
 from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from vllm_env import table_differences
@@ -63,3 +64,31 @@ def test_a_builder_failure_reaches_the_engine_thread_once(tmp_path: Path) -> Non
     recorder.close(complete=True)  # closing never raises for the builder
     with open_trace(path) as trace:
         assert trace.meta["complete"] == "false"
+
+
+def test_calls_reach_the_builder_a_step_at_a_time_or_once_enough_are_held(tmp_path: Path) -> None:
+    """Handing over wakes no thread, so it happens per step, not per call: a call made
+    between steps waits for the next hand-over (a step, a mark, a wait, the close), and
+    no more than `MAX_HELD_CALLS` wait."""
+    workload = load_workload(CASES[0])
+    recorder = BackgroundRecorder(TraceRecorder(tmp_path / "t.duckdb", workload, {}))
+    built: list[str] = []
+    recorder.recorder.register_request = lambda spec: built.append(spec.request_id)  # type: ignore[method-assign]
+    spec = workload.requests[0]
+    for _ in range(MAX_HELD_CALLS - 1):
+        recorder.register_request(spec)
+    time.sleep(0.2)  # time enough for the builder to take what it had been handed
+    assert built == []
+    recorder.register_request(spec)  # the MAX_HELD_CALLS-th: handed over without a step
+    _wait_for(lambda: len(built) == MAX_HELD_CALLS)
+    recorder.register_request(spec)
+    recorder.mark(complete=False)
+    _wait_for(lambda: len(built) == MAX_HELD_CALLS + 1)
+    recorder.close(complete=False)
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "the builder never took the calls"
+        time.sleep(0.01)

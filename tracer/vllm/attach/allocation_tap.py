@@ -63,6 +63,7 @@ class AllocationTap:
         self._in_schedule = False
         self._detached = False
         self._running_status = _request_status("RUNNING")
+        self._watermarked_statuses = (_request_status("WAITING"), _request_status("PREEMPTED"))
         self._allocate_slots = self.kv_cache_manager.allocate_slots
         self._preempt_request = scheduler._preempt_request
 
@@ -208,7 +209,7 @@ class AllocationTap:
 
     def _watermark(self, request: Any, call: _AllocationArgs) -> int:
         """The free blocks vLLM keeps back from this call (a waiting request's, beside others)."""
-        if call.has_scheduled_reqs and request.status.name in ("WAITING", "PREEMPTED"):
+        if call.has_scheduled_reqs and request.status in self._watermarked_statuses:
             return int(self.kv_cache_manager.watermark_blocks)
         return 0
 
@@ -337,8 +338,10 @@ class _AllocationArgs:
     def bind(
         cls, num_new_tokens: int, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> _AllocationArgs:
-        named = dict(zip(cls._POSITIONAL, args, strict=False))
-        named.update(kwargs)
+        named = kwargs
+        if args:
+            named = dict(zip(cls._POSITIONAL, args, strict=False))
+            named.update(kwargs)
         call = cls()
         call.num_new_tokens = num_new_tokens
         call.num_new_computed_tokens = named.get("num_new_computed_tokens", 0)
