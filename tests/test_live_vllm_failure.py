@@ -12,6 +12,7 @@ import errno
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,17 @@ def fill(disk: Path) -> None:
             assert error.errno == errno.ENOSPC, error
 
 
+def wait_until_written(trace: Path) -> None:
+    """Wait until the engine, idle after a load, has had its trace marked complete: the
+    recorder's builder thread does that a little after the last step (it folds the
+    write-ahead log into the file, which removes the log)."""
+    wal = trace.with_name(trace.name + ".wal")
+    deadline = time.monotonic() + 60
+    while wal.exists():
+        assert time.monotonic() < deadline, "the first load's steps were never written"
+        time.sleep(0.05)
+
+
 @dataclass(frozen=True)
 class FailedRun:
     trace: Path
@@ -76,6 +88,7 @@ def failed_run(
     )
     try:
         before = client(vllm_live, server, "--requests", "24", "--cancel-every", "0")
+        wait_until_written(trace)
         fill(small_disk)
         during = client(vllm_live, server, "--requests", "24", "--seed", "1")
         after = client(vllm_live, server, "--requests", "24", "--seed", "2", "--cancel-every", "0")

@@ -259,6 +259,7 @@ def scheduler_output(
     admitted_before: set[str],
     kv_cache_groups: Sequence[KVCacheGroupSpec] | None = None,
     spec_tokens: Mapping[str, Sequence[int]] | None = None,
+    block_tables: Mapping[str, GroupBlockIds | None] | None = None,
 ) -> SchedulerOutput:
     """vLLM's SchedulerOutput in the V1 model runner's shape.
 
@@ -268,14 +269,19 @@ def scheduler_output(
     `kv_cache_groups` (the engine config's) every group's block ids ride beside group 0's.
     `spec_tokens`: the drafts it scheduled as `schedule()` returned them
     (`scheduled_spec_tokens`), where vLLM has changed them since; None: the output's own.
+    `block_tables`: new and resumed requests' block ids as `schedule()` returned them
+    (`handed_block_tables`), where the model runner has extended them since; None: the
+    output's own.
     """
     if spec_tokens is None:
         spec_tokens = output.scheduled_spec_decode_tokens or {}
+    if block_tables is None:
+        block_tables = handed_block_tables(output)
     cached = output.scheduled_cached_reqs
     new_rows = []
     resumed_rows = []
     for data in output.scheduled_new_reqs:
-        block_ids = _group0(data.block_ids)
+        block_ids = _group0(block_tables[data.req_id])
         if data.req_id in admitted_before:
             resumed_rows.append((data.req_id, block_ids, data.num_computed_tokens))
             continue
@@ -291,7 +297,7 @@ def scheduler_output(
         )
     return SchedulerOutput(
         scheduled_new_reqs=tuple(new_rows),
-        scheduled_cached_reqs=_cached_rows(cached, resumed_rows),
+        scheduled_cached_reqs=_cached_rows(cached, resumed_rows, block_tables),
         num_scheduled_tokens=dict(output.num_scheduled_tokens),
         total_num_scheduled_tokens=output.total_num_scheduled_tokens,
         preempted_req_ids=frozenset(output.preempted_req_ids or ()),
@@ -302,7 +308,7 @@ def scheduler_output(
         new_block_ids_by_group=(
             NO_GROUP_BLOCK_IDS
             if kv_cache_groups is None
-            else new_block_ids_by_group(output, len(kv_cache_groups))
+            else new_block_ids_by_group(output, len(kv_cache_groups), block_tables)
         ),
     )
 
@@ -316,12 +322,32 @@ def scheduled_spec_tokens(output: Any) -> dict[str, tuple[int, ...]]:
     }
 
 
-def new_block_ids_by_group(output: Any, num_groups: int) -> dict[str, GroupBlockIds]:
-    """Every scheduled request's new block ids in each group (a new or resumed request: its
-    whole tables, null entries as block 0), in scheduling order."""
-    tables = {data.req_id: data.block_ids for data in output.scheduled_new_reqs}
+def handed_block_tables(output: Any) -> dict[str, GroupBlockIds | None]:
+    """Copies of the block-id lists a `SchedulerOutput` hands the model runner to keep as
+    its own: a new request's tables and a resumed one's (the runner extends those very lists
+    as the request grows)."""
+    tables = {data.req_id: _copy_tables(data.block_ids) for data in output.scheduled_new_reqs}
     cached = output.scheduled_cached_reqs
-    tables.update(zip(cached.req_ids, cached.new_block_ids, strict=True))
+    resumed = cached.resumed_req_ids
+    if resumed:
+        for req_id, blocks in zip(cached.req_ids, cached.new_block_ids, strict=True):
+            if req_id in resumed:
+                tables[req_id] = _copy_tables(blocks)
+    return tables
+
+
+def _copy_tables(block_ids: Any) -> GroupBlockIds | None:
+    return None if block_ids is None else tuple(map(tuple, block_ids))
+
+
+def new_block_ids_by_group(
+    output: Any, num_groups: int, block_tables: Mapping[str, GroupBlockIds | None]
+) -> dict[str, GroupBlockIds]:
+    """Every scheduled request's new block ids in each group (a new or resumed request: its
+    whole tables, null entries as block 0, from `block_tables`), in scheduling order."""
+    cached = output.scheduled_cached_reqs
+    tables = dict(zip(cached.req_ids, cached.new_block_ids, strict=True))
+    tables.update(block_tables)
     none: GroupBlockIds = ((),) * num_groups
     return {
         req_id: none if tables[req_id] is None else tuple(map(tuple, tables[req_id]))
@@ -330,7 +356,9 @@ def new_block_ids_by_group(output: Any, num_groups: int) -> dict[str, GroupBlock
 
 
 def _cached_rows(
-    cached: Any, resumed_rows: list[tuple[str, tuple[int, ...], int]]
+    cached: Any,
+    resumed_rows: list[tuple[str, tuple[int, ...], int]],
+    block_tables: Mapping[str, GroupBlockIds | None],
 ) -> CachedRequestData:
     req_ids = list(cached.req_ids)
     if not req_ids and not resumed_rows:
@@ -338,7 +366,11 @@ def _cached_rows(
     resumed = set(cached.resumed_req_ids)
     # None where group 0 gained no block, though another group did.
     new_block_ids: list[tuple[int, ...] | None] = [
-        None if blocks is None else _group0(blocks) or None for blocks in cached.new_block_ids
+        None if blocks is None else _group0(blocks) or None
+        for blocks in (
+            block_tables.get(req_id, blocks)
+            for req_id, blocks in zip(req_ids, cached.new_block_ids, strict=True)
+        )
     ]
     num_computed = list(cached.num_computed_tokens)
     num_output = list(cached.num_output_tokens)

@@ -9,6 +9,7 @@ from typing import Any
 from stepscope.engine import SchedulerOutput
 from stepscope.engine.outputs import DraftTokenIds, EngineCoreOutput
 from stepscope.engine.probe import ScheduleEnd
+from stepscope.engine.scheduler_output import GroupBlockIds
 
 
 @dataclass(slots=True)
@@ -24,6 +25,9 @@ class Batch:
     spec_tokens: Mapping[str, Sequence[int]]
     """The drafts it scheduled, as `schedule()` returned them (`convert.scheduled_spec_tokens`;
     without speculative decoding, vLLM's own empty map)."""
+    block_tables: Mapping[str, GroupBlockIds | None]
+    """New and resumed requests' block ids as `schedule()` returned them
+    (`convert.handed_block_tables`: the model runner extends vLLM's lists later)."""
     num_free_blocks_after_schedule: int
     schedule_ns: int
     scheduled_at: int

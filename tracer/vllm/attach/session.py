@@ -389,7 +389,13 @@ class VllmRecording:
             else output.scheduled_spec_decode_tokens
         )
         batch = Batch(
-            output, spec_tokens, free_blocks, scheduled_at - started, scheduled_at, held_blocks
+            output,
+            spec_tokens,
+            convert.handed_block_tables(output),
+            free_blocks,
+            scheduled_at - started,
+            scheduled_at,
+            held_blocks,
         )
 
         def schedule_call() -> tuple[ScheduleStart, ScheduleEnd]:  # the builder thread

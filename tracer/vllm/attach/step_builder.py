@@ -2,12 +2,13 @@
 
 The engine thread keeps references to what vLLM makes afresh for each step (the
 `SchedulerOutput`, the model runner's output, what `update_from_output` returns) and
-copies only what vLLM changes in place later: with speculative decoding, the drafts a
-batch scheduled (async scheduling writes the next drafts into them) and the sampled
-lists (a stop among accepted drafts trims them). Everything is converted here, on the
-recorder's builder thread, in the order the engine thread handed it over; so what this
-side keeps for the requests the scheduler holds (sampling params, first admissions) is
-what the engine thread saw at each call.
+copies only what vLLM changes in place later: the block ids of new and resumed requests
+(the model runner keeps those lists as its own and extends them), and with speculative
+decoding the drafts a batch scheduled (async scheduling writes the next drafts into them)
+and the sampled lists (a stop among accepted drafts trims them). Everything is converted
+here, on the recorder's builder thread, in the order the engine thread handed it over; so
+what this side keeps for the requests the scheduler holds (sampling params, first
+admissions) is what the engine thread saw at each call.
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ class VllmStepBuilder:
         """Convert a `schedule()` call's output, right after the calls before it."""
         output = batch.scheduler_output
         batch.output = convert.scheduler_output(
-            output, self.sampling, self.admitted, self.kv_cache_groups, batch.spec_tokens
+            output,
+            self.sampling,
+            self.admitted,
+            self.kv_cache_groups,
+            batch.spec_tokens,
+            batch.block_tables,
         )
         # A server's recording would otherwise keep some for every request it was sent.
         for req_id in output.finished_req_ids:
