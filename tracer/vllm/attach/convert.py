@@ -257,9 +257,9 @@ def scheduler_output(
     output: Any,
     sampling: Mapping[str, SamplingParams],
     admitted_before: set[str],
-    kv_cache_groups: Sequence[KVCacheGroupSpec] | None = None,
-    spec_tokens: Mapping[str, Sequence[int]] | None = None,
-    block_tables: Mapping[str, GroupBlockIds | None] | None = None,
+    kv_cache_groups: Sequence[KVCacheGroupSpec] | None,
+    spec_tokens: Mapping[str, Sequence[int]],
+    block_tables: Mapping[str, GroupBlockIds | None],
 ) -> SchedulerOutput:
     """vLLM's SchedulerOutput in the V1 model runner's shape.
 
@@ -268,15 +268,10 @@ def scheduler_output(
     `admitted_before` is updated with this step's first admissions. With
     `kv_cache_groups` (the engine config's) every group's block ids ride beside group 0's.
     `spec_tokens`: the drafts it scheduled as `schedule()` returned them
-    (`scheduled_spec_tokens`), where vLLM has changed them since; None: the output's own.
+    (`scheduled_spec_tokens`, or the output's own where vLLM does not change them).
     `block_tables`: new and resumed requests' block ids as `schedule()` returned them
-    (`handed_block_tables`), where the model runner has extended them since; None: the
-    output's own.
+    (`handed_block_tables`: the model runner extends vLLM's lists later).
     """
-    if spec_tokens is None:
-        spec_tokens = output.scheduled_spec_decode_tokens or {}
-    if block_tables is None:
-        block_tables = handed_block_tables(output)
     cached = output.scheduled_cached_reqs
     new_rows = []
     resumed_rows = []

@@ -17,7 +17,7 @@ class Batch:
     """One `schedule()` call's output, waiting for its update.
 
     The engine thread fills in what vLLM handed it and the counts it read; the builder
-    thread converts vLLM's objects (`step_builder.py`) and alone touches `output`.
+    thread converts vLLM's objects (`step_builder.py`) and alone touches `output` and `end`.
     """
 
     scheduler_output: Any
