@@ -14,7 +14,8 @@ import pytest
 from conftest import REPO
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload, load_workload
 from stepscope.schema import open_trace
-from stepscope.tracer.background import MAX_HELD_CALLS, BackgroundRecorder
+from stepscope.tracer import background
+from stepscope.tracer.background import HAND_OVER_STEPS, MAX_HELD_CALLS, BackgroundRecorder
 from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from vllm_env import table_differences
@@ -67,8 +68,8 @@ def test_a_builder_failure_reaches_the_engine_thread_once(tmp_path: Path) -> Non
 
 
 def test_calls_reach_the_builder_a_step_at_a_time_or_once_enough_are_held(tmp_path: Path) -> None:
-    """Handing over wakes no thread, so it happens per step, not per call: a call made
-    between steps waits for the next hand-over (a step, a mark, a wait, the close), and
+    """Handing over wakes the builder, so it happens with steps, not per call: a call made
+    between steps waits for the next hand-over (steps, a mark, a wait, the close), and
     no more than `MAX_HELD_CALLS` wait."""
     workload = load_workload(CASES[0])
     recorder = BackgroundRecorder(TraceRecorder(tmp_path / "t.duckdb", workload, {}))
@@ -84,6 +85,30 @@ def test_calls_reach_the_builder_a_step_at_a_time_or_once_enough_are_held(tmp_pa
     recorder.register_request(spec)
     recorder.mark(complete=False)
     _wait_for(lambda: len(built) == MAX_HELD_CALLS + 1)
+    recorder.close(complete=False)
+
+
+def test_steps_reach_the_builder_several_at_a_time_or_once_they_have_waited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workload = load_workload(CASES[29])
+    recorder = BackgroundRecorder(TraceRecorder(tmp_path / "t.duckdb", workload, {}))
+    built: list[int] = []
+    recorder.recorder.record_step = lambda record, *_: built.append(record.step)  # type: ignore[method-assign]
+    loop = EngineLoop(workload, tapes(workload), probe=recorder)
+    steps = loop.run()
+    monkeypatch.setattr(background, "HAND_OVER_WAIT_NS", 60 * 10**9)
+    recorder.record_step(next(steps), loop.core.scheduler)  # none held before: handed over
+    _wait_for(lambda: len(built) == 1)
+    for _ in range(HAND_OVER_STEPS - 1):
+        recorder.record_step(next(steps), loop.core.scheduler)
+    time.sleep(0.2)  # time enough for the builder to take what it had been handed
+    assert len(built) == 1
+    monkeypatch.setattr(background, "HAND_OVER_WAIT_NS", 0)  # from the next hand-over on
+    recorder.record_step(next(steps), loop.core.scheduler)  # the HAND_OVER_STEPS-th held
+    _wait_for(lambda: len(built) == 1 + HAND_OVER_STEPS)
+    recorder.record_step(next(steps), loop.core.scheduler)  # held past its wait: at once
+    _wait_for(lambda: len(built) == 2 + HAND_OVER_STEPS)
     recorder.close(complete=False)
 
 

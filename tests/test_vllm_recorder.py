@@ -266,7 +266,7 @@ def test_recording_classes_record_only_when_asked(vllm: VllmPython, tmp_path: Pa
                 env={"STEPSCOPE_TRACE": str(trace)},
             )
         )
-        assert on["recording"] and len(on["wrapped"]) == 6, on
+        assert on["recording"] and len(on["wrapped"]) == 7, on
         with open_trace(trace) as opened:
             assert opened.complete
             assert opened.meta["engine"] == "vllm"
@@ -307,6 +307,24 @@ def test_a_recording_lets_go_of_requests_the_scheduler_has_freed(
     assert set(held["sampling"]) <= set(held["unshipped"])
     assert set(held["admitted"]) <= set(held["unshipped"])
     assert len(held["finishes"]) > 3 and not any(held["finishes"])
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_the_running_pass_calls_vllms_allocate_slots_unwrapped(
+    vllm: VllmPython, tmp_path: Path, mode: str
+) -> None:
+    """First come, first served, a refused running call is always followed by a preemption,
+    so the running pass calls vLLM's own `allocate_slots`; a step that preempts reads the
+    refused call from `schedule()`'s frame and wraps the rest of the step. (The rows those
+    steps record are the engine's: `test_conformance_workloads_record_as_the_engine_does`.)"""
+    workload = next(p for p in CONFORMANCE if p.name.startswith("39"))
+    knobs = [arg for k, v in MODES[mode].items() for arg in ("--set", f"{k}={json.dumps(v)}")]
+    counts = json.loads(vllm.harness("tapped", str(tmp_path / "t.duckdb"), str(workload), *knobs))
+    assert counts["preempting_steps"] > 0
+    assert counts["tapped"] < counts["calls"] / 2
+    with open_trace(tmp_path / "t.duckdb") as trace:
+        assert trace.meta["complete"] == "true"
+        assert trace.meta.get("outside_subset", "") == ""
 
 
 def test_the_wrong_class_for_the_mode_is_noted(vllm: VllmPython, tmp_path: Path) -> None:

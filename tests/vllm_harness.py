@@ -7,6 +7,7 @@
     python vllm_harness.py replay TRACE...
     python vllm_harness.py held OUT WORKLOAD.json [--set KNOB=VALUE]...
     python vllm_harness.py late_abort OUT WORKLOAD.json [--set KNOB=VALUE]...
+    python vllm_harness.py tapped OUT WORKLOAD.json [--set KNOB=VALUE]...
 
 `record` writes OUT_DIR/<stem>.duckdb per workload (vLLM's import is paid once).
 `settings` builds the scheduler from CLASS (`module.Class`), which records only if
@@ -17,6 +18,8 @@ prints whether the run still finished. `replay` replays each trace through vLLM
 and prints each diff's classification. `held` records the workload and prints the
 requests the recording still keeps something for, those the scheduler has not
 shipped as finished, and how many request endings the step loop held every 10 steps.
+`tapped` records the workload and prints how many `allocate_slots` calls vLLM made, how
+many of them went through the recording's wrapper, and how many steps preempted.
 `late_abort` records the workload, then aborts its first request once the engine is
 done, as vLLM's frontend does for a request it stopped on a stop string.
 `behind` records the workload with a row builder slower than the engine (each step's
@@ -51,7 +54,14 @@ from stepscope.tracer.vllm.drive.scripted_core import run_scripted
 BEHIND_BACKLOG_STEPS = 32
 """`behind`'s backlog: a server's (`BACKLOG_STEPS`) is longer than a test workload."""
 
-WRAPPED = ("add_request", "finish_requests", "schedule", "update_from_output", "_preempt_request")
+WRAPPED = (
+    "add_request",
+    "finish_requests",
+    "schedule",
+    "update_from_output",
+    "_preempt_request",
+    "_handle_blocked_waiting_request",
+)
 
 
 def _workload(path: str, knobs: dict[str, Any]) -> Workload:
@@ -167,6 +177,40 @@ def held(argv: list[str]) -> None:
     )
 
 
+def tapped(argv: list[str]) -> None:
+    from stepscope.tracer.vllm.attach.allocation_tap import AllocationTap
+    from vllm.v1.core.kv_cache_manager import KVCacheManager
+
+    (out, path), knobs = _split(argv)
+    counts = {"calls": 0, "tapped": 0, "preempting_steps": 0}
+    preempting: set[int] = set()
+
+    def counted(cls: Any, name: str, key: str) -> None:
+        method = getattr(cls, name)
+
+        def count(*args: Any, **kwargs: Any) -> Any:
+            counts[key] += 1
+            return method(*args, **kwargs)
+
+        setattr(cls, name, count)
+
+    counted(KVCacheManager, "allocate_slots", "calls")
+    counted(AllocationTap, "allocate_slots", "tapped")
+    workload = _workload(path, knobs)
+    scheduler, block_hasher = build_scheduler(workload)
+    recording = attach_recording(scheduler, Path(out), planned=workload)
+    preempt = scheduler._preempt_request
+
+    def preempt_and_count(*args: Any, **kwargs: Any) -> Any:
+        preempting.add(scheduler.current_step)
+        return preempt(*args, **kwargs)
+
+    scheduler._preempt_request = preempt_and_count
+    run_scripted(workload, scheduler, block_hasher, recording)
+    recording.close()
+    print(json.dumps(counts | {"preempting_steps": len(preempting)}))
+
+
 def late_abort(argv: list[str]) -> None:
     from vllm.v1.request import RequestStatus
 
@@ -226,6 +270,7 @@ if __name__ == "__main__":
         "replay": replay,
         "held": held,
         "late_abort": late_abort,
+        "tapped": tapped,
         "behind": behind,
     }
     commands[sys.argv[1]](sys.argv[2:])

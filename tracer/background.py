@@ -7,10 +7,12 @@ engine thread only hands the step's frozen records (or what the builder makes th
 from), and the queue counts it read at that moment, to a builder thread that owns the
 `TraceRecorder`; the builder runs while the engine thread waits on the model. Calls
 reach the recorder in the order they were made, so the trace is the one the recorder
-would write inline. They are handed over a step at a time, so the engine thread wakes
-the builder once a step (a system call), not once a call. (A builder polling a queue
-instead, waking no one, cost a server recording on a CPU model 20 % of its output
-throughput against 2 %: its wake-ups took the GIL from the engine thread.)
+would write inline. They are handed over `HAND_OVER_STEPS` steps at a time (or sooner,
+once the first of them has waited `HAND_OVER_WAIT_NS`), so the engine thread wakes the
+builder (a system call) once for several steps, not once a call; the builder lets the
+GIL go between the steps it builds, so the engine never waits on more than one. (A
+builder polling a queue instead, waking no one, cost a server recording on a CPU model
+a fifth of its output throughput: its wake-ups took the GIL from the engine thread.)
 
 When the builder falls `BACKLOG_STEPS` steps behind (a slow disk, a starved core),
 the engine thread stops handing steps over: the steps from there are dropped and
@@ -49,6 +51,11 @@ the recording stops rather than hold the engine's arrivals without bound."""
 MAX_HELD_CALLS = 64
 """Calls held back on the engine thread at most before they are handed over (between steps,
 arrivals would otherwise wait for the next step)."""
+HAND_OVER_STEPS = 8
+"""Steps held back on the engine thread before they are handed over together."""
+HAND_OVER_WAIT_NS = 100_000_000
+"""...or sooner, at the first step once the held steps have waited this long (slow steps,
+a quiet engine), so the trace's readers are not kept waiting."""
 
 
 class RecorderStalled(RuntimeError):
@@ -96,10 +103,13 @@ class BackgroundRecorder:
         self.num_dropped_steps = 0
         """Steps not recorded because the builder had fallen behind."""
         self._calls: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
-        """Batches of calls for the builder, a step's at a time."""
-        """Batches of calls for the builder (appended and taken whole: atomic in CPython)."""
+        """Batches of calls for the builder, `HAND_OVER_STEPS` steps' at a time."""
         self._held: _Batch = []
         """Calls made since the last hand-over (the engine thread's)."""
+        self._steps_held = 0
+        """Steps among them."""
+        self._hand_over_by = 0
+        """When the held steps are handed over, however few (`time.monotonic_ns`)."""
         self._calls_handed_over = 0
         """Calls queued for the builder (written by the engine thread only)."""
         self._calls_taken = 0
@@ -154,12 +164,14 @@ class BackgroundRecorder:
     def record_step_of(
         self, step: int, make_record: Callable[[], StepRecord], scheduler: QueueState
     ) -> None:
-        """Record `step`, whose record the builder thread makes with `make_record`; hands
-        over every call made since the last step."""
+        """Record `step`, whose record the builder thread makes with `make_record`; every
+        `HAND_OVER_STEPS` steps (or once they have waited), hands over every call held."""
         try:
             self._record_step_of(step, make_record, scheduler)
         finally:
-            self._hand_over()
+            self._steps_held += 1
+            if self._steps_held >= HAND_OVER_STEPS or time.monotonic_ns() >= self._hand_over_by:
+                self._hand_over()
 
     def _record_step_of(
         self, step: int, make_record: Callable[[], StepRecord], scheduler: QueueState
@@ -273,6 +285,7 @@ class BackgroundRecorder:
             self.recorder.record_step(make_record(), counts, ended_at_ns)
         finally:
             self._steps_built += 1
+        time.sleep(0)  # the GIL to the engine thread, if it waits for it
 
     def _submit(self, call: _Call) -> None:
         """Queue `call` for the builder; it is handed over with the step's (or sooner, when
@@ -286,6 +299,8 @@ class BackgroundRecorder:
     def _hand_over(self) -> None:
         """Hand the calls held so far to the builder, waking it once."""
         held = self._held
+        self._steps_held = 0
+        self._hand_over_by = time.monotonic_ns() + HAND_OVER_WAIT_NS
         if not held:
             return
         if self._calls_handed_over - self._calls_taken >= MAX_QUEUED_CALLS:

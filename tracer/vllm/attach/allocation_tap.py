@@ -10,16 +10,26 @@ vLLM's check read. With hybrid KV cache groups the blocks a call needs are count
 by vLLM's coordinator, over every group; the block ids and tables recorded are group 0's,
 as stepscope's engine records them.
 
-The running pass's grants, one per running request every step, cost the engine thread
-next to nothing: they are not recorded as decisions, since the output's running rows
-are those grants in call order. Only in a step whose running pass is refused (and so
-preempts) are they listed among the decisions, in call order, from the refusal on
-with the grants made before it (`step_rows.number_decisions` walks such a step).
+The running pass's grants, one per running request every step, are not recorded as
+decisions, since the output's running rows are those grants in call order. Only in a
+step whose running pass is refused (and so preempts) are they listed among the
+decisions, in call order, from the refusal on with the grants made before it
+(`step_rows.number_decisions` walks such a step).
+
+Where vLLM's running pass can only be refused by preempting (first come, first served,
+one full-attention group, no KV connector), it runs on vLLM's own `allocate_slots`, with
+no wrapper: the first preemption of a step reads the refused call and the grants before
+it from `schedule()`'s frame (`request`, `num_new_tokens`, `scheduled_running_reqs`;
+vLLM has changed none of them since the call, nor the pool), and the wrapper is put
+back for the rest of the step. The waiting pass gets it back before its first request
+(`_handle_blocked_waiting_request` is the first thing it calls for each).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any
 
 from stepscope.engine.kv_cache_manager import AllocationRefusal, RefusalCheck, cdiv
@@ -41,10 +51,10 @@ class AllocationTap:
         self,
         scheduler: Any,
         decisions: Callable[[], list[Decision]],
-        outside_schedule: Callable[[str], None],
+        outside_subset: Callable[[str], None],
     ) -> None:
         self.scheduler = scheduler
-        self._outside_schedule = outside_schedule
+        self._outside_subset = outside_subset
         self.kv_cache_manager = scheduler.kv_cache_manager
         self.block_pool = self.kv_cache_manager.block_pool
         self._coordinator = self.kv_cache_manager.coordinator
@@ -66,10 +76,19 @@ class AllocationTap:
         self._watermarked_statuses = (_request_status("WAITING"), _request_status("PREEMPTED"))
         self._allocate_slots = self.kv_cache_manager.allocate_slots
         self._preempt_request = scheduler._preempt_request
+        self._handle_blocked_waiting_request = scheduler._handle_blocked_waiting_request
+        self._schedule_code = _untapped_running_pass_code(
+            scheduler, one_full_group=self._one_full_group
+        )
+        """`schedule()`'s code where its running pass runs untapped (else None)."""
+        self._tapped = True
+        """`allocate_slots` is wrapped (outside `schedule()` always)."""
 
     def attach(self) -> None:
-        self.kv_cache_manager.allocate_slots = self.allocate_slots
+        self._tap()
         self.scheduler._preempt_request = self.preempt_request
+        if self._schedule_code is not None:
+            self.scheduler._handle_blocked_waiting_request = self.handle_blocked_waiting_request
         self.scheduler.deferred_waiting = _SkipReportingSet(
             self.scheduler.deferred_waiting, self._skipped
         )
@@ -80,6 +99,11 @@ class AllocationTap:
         self._detached = True
         vars(self.kv_cache_manager).pop("allocate_slots", None)
         vars(self.scheduler).pop("_preempt_request", None)
+        vars(self.scheduler).pop("_handle_blocked_waiting_request", None)
+
+    def _tap(self) -> None:
+        self.kv_cache_manager.allocate_slots = self.allocate_slots
+        self._tapped = True
 
     def start_step(self) -> None:
         self._step_decisions = self._decisions()
@@ -88,9 +112,21 @@ class AllocationTap:
         self._needed_by = None
         self.prefix_cache = (0, 0)
         self._in_schedule = not self._detached
+        if self._schedule_code is not None and self._in_schedule:
+            vars(self.kv_cache_manager).pop("allocate_slots", None)  # vLLM's own, untapped
+            self._tapped = False
 
     def end_step(self) -> None:
         self._in_schedule = False
+        if not self._tapped and not self._detached:
+            self._tap()
+
+    def handle_blocked_waiting_request(self, request: Any) -> bool:
+        """The waiting pass's first call for each request: its allocations are tapped."""
+        if not self._tapped:
+            self._tap()
+        ready: bool = self._handle_blocked_waiting_request(request)
+        return ready
 
     def _skipped(self, request: Any) -> None:
         """The waiting pass passed over `request` (it goes back to the head afterwards)."""
@@ -136,7 +172,7 @@ class AllocationTap:
     ) -> Any:
         """A call outside the running pass (an admission), or one made outside `schedule()`."""
         if not self._in_schedule:
-            self._outside_schedule("KV blocks allocated outside schedule()")
+            self._outside_subset("KV blocks allocated outside schedule()")
             return self._allocate_slots(request, num_new_tokens, *args, **kwargs)
         if request.status is self._running_status:  # a running request's call in another form
             new_blocks = self._allocate_slots(request, num_new_tokens, *args, **kwargs)
@@ -248,9 +284,11 @@ class AllocationTap:
 
     def preempt_request(self, request: Any, *args: Any, **kwargs: Any) -> None:
         if not self._in_schedule:  # reset_prefix_cache() preempts everything running
-            self._outside_schedule("requests preempted outside schedule() (prefix cache reset)")
+            self._outside_subset("requests preempted outside schedule() (prefix cache reset)")
             self._preempt_request(request, *args, **kwargs)
             return
+        if not self._tapped:
+            self._untapped_refusal(self._schedule_frame())
         request_id = request.request_id
         free_before = self.block_pool.get_num_free_blocks()
         num_computed = request.num_computed_tokens
@@ -271,6 +309,58 @@ class AllocationTap:
                 num_free_blocks_after=self.block_pool.get_num_free_blocks(),
             )
         )
+
+    def _schedule_frame(self) -> Any:
+        """vLLM's `schedule()` running, which called `_preempt_request` (through any
+        wrappers of its own), or None."""
+        frame: FrameType | None = sys._getframe(2)
+        for _ in range(_MAX_WRAPPERS):
+            if frame is None or frame.f_code is self._schedule_code:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def _untapped_refusal(self, frame: Any) -> None:
+        """The untapped running pass was refused: record the grants before the refused
+        call and the call from `schedule()`'s frame, and tap the rest of the step."""
+        self._tap()
+        if frame is None:  # not vLLM's running pass: its refusal cannot be recorded
+            self._outside_subset("a request preempted outside schedule()'s running pass")
+            return
+        names = frame.f_locals
+        tokens, new_blocks = names["num_scheduled_tokens"], names["req_to_new_blocks"]
+        for granted in names["scheduled_running_reqs"]:
+            request_id = granted.request_id
+            self._grants[request_id] = (tokens[request_id], new_blocks[request_id])
+        lookahead = {"num_lookahead_tokens": self.scheduler.num_lookahead_tokens}
+        self._refused_running_call(names["request"], names["num_new_tokens"], (), lookahead)
+
+
+def _untapped_running_pass_code(scheduler: Any, *, one_full_group: bool) -> Any:
+    """`schedule()`'s code, where only a preemption follows a refused running call and the
+    frame holds what the refusal's record needs; None where the running pass is tapped."""
+    if not one_full_group or scheduler.policy.value != "fcfs" or scheduler.connector is not None:
+        return None
+    if not hasattr(scheduler, "_handle_blocked_waiting_request"):
+        return None
+    code = type(scheduler).schedule.__code__
+    if not {*code.co_varnames, *code.co_cellvars} >= _SCHEDULE_LOCALS:
+        return None
+    return code
+
+
+_MAX_WRAPPERS = 8
+"""Frames looked through between `_preempt_request` and `schedule()`."""
+
+_SCHEDULE_LOCALS = frozenset(
+    {
+        "request",
+        "num_new_tokens",
+        "scheduled_running_reqs",
+        "num_scheduled_tokens",
+        "req_to_new_blocks",
+    }
+)
 
 
 def _skip_reason(request: Any) -> WaitingSkipReason:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,15 +70,11 @@ class Iteration:
 
 
 class QueueState:
-    """The recorder's view of vLLM's queues and free blocks."""
+    """The recorder's view of vLLM's queues and free blocks: vLLM's own methods, read
+    every step."""
 
     def __init__(self, scheduler: Any) -> None:
-        self._scheduler = scheduler
-        self._block_pool = scheduler.kv_cache_manager.block_pool
-
-    def get_request_counts(self) -> tuple[int, int]:
-        counts: tuple[int, int] = self._scheduler.get_request_counts()
-        return counts
-
-    def get_num_free_blocks(self) -> int:
-        return int(self._block_pool.get_num_free_blocks())
+        self.get_request_counts: Callable[[], tuple[int, int]] = scheduler.get_request_counts
+        self.get_num_free_blocks: Callable[[], int] = (
+            scheduler.kv_cache_manager.block_pool.get_num_free_blocks
+        )

@@ -51,7 +51,8 @@ class ScheduleFacts:
             scheduler.policy.value == "priority" and installed_rules().self_preemption_continues
         )
         pause_states = type(scheduler._pause_state)
-        self._unpaused = pause_states["UNPAUSED"]
+        self.unpaused = pause_states["UNPAUSED"]
+        """vLLM's `PauseState.UNPAUSED`."""
         self._paused_all = pause_states["PAUSED_ALL"]
         self.applies_prefill_cadence = applies_prefill_cadence(scheduler)
 
@@ -68,7 +69,7 @@ class ScheduleFacts:
 
     def paused(self) -> bool:
         """Whether scheduling is paused (`set_pause_state`)."""
-        return self.scheduler._pause_state is not self._unpaused
+        return self.scheduler._pause_state is not self.unpaused
 
     def end(
         self, start: StartValues, decisions: Sequence[Decision], output: Any, *, held: bool

@@ -481,7 +481,13 @@ class VllmRecording:
         """Record the steps done; once the engine has nothing left, mark the trace complete."""
         self._awaiting_drafts = None
         self._record_complete()
-        if not self._in_flight and not self._iterations and not self.scheduler.has_requests():
+        if self._in_flight or self._iterations:
+            return
+        scheduler = self.scheduler
+        # A running request, unpaused, is one `has_requests()` counts (and cheaper to see).
+        if scheduler.running and scheduler._pause_state is self.facts.unpaused:
+            return
+        if not scheduler.has_requests():
             self._marked_complete = True
             self.recorder.mark(complete=True, meta=self._final_meta())
 
