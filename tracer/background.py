@@ -190,7 +190,7 @@ class BackgroundRecorder:
         self._steps_handed_over += 1
         self._submit(
             lambda: self._build_step(
-                make_record, QueueCounts(num_running, num_waiting, num_free_blocks), ended_at_ns
+                make_record, (num_running, num_waiting, num_free_blocks), ended_at_ns
             )
         )
 
@@ -279,10 +279,10 @@ class BackgroundRecorder:
         self.recorder.on_schedule_end(end)
 
     def _build_step(
-        self, make_record: Callable[[], StepRecord], counts: QueueCounts, ended_at_ns: int
+        self, make_record: Callable[[], StepRecord], counts: tuple[int, int, int], ended_at_ns: int
     ) -> None:
         try:
-            self.recorder.record_step(make_record(), counts, ended_at_ns)
+            self.recorder.record_step(make_record(), QueueCounts(*counts), ended_at_ns)
         finally:
             self._steps_built += 1
         time.sleep(0)  # the GIL to the engine thread, if it waits for it

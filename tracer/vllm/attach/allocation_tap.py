@@ -118,13 +118,14 @@ class AllocationTap:
 
     def end_step(self) -> None:
         self._in_schedule = False
-        if not self._tapped and not self._detached:
-            self._tap()
+        if not self._detached:
+            self._tap()  # the wrapper that notes calls outside `schedule()`
 
     def handle_blocked_waiting_request(self, request: Any) -> bool:
         """The waiting pass's first call for each request: its allocations are tapped."""
         if not self._tapped:
-            self._tap()
+            self.kv_cache_manager.allocate_slots = self.admission_slots
+            self._tapped = True
         ready: bool = self._handle_blocked_waiting_request(request)
         return ready
 
@@ -160,6 +161,12 @@ class AllocationTap:
             self._step_decisions.append(RunningGrant(request.request_id))
         return new_blocks
 
+    def admission_slots(self, request: Any, num_new_tokens: int, *args: Any, **kwargs: Any) -> Any:
+        """`allocate_slots` in the waiting pass, which vLLM calls with keywords."""
+        if args or request.status is self._running_status:
+            return self.allocate_slots(request, num_new_tokens, *args, **kwargs)
+        return self._admission_call(request, num_new_tokens, kwargs)
+
     def _granted(self, request: Any, num_new_tokens: int, new_blocks: Any) -> Any:
         """A running request's call granted (the fast path above does the same inline)."""
         self._grants[request.request_id] = (num_new_tokens, new_blocks)
@@ -179,9 +186,7 @@ class AllocationTap:
             if new_blocks is None:
                 return self._refused_running_call(request, num_new_tokens, args, kwargs)
             return self._granted(request, num_new_tokens, new_blocks)
-        return self._admission_call(
-            request, _AllocationArgs.bind(num_new_tokens, args, kwargs), args, kwargs
-        )
+        return self._admission_call(request, num_new_tokens, _by_name(args, kwargs))
 
     def _refused_running_call(
         self, request: Any, num_new_tokens: int, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -191,38 +196,44 @@ class AllocationTap:
             # The grants before the first refusal, in call order, go in ahead of it.
             self._walked = True
             self._step_decisions.extend(RunningGrant(request_id) for request_id in self._grants)
-        refusal = self._refusal(request, _AllocationArgs.bind(num_new_tokens, args, kwargs))
+        refusal = self._refusal(
+            request, _AllocationArgs.bind(num_new_tokens, _by_name(args, kwargs))
+        )
         self._needed_by = request.request_id
         self._step_decisions.append(RefusedRunningCall(request.request_id, num_new_tokens, refusal))
 
-    def _admission_call(
-        self, request: Any, call: _AllocationArgs, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
+    def _admission_call(self, request: Any, num_new_tokens: int, kwargs: dict[str, Any]) -> Any:
+        """A waiting request's call, its arguments past the first two all by keyword."""
+        get = kwargs.get
+        num_new_computed_tokens = get("num_new_computed_tokens", 0)
+        watermark = 0
+        if get("has_scheduled_reqs", True) and request.status in self._watermarked_statuses:
+            watermark = int(self.kv_cache_manager.watermark_blocks)
         free_before = self.block_pool.get_num_free_blocks()
-        watermark = self._watermark(request, call)
         # With hybrid groups a refused call may still free blocks outside a window first.
-        refusal_before = None if self._one_full_group else self._refusal(request, call)
-        new_blocks = self._allocate_slots(request, call.num_new_tokens, *args, **kwargs)
+        refusal_before = None
+        if not self._one_full_group:
+            refusal_before = self._refusal(request, _AllocationArgs.bind(num_new_tokens, kwargs))
+        new_blocks = self._allocate_slots(request, num_new_tokens, **kwargs)
         refusal = None
         if new_blocks is None:
-            refusal = refusal_before or self._refusal(request, call)
-        if new_blocks is not None and self.kv_cache_manager.enable_caching:
-            queries, hits = self.prefix_cache
-            self.prefix_cache = (
-                queries + request.num_tokens,
-                hits + call.num_new_computed_tokens,
+            refusal = refusal_before or self._refusal(
+                request, _AllocationArgs.bind(num_new_tokens, kwargs)
             )
+        elif self.kv_cache_manager.enable_caching:
+            queries, hits = self.prefix_cache
+            self.prefix_cache = (queries + request.num_tokens, hits + num_new_computed_tokens)
         self._step_decisions.append(
             AdmissionCall(
-                request_id=request.request_id,
-                num_new_tokens=call.num_new_tokens,
-                num_new_computed_tokens=call.num_new_computed_tokens,
-                full_sequence_check=call.full_sequence_must_fit,
-                watermark_blocks=watermark,
-                num_free_blocks_before=free_before,
-                num_free_blocks_after=self.block_pool.get_num_free_blocks(),
-                block_ids=() if new_blocks is None else _block_ids(new_blocks),
-                refusal=refusal,
+                request.request_id,
+                num_new_tokens,
+                num_new_computed_tokens,
+                get("full_sequence_must_fit", False),
+                watermark,
+                free_before,
+                self.block_pool.get_num_free_blocks(),
+                () if new_blocks is None else _block_ids(new_blocks),
+                refusal,
             )
         )
         return new_blocks
@@ -413,8 +424,6 @@ class _AllocationArgs:
         "num_new_tokens",
     )
 
-    _POSITIONAL = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_tokens")
-
     def __init__(self) -> None:
         self.num_new_tokens = 0
         self.num_new_computed_tokens = 0
@@ -425,13 +434,8 @@ class _AllocationArgs:
         self.has_scheduled_reqs = True
 
     @classmethod
-    def bind(
-        cls, num_new_tokens: int, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> _AllocationArgs:
-        named = kwargs
-        if args:
-            named = dict(zip(cls._POSITIONAL, args, strict=False))
-            named.update(kwargs)
+    def bind(cls, num_new_tokens: int, named: dict[str, Any]) -> _AllocationArgs:
+        """The call's arguments past the first two, by name (`_by_name`)."""
         call = cls()
         call.num_new_tokens = num_new_tokens
         call.num_new_computed_tokens = named.get("num_new_computed_tokens", 0)
@@ -442,6 +446,15 @@ class _AllocationArgs:
         call.full_sequence_must_fit = named.get("full_sequence_must_fit", False)
         call.has_scheduled_reqs = named.get("has_scheduled_reqs", True)
         return call
+
+
+_POSITIONAL = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_tokens")
+"""`allocate_slots`'s parameters after the first two, in their order (0.32 and 0.33)."""
+
+
+def _by_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """An `allocate_slots` call's arguments past the first two, by name."""
+    return dict(zip(_POSITIONAL, args, strict=False)) | kwargs if args else kwargs
 
 
 def _one_full_group(kv_cache_config: Any) -> bool:

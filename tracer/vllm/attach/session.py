@@ -168,6 +168,8 @@ class VllmRecording:
         for name in calls:
             self._originals[name] = getattr(scheduler, name)
             setattr(scheduler, name, getattr(self, name))
+        self._schedule = self._originals["schedule"]
+        self._update_from_output = self._originals["update_from_output"]
         self.tap.attach()
         return self
 
@@ -229,14 +231,14 @@ class VllmRecording:
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         if not self.active:
-            return self._originals["schedule"](*args, **kwargs)
+            return self._schedule(*args, **kwargs)
         in_flight_before = len(self._in_flight)
         try:
             self._before_schedule()
         except Exception as error:
             self._failed(error)
         started = time.perf_counter_ns()
-        output = self._originals["schedule"](*args, **kwargs)
+        output = self._schedule(*args, **kwargs)
         scheduled_at = time.perf_counter_ns()
         if self.active:
             try:
@@ -247,13 +249,13 @@ class VllmRecording:
 
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
         if not self.active:
-            return self._originals["update_from_output"](scheduler_output, model_runner_output)
+            return self._update_from_output(scheduler_output, model_runner_output)
         try:
             self._before_update(model_runner_output)
         except Exception as error:
             self._failed(error)
         started = time.perf_counter_ns()
-        outputs = self._originals["update_from_output"](scheduler_output, model_runner_output)
+        outputs = self._update_from_output(scheduler_output, model_runner_output)
         updated = time.perf_counter_ns()
         if self.active:
             try:
