@@ -302,19 +302,27 @@ class VllmRecording:
             # requests by id, so the later input is left out.
             self.reasons.add("streaming input or a reused request id")
             return
-        self.arrived.add(request.request_id)
+        request_id = request.request_id
+        self.arrived.add(request_id)
         if self._marked_complete:
             self._marked_complete = False
             self.recorder.mark(complete=False)
-        spec = convert.request_spec(request, arrival_step=self.step + 1)
-        planned = self.planned.get(spec.request_id)
-        if planned is not None:
-            spec = convert.with_planned(spec, planned)
-        self.recorder.register_request(spec)
-        self.recorder.defer(lambda: self.steps.arrived(spec.request_id, spec.sampling_params))
-        self._arrived.append(spec.request_id)
+        arrival_step = self.step + 1
+        planned = self.planned.get(request_id)
+        trace, steps = self.recorder.recorder, self.steps
+
+        def register() -> None:  # the builder thread: what it reads stays as it arrived
+            spec = convert.request_spec(request, arrival_step=arrival_step)
+            if planned is not None:
+                spec = convert.with_planned(spec, planned)
+            trace.register_request(spec)
+            steps.arrived(request_id, spec.sampling_params)
+
+        self.recorder.defer(register)
+        self._arrived.append(request_id)
         self.reasons.update(request_outside_subset(request))
-        self._follow_grammar(request, spec)
+        known = planned is not None and planned.grammar_ready_step is not None
+        self._follow_grammar(request, arrival_step, readiness_known=known)
 
     def _on_finish_requests(self, finished: list[Any], status: Any) -> None:
         self._grammars_never_ready(request.request_id for request in finished)
@@ -521,10 +529,9 @@ class VllmRecording:
 
     # ----- structured output ----------------------------------------------------
 
-    def _follow_grammar(self, request: Any, spec: RequestSpec) -> None:
+    def _follow_grammar(self, request: Any, arrival_step: int, *, readiness_known: bool) -> None:
         """Note when the request's grammar is ready, unless a scripted workload says."""
-        known = spec.grammar_ready_step is not None
-        self.grammars.on_arrival(request, spec.arrival_step, readiness_known=known)
+        self.grammars.on_arrival(request, arrival_step, readiness_known=readiness_known)
         speculative = self.speculative_decoding
         self.reasons.update(
             structured_output_outside_subset(request, speculative_decoding=speculative)
