@@ -11,8 +11,9 @@ would write inline. They are handed over `HAND_OVER_STEPS` steps at a time (or s
 once the first of them has waited `HAND_OVER_WAIT_NS`), so the engine thread wakes the
 builder (a system call) once for several steps, not once a call; the builder lets the
 GIL go between the steps it builds, so the engine never waits on more than one. (A
-builder polling a queue instead, waking no one, cost a server recording on a CPU model
-a fifth of its output throughput: its wake-ups took the GIL from the engine thread.)
+builder polling a queue instead, waking no one, cost a server recording on a CPU model far
+more of its output throughput: its wake-ups took the GIL from the engine thread;
+`benchmarks/RESULTS.md` has the figures.)
 
 When the builder falls `BACKLOG_STEPS` steps behind (a slow disk, a starved core),
 the engine thread stops handing steps over: the steps from there are dropped and
