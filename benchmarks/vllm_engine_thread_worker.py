@@ -1,7 +1,7 @@
 """Run by the vLLM venv's interpreter: vLLM's scheduler stock and recorded, stepped in
 lockstep in one process. Prints a JSON list of timings.
 
-    python vllm_engine_thread_worker.py CASES.json REPEATS MODEL_MS SEGMENT SCRATCH_DIR
+    python vllm_engine_thread_worker.py CASES.json REPEATS MODEL_MS SEGMENT [PARTS_OFF] SCRATCH_DIR
 
 Two schedulers of the same case, one stock and one recorded, take a step each in turn
 (which goes first alternates), so whatever else loads the machine loads both alike. Per
@@ -10,7 +10,8 @@ step, the engine thread's CPU time (`time.thread_time_ns`) of `schedule()` +
 the model (the GIL released, as a server's forward pass mostly does: the recorder's
 builder thread runs then, and each step starts with cold caches). The garbage collector
 is off while stepping. SEGMENT (empty: one file) records as a flight recorder, a folder of
-segments that long. Per repeat, recorded / stock; medians and spread over repeats.
+segments that long. PARTS_OFF (comma-separated, or `none`; `recorder_parts.py`) switches
+parts of the recorder off. Per repeat, recorded / stock; medians and spread over repeats.
 """
 
 from __future__ import annotations
@@ -104,7 +105,11 @@ def main() -> None:
     prepare_environment()
     cases = json.loads(Path(sys.argv[1]).read_text())
     repeats, pause_s = int(sys.argv[2]), float(sys.argv[3]) / 1e3
-    segment, scratch = sys.argv[4], Path(sys.argv[5])
+    segment, scratch = sys.argv[4], Path(sys.argv[-1])
+    if len(sys.argv) > 6:
+        from recorder_parts import switch_off
+
+        switch_off(set(sys.argv[5].split(",")) - {"none"})
     if segment:  # imported only here: an older checkout (a baseline) may lack segments
         from stepscope.tracer.vllm.attach.settings import SEGMENT_ENV
 

@@ -368,18 +368,34 @@ def test_trace_directory_names_one_file_per_engine(vllm: VllmPython, tmp_path: P
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_failing_recording_never_stops_vllm(vllm: VllmPython, tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("where", "prefix", "after"),
+    [("step", "30", 5), ("admission", "30", 1), ("preemption", "05", 1), ("preemption", "31", 1)],
+)
+def test_a_failing_recording_never_stops_vllm(
+    vllm: VllmPython, tmp_path: Path, mode: str, where: str, prefix: str, after: int
+) -> None:
+    """The recording fails handing a step over, or in the allocation tap, which runs inside
+    vLLM's `schedule()`: the recording stops there, vLLM's call is made once and goes on."""
     trace = tmp_path / "t.duckdb"
-    workload = next(p for p in CONFORMANCE if p.name.startswith("30"))
+    workload = next(p for p in CONFORMANCE if p.name.startswith(prefix))
     settings = [a for k, v in MODES[mode].items() for a in ("--set", f"{k}={json.dumps(v)}")]
-    harness = [str(TESTS / "vllm_harness.py"), "failing", str(trace), str(workload), "5"]
-    result = vllm.run([*harness, *settings])
+    harness = [str(TESTS / "vllm_harness.py"), "failing", str(trace), str(workload), str(after)]
+    result = vllm.run([*harness, where, *settings])
     outcome = json.loads(result.stdout)
-    assert outcome == {"complete": True, "active": False, "unfinished": 0, "unwrapped": True}
+    assert outcome == {
+        "complete": True,
+        "active": False,
+        "unfinished": 0,
+        "unwrapped": True,
+        "calls": after + 1,
+    }
     assert "recording failed" in result.stderr
-    with open_trace(trace) as opened:
+    assert "disk full (injected)" in result.stderr
+    with open_trace(trace) as opened:  # closed, marked incomplete, every step before it kept
         assert not opened.complete
-        assert opened.sql("SELECT count(*) FROM steps").fetchall() == [(5,)]
+        if where == "step":
+            assert opened.sql("SELECT count(*) FROM steps").fetchall() == [(after,)]
 
 
 def test_replay_engine_vllm_needs_vllm(tmp_path: Path) -> None:

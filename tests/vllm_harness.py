@@ -121,20 +121,28 @@ def unsupported(argv: list[str]) -> None:
 
 
 def failing(argv: list[str]) -> None:
-    (out, path, after), knobs = _split(argv)
+    """Record, failing from the `after`+1-th call on at `where`: handing a step over (`step`,
+    the default), or in the allocation tap, inside vLLM's `schedule()` (`admission`,
+    `preemption`)."""
+    (out, path, after, *where), knobs = _split(argv)
     workload = _workload(path, knobs)
     scheduler, block_hasher = build_scheduler(workload)
     recording = attach_recording(scheduler, Path(out), planned=workload)
-    record_step_of = recording.recorder.record_step_of
+    owner, name = {
+        "step": (recording.recorder, "record_step_of"),
+        "admission": (recording.tap, "_admitted"),
+        "preemption": (recording.tap, "_preempted"),
+    }[where[0] if where else "step"]
+    works = getattr(owner, name)
     calls = {"n": 0}
 
-    def record_then_fail(*args: Any) -> None:
+    def work_then_fail(*args: Any) -> None:
         calls["n"] += 1
         if calls["n"] > int(after):
             raise OSError("disk full (injected)")
-        record_step_of(*args)
+        works(*args)
 
-    recording.recorder.record_step_of = record_then_fail  # type: ignore[method-assign]
+    setattr(owner, name, work_then_fail)
     run = run_scripted(workload, scheduler, block_hasher, recording)
     recording.close()
     finished = sum(1 for r in scheduler.requests.values() if r.is_finished())
@@ -142,7 +150,9 @@ def failing(argv: list[str]) -> None:
         "complete": run.complete,
         "active": recording.active,
         "unfinished": len(scheduler.requests) - finished,
-        "unwrapped": not any(name in vars(scheduler) for name in WRAPPED),
+        "unwrapped": not any(name in vars(scheduler) for name in WRAPPED)
+        and "allocate_slots" not in vars(scheduler.kv_cache_manager),
+        "calls": calls["n"],
     }
     print(json.dumps(outcome))
 

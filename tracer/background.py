@@ -49,10 +49,10 @@ handing them over."""
 MAX_QUEUED_CALLS = 65_536
 """Calls of any kind queued at most: past it the builder is stuck (a disk that hangs), and
 the recording stops rather than hold the engine's arrivals without bound."""
-MAX_HELD_CALLS = 64
+MAX_HELD_CALLS = 256
 """Calls held back on the engine thread at most before they are handed over (between steps,
 arrivals would otherwise wait for the next step)."""
-HAND_OVER_STEPS = 8
+HAND_OVER_STEPS = 32
 """Steps held back on the engine thread before they are handed over together."""
 HAND_OVER_WAIT_NS = 100_000_000
 """...or sooner, at the first step once the held steps have waited this long (slow steps,
@@ -167,33 +167,40 @@ class BackgroundRecorder:
     ) -> None:
         """Record `step`, whose record the builder thread makes with `make_record`; every
         `HAND_OVER_STEPS` steps (or once they have waited), hands over every call held."""
-        try:
-            self._record_step_of(step, make_record, scheduler)
-        finally:
-            self._steps_held += 1
-            if self._steps_held >= HAND_OVER_STEPS or time.monotonic_ns() >= self._hand_over_by:
-                self._hand_over()
+        if step >= self._drop_before and self._steps_handed_over - self._steps_built < (
+            self.backlog_steps
+        ):
+            self._hand_step(make_record, scheduler)
+        else:
+            self._record_step_behind(step, make_record, scheduler)
+        self._steps_held += 1
+        if self._steps_held >= HAND_OVER_STEPS or time.monotonic_ns() >= self._hand_over_by:
+            self._hand_over()
 
-    def _record_step_of(
-        self, step: int, make_record: Callable[[], StepRecord], scheduler: QueueState
-    ) -> None:
-        if step < self._drop_before:
-            self.num_dropped_steps += 1
-            return
-        if self._steps_handed_over - self._steps_built >= self.backlog_steps:
-            if not self.lossless:
-                self._start_gap(step)
-                return
-            self.wait()
-        num_running, num_waiting = scheduler.get_request_counts()
-        num_free_blocks = scheduler.get_num_free_blocks()
+    def _hand_step(self, make_record: Callable[[], StepRecord], scheduler: QueueState) -> None:
+        """Queue the step, with the queue counts and the wall clock it ended at."""
+        if self._error is not None:
+            self._raise_if_failed()
+        counts = (*scheduler.get_request_counts(), scheduler.get_num_free_blocks())
         ended_at_ns = time.time_ns()
         self._steps_handed_over += 1
-        self._submit(
-            lambda: self._build_step(
-                make_record, (num_running, num_waiting, num_free_blocks), ended_at_ns
-            )
-        )
+        held = self._held
+        held.append(lambda: self._build_step(make_record, counts, ended_at_ns))
+        if len(held) >= MAX_HELD_CALLS:
+            self._hand_over()
+
+    def _record_step_behind(
+        self, step: int, make_record: Callable[[], StepRecord], scheduler: QueueState
+    ) -> None:
+        """A step in a gap is dropped; one the builder is too far behind for starts a gap (or,
+        lossless, waits for the builder)."""
+        if step < self._drop_before:
+            self.num_dropped_steps += 1
+        elif not self.lossless:
+            self._start_gap(step)
+        else:
+            self.wait()
+            self._hand_step(make_record, scheduler)
 
     def record_checkpoint(
         self,
@@ -291,7 +298,8 @@ class BackgroundRecorder:
     def _submit(self, call: _Call) -> None:
         """Queue `call` for the builder; it is handed over with the step's (or sooner, when
         many are held)."""
-        self._raise_if_failed()
+        if self._error is not None:
+            self._raise_if_failed()
         held = self._held
         held.append(call)
         if len(held) >= MAX_HELD_CALLS:

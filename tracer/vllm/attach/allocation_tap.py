@@ -23,6 +23,12 @@ it from `schedule()`'s frame (`request`, `num_new_tokens`, `scheduled_running_re
 vLLM has changed none of them since the call, nor the pool), and the wrapper is put
 back for the rest of the step. The waiting pass gets it back before its first request
 (`_handle_blocked_waiting_request` is the first thing it calls for each).
+
+The records the engine thread would make most often, a running grant and an admission call,
+are kept raw (a request id, a tuple) and made on the builder thread (`decision_records`):
+a frozen record costs the engine thread several times as much to make. The tap's own work
+never reaches vLLM as a failure: vLLM's call is made once either way, and a failure stops
+the recording (`failed`).
 """
 
 from __future__ import annotations
@@ -50,18 +56,25 @@ class AllocationTap:
     def __init__(
         self,
         scheduler: Any,
-        decisions: Callable[[], list[Decision]],
+        decisions: Callable[[], list[Any]],
         outside_subset: Callable[[str], None],
+        failed: Callable[[Exception], None],
     ) -> None:
         self.scheduler = scheduler
         self._outside_subset = outside_subset
+        self._failed = failed
+        """Called with a failure of the tap's own work (vLLM's call is still made, once):
+        the recording stops, vLLM's `schedule()` goes on."""
         self.kv_cache_manager = scheduler.kv_cache_manager
         self.block_pool = self.kv_cache_manager.block_pool
         self._coordinator = self.kv_cache_manager.coordinator
         self._group0 = self._coordinator.single_type_managers[0]
         self._one_full_group = _one_full_group(scheduler.kv_cache_config)
         self._decisions = decisions
-        self._step_decisions: list[Decision] = []
+        self._step_decisions: list[Decision | RawAdmission | str] = []
+        """This step's decisions; a running grant (listed only in a step whose running pass
+        was refused) and an admission call are kept raw, as their request id and a
+        `RawAdmission` (`decision_records` makes their records on the builder thread)."""
         self._grants: dict[str, tuple[int, Any]] = {}
         """This step's running-pass grants in call order: tokens and new blocks (a refund
         needs them)."""
@@ -70,6 +83,9 @@ class AllocationTap:
         self._needed_by: str | None = None
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
+        self.last_refusal: tuple[RefusalCheck, str] | None = None
+        """The check that refused this step's last admission call, and its request (None:
+        granted, or no admission call)."""
         self._in_schedule = False
         self._detached = False
         self._running_status = _request_status("RUNNING")
@@ -111,6 +127,7 @@ class AllocationTap:
         self._walked = False
         self._needed_by = None
         self.prefix_cache = (0, 0)
+        self.last_refusal = None
         self._in_schedule = not self._detached
         if self._schedule_code is not None and self._in_schedule:
             vars(self.kv_cache_manager).pop("allocate_slots", None)  # vLLM's own, untapped
@@ -133,7 +150,10 @@ class AllocationTap:
         """The waiting pass passed over `request` (it goes back to the head afterwards)."""
         if not self._in_schedule or self._detached:
             return
-        self._step_decisions.append(WaitingSkip(request.request_id, _skip_reason(request)))
+        try:
+            self._step_decisions.append(WaitingSkip(request.request_id, _skip_reason(request)))
+        except Exception as error:
+            self._failed(error)
 
     # ----- allocate_slots ------------------------------------------------------
 
@@ -153,12 +173,16 @@ class AllocationTap:
         # to a dict entry, vLLM's defaults passed by position (the cheaper call; 0.32 and 0.33
         # order them so).
         new_blocks = self._allocate_slots(request, num_new_tokens, 0, None, num_lookahead_tokens)
-        if new_blocks is None:
-            kwargs["num_lookahead_tokens"] = num_lookahead_tokens
-            return self._refused_running_call(request, num_new_tokens, args, kwargs)
-        self._grants[request.request_id] = (num_new_tokens, new_blocks)
-        if self._walked:
-            self._step_decisions.append(RunningGrant(request.request_id))
+        try:
+            if new_blocks is None:
+                kwargs["num_lookahead_tokens"] = num_lookahead_tokens
+                self._refused_running_call(request, num_new_tokens, args, kwargs)
+            else:
+                self._grants[request.request_id] = (num_new_tokens, new_blocks)
+                if self._walked:
+                    self._step_decisions.append(request.request_id)
+        except Exception as error:
+            self._failed(error)
         return new_blocks
 
     def admission_slots(self, request: Any, num_new_tokens: int, *args: Any, **kwargs: Any) -> Any:
@@ -167,12 +191,22 @@ class AllocationTap:
             return self.allocate_slots(request, num_new_tokens, *args, **kwargs)
         return self._admission_call(request, num_new_tokens, kwargs)
 
-    def _granted(self, request: Any, num_new_tokens: int, new_blocks: Any) -> Any:
-        """A running request's call granted (the fast path above does the same inline)."""
+    def _running_call(
+        self,
+        request: Any,
+        num_new_tokens: int,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        new_blocks: Any,
+    ) -> None:
+        """A running request's call, granted or refused (the fast path above does the same
+        inline)."""
+        if new_blocks is None:
+            self._refused_running_call(request, num_new_tokens, args, kwargs)
+            return
         self._grants[request.request_id] = (num_new_tokens, new_blocks)
         if self._walked:
-            self._step_decisions.append(RunningGrant(request.request_id))
-        return new_blocks
+            self._step_decisions.append(request.request_id)
 
     def _other_call(
         self, request: Any, num_new_tokens: int, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -183,9 +217,11 @@ class AllocationTap:
             return self._allocate_slots(request, num_new_tokens, *args, **kwargs)
         if request.status is self._running_status:  # a running request's call in another form
             new_blocks = self._allocate_slots(request, num_new_tokens, *args, **kwargs)
-            if new_blocks is None:
-                return self._refused_running_call(request, num_new_tokens, args, kwargs)
-            return self._granted(request, num_new_tokens, new_blocks)
+            try:
+                self._running_call(request, num_new_tokens, args, kwargs, new_blocks)
+            except Exception as error:
+                self._failed(error)
+            return new_blocks
         return self._admission_call(request, num_new_tokens, _by_name(args, kwargs))
 
     def _refused_running_call(
@@ -195,7 +231,7 @@ class AllocationTap:
         if not self._walked:
             # The grants before the first refusal, in call order, go in ahead of it.
             self._walked = True
-            self._step_decisions.extend(RunningGrant(request_id) for request_id in self._grants)
+            self._step_decisions.extend(self._grants)
         refusal = self._refusal(
             request, _AllocationArgs.bind(num_new_tokens, _by_name(args, kwargs))
         )
@@ -204,27 +240,59 @@ class AllocationTap:
 
     def _admission_call(self, request: Any, num_new_tokens: int, kwargs: dict[str, Any]) -> Any:
         """A waiting request's call, its arguments past the first two all by keyword."""
+        try:
+            watermark = 0
+            if kwargs.get("has_scheduled_reqs", True) and (
+                request.status in self._watermarked_statuses
+            ):
+                watermark = int(self.kv_cache_manager.watermark_blocks)
+            free_before = self.block_pool.get_num_free_blocks()
+            # With hybrid groups a refused call may still free blocks outside a window first.
+            refusal_before = None
+            if not self._one_full_group:
+                call = _AllocationArgs.bind(num_new_tokens, kwargs)
+                refusal_before = self._refusal(request, call)
+        except Exception as error:
+            self._failed(error)
+            return self._allocate_slots(request, num_new_tokens, **kwargs)
+        new_blocks = self._allocate_slots(request, num_new_tokens, **kwargs)
+        try:
+            refusal = None
+            if new_blocks is None:
+                # One full-attention group: the refused call changed nothing it read.
+                refusal = refusal_before or self._refusal(
+                    request, _AllocationArgs.bind(num_new_tokens, kwargs), watermark, free_before
+                )
+            self._admitted(
+                request, num_new_tokens, kwargs, watermark, free_before, new_blocks, refusal
+            )
+        except Exception as error:
+            self._failed(error)
+        return new_blocks
+
+    def _admitted(
+        self,
+        request: Any,
+        num_new_tokens: int,
+        kwargs: dict[str, Any],
+        watermark: int,
+        free_before: int,
+        new_blocks: Any,
+        refusal: AllocationRefusal | None,
+    ) -> None:
+        """Keep an admission call as a `RawAdmission` (the builder thread makes the record,
+        `decision_records`)."""
         get = kwargs.get
         num_new_computed_tokens = get("num_new_computed_tokens", 0)
-        watermark = 0
-        if get("has_scheduled_reqs", True) and request.status in self._watermarked_statuses:
-            watermark = int(self.kv_cache_manager.watermark_blocks)
-        free_before = self.block_pool.get_num_free_blocks()
-        # With hybrid groups a refused call may still free blocks outside a window first.
-        refusal_before = None
-        if not self._one_full_group:
-            refusal_before = self._refusal(request, _AllocationArgs.bind(num_new_tokens, kwargs))
-        new_blocks = self._allocate_slots(request, num_new_tokens, **kwargs)
-        refusal = None
-        if new_blocks is None:
-            refusal = refusal_before or self._refusal(
-                request, _AllocationArgs.bind(num_new_tokens, kwargs)
-            )
-        elif self.kv_cache_manager.enable_caching:
-            queries, hits = self.prefix_cache
-            self.prefix_cache = (queries + request.num_tokens, hits + num_new_computed_tokens)
+        if refusal is not None:
+            self.last_refusal = (refusal.check, request.request_id)
+        else:
+            self.last_refusal = None
+            if self.kv_cache_manager.enable_caching:
+                queries, hits = self.prefix_cache
+                self.prefix_cache = (queries + request.num_tokens, hits + num_new_computed_tokens)
         self._step_decisions.append(
-            AdmissionCall(
+            (
                 request.request_id,
                 num_new_tokens,
                 num_new_computed_tokens,
@@ -232,17 +300,25 @@ class AllocationTap:
                 watermark,
                 free_before,
                 self.block_pool.get_num_free_blocks(),
-                () if new_blocks is None else _block_ids(new_blocks),
+                new_blocks,
                 refusal,
             )
         )
-        return new_blocks
 
-    def _refusal(self, request: Any, call: _AllocationArgs) -> AllocationRefusal:
-        """The check `allocate_slots` would refuse on, and its numbers, for the subset."""
+    def _refusal(
+        self,
+        request: Any,
+        call: _AllocationArgs,
+        watermark: int | None = None,
+        free: int | None = None,
+    ) -> AllocationRefusal:
+        """The check `allocate_slots` would refuse on, and its numbers, for the subset (the
+        watermark and the free blocks as vLLM's check read them, where the caller has them)."""
         manager = self.kv_cache_manager
-        watermark = self._watermark(request, call)
-        free = self.block_pool.get_num_free_blocks()
+        if watermark is None:
+            watermark = self._watermark(request, call)
+        if free is None:
+            free = self.block_pool.get_num_free_blocks()
         max_model_len = manager.max_model_len
         if call.full_sequence_must_fit:
             full = min(request.num_tokens, max_model_len)
@@ -298,13 +374,29 @@ class AllocationTap:
             self._outside_subset("requests preempted outside schedule() (prefix cache reset)")
             self._preempt_request(request, *args, **kwargs)
             return
-        if not self._tapped:
-            self._untapped_refusal(self._schedule_frame())
-        request_id = request.request_id
-        free_before = self.block_pool.get_num_free_blocks()
-        num_computed = request.num_computed_tokens
-        num_blocks = len(self._group0.req_to_blocks.get(request_id, ()))
+        try:
+            if not self._tapped:
+                self._untapped_refusal(self._schedule_frame())
+            before = (
+                self.block_pool.get_num_free_blocks(),
+                request.num_computed_tokens,
+                len(self._group0.req_to_blocks.get(request.request_id, ())),
+            )
+        except Exception as error:
+            self._failed(error)
+            self._preempt_request(request, *args, **kwargs)
+            return
         self._preempt_request(request, *args, **kwargs)
+        try:
+            self._preempted(request, *before)
+        except Exception as error:
+            self._failed(error)
+
+    def _preempted(
+        self, request: Any, free_before: int, num_computed: int, num_blocks: int
+    ) -> None:
+        """Record the preemption vLLM just made, with what it read before."""
+        request_id = request.request_id
         refunded_tokens, refunded_blocks = self._grants.pop(request_id, (0, None))
         self._step_decisions.append(
             Preemption(
@@ -455,6 +547,46 @@ _POSITIONAL = ("num_new_computed_tokens", "new_computed_blocks", "num_lookahead_
 def _by_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """An `allocate_slots` call's arguments past the first two, by name."""
     return dict(zip(_POSITIONAL, args, strict=False)) | kwargs if args else kwargs
+
+
+RawAdmission = tuple[str, int, int, bool, int, int, int, Any, AllocationRefusal | None]
+"""An admission call as the engine thread keeps it (making a frozen record there costs it
+several times as much): `AdmissionCall`'s fields in order, with vLLM's `KVCacheBlocks` granted
+(or None) in place of the block ids; vLLM makes those afresh for each call and never changes
+them."""
+
+
+def decision_records(decisions: list[Any]) -> list[Decision]:
+    """A step's decisions, each kept raw among them made its record: a request id its
+    `RunningGrant`, a `RawAdmission` its `AdmissionCall` (the builder thread; in place)."""
+    for index, decision in enumerate(decisions):
+        kind = type(decision)
+        if kind is str:
+            decisions[index] = RunningGrant(decision)
+        elif kind is tuple:
+            (
+                request_id,
+                num_new,
+                num_computed,
+                full,
+                watermark,
+                before,
+                after,
+                new_blocks,
+                refusal,
+            ) = decision
+            decisions[index] = AdmissionCall(
+                request_id,
+                num_new,
+                num_computed,
+                full,
+                watermark,
+                before,
+                after,
+                () if new_blocks is None else _block_ids(new_blocks),
+                refusal,
+            )
+    return decisions
 
 
 def _one_full_group(kv_cache_config: Any) -> bool:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from itertools import islice
 from typing import Any
 
+from stepscope.engine.kv_cache_manager import RefusalCheck
 from stepscope.engine.probe import (
-    AdmissionCall,
     Decision,
     Preemption,
     ScheduleEnd,
@@ -32,6 +32,8 @@ from .versions import installed_rules
 
 StartValues = tuple[int, int, int, int]
 """`schedule()`'s token budget, and the running, waiting and free blocks it starts with."""
+LastRefusal = tuple[RefusalCheck, str] | None
+"""The check that refused a call's last admission call, and its request (None: granted)."""
 EndValues = tuple[RunningPassEnd, AdmissionStop, "str | None"]
 """Why the running pass and the waiting pass stopped, and the request that blocked the latter."""
 
@@ -72,25 +74,30 @@ class ScheduleFacts:
         return self.scheduler._pause_state is not self.unpaused
 
     def end(
-        self, start: StartValues, decisions: Sequence[Decision], output: Any, *, held: bool
+        self,
+        start: StartValues,
+        decisions: Sequence[Decision],
+        last_refusal: LastRefusal,
+        output: Any,
+        *,
+        held: bool,
     ) -> EndValues:
         """Why the running pass and the waiting pass stopped, from what the call did.
 
         `decisions`: the call's, which list running grants only where it preempted.
+        `last_refusal`: the call's last admission call was refused (by which check, for
+        which request), or None.
         `output`: vLLM's `SchedulerOutput` as the call returned it (its running rows come
         first among the cached ones and the scheduled counts). `held`: the call held
         prefill (`prefill_held`, read before it).
         """
         preempted = self_preempted = False
-        last_admission: AdmissionCall | None = None
         skipped: set[str] = set()
         for decision in decisions:
             kind = type(decision)
             if kind is Preemption:
                 preempted = True
                 self_preempted |= decision.request_id == decision.needed_by  # type: ignore[union-attr]
-            elif kind is AdmissionCall:
-                last_admission = decision  # type: ignore[assignment]
             elif kind is WaitingSkip:
                 skipped.add(decision.request_id)
         cached = output.scheduled_cached_reqs
@@ -101,7 +108,7 @@ class ScheduleFacts:
             running_pass_end = self._running_pass_end(start, output, num_running_rows)
         if preempted:
             return running_pass_end, AdmissionStop.PREEMPTED_THIS_STEP, None
-        admission_stop = self._admission_stop(start, output, last_admission, skipped, held=held)
+        admission_stop = self._admission_stop(start, output, last_refusal, skipped, held=held)
         return (running_pass_end, *admission_stop)
 
     def _running_pass_end(
@@ -129,7 +136,7 @@ class ScheduleFacts:
         self,
         start: StartValues,
         output: Any,
-        last_admission: AdmissionCall | None,
+        last_refusal: LastRefusal,
         skipped: set[str],
         *,
         held: bool,
@@ -140,8 +147,9 @@ class ScheduleFacts:
         because it had prefill left (a head with one token left passes the hold, and then
         fits any budget), else because chunked prefill is off.
         """
-        if last_admission is not None and last_admission.refusal is not None:
-            return REFUSAL_STOP[last_admission.refusal.check], last_admission.request_id
+        if last_refusal is not None:
+            check, request_id = last_refusal
+            return REFUSAL_STOP[check], request_id
         total = output.total_num_scheduled_tokens
         if start[0] - total <= 0:
             return AdmissionStop.BUDGET, None

@@ -47,7 +47,7 @@ from stepscope.tracer.redact import Redactor
 from stepscope.tracer.writer import TraceWriteError
 
 from . import convert, settings
-from .allocation_tap import AllocationTap
+from .allocation_tap import AllocationTap, decision_records
 from .checkpointer import VllmCheckpointer
 from .grammar_readiness import CompilingRequest, GrammarReadiness, failed_to_compile
 from .grammar_readiness import request_outside_subset as structured_output_outside_subset
@@ -126,7 +126,9 @@ class VllmRecording:
         self.queue_state = QueueState(scheduler)
         self.count_held_blocks = held_blocks_counter(scheduler)
         self.facts = ScheduleFacts(scheduler)
-        self.tap = AllocationTap(scheduler, lambda: self.recorder.decisions, self.reasons.add)
+        self.tap = AllocationTap(
+            scheduler, lambda: self.recorder.decisions, self.reasons.add, self._failed
+        )
         self.grammars = GrammarReadiness()
         self.segmented = segments is not None
         self.steps = VllmStepBuilder(
@@ -390,9 +392,10 @@ class VllmRecording:
         assert iteration is not None
         free_blocks = self.queue_state.get_num_free_blocks()
         held_blocks = None if self.count_held_blocks is None else self.count_held_blocks()
-        start, facts, steps = self._start, self.facts, self.steps
-        end = facts.end(start, self.recorder.decisions, output, held=self._held)
-        prefix_cache = self.tap.prefix_cache
+        start, facts, steps, tap = self._start, self.facts, self.steps, self.tap
+        decisions = self.recorder.decisions
+        end = facts.end(start, decisions, tap.last_refusal, output, held=self._held)
+        prefix_cache = tap.prefix_cache
         spec_tokens = (
             convert.scheduled_spec_tokens(output)
             if self.speculative_decoding
@@ -409,6 +412,7 @@ class VllmRecording:
         )
 
         def schedule_call() -> tuple[ScheduleStart, ScheduleEnd]:  # the builder thread
+            decision_records(decisions)
             steps.scheduled(batch)
             batch.end = facts.end_record(end, prefix_cache)
             return facts.start_record(start), batch.end
@@ -466,8 +470,9 @@ class VllmRecording:
         ):
             self.reasons.add("structured output grammar rejected a sampled token")
         self._current = None
-        if self.checkpointer is not None:
-            self.checkpointer.on_batch_processed(iteration.step, self._runner_output)
+        checkpointer = self.checkpointer
+        if checkpointer is not None and checkpointer.awaiting is not None:
+            checkpointer.on_batch_processed(iteration.step, self._runner_output)
         if self.drafts_follow_update:
             self._awaiting_drafts = batch
         else:
@@ -508,13 +513,18 @@ class VllmRecording:
         one short, the trace ends before it, never with a gap or that step twice.
         """
         iterations = self._iterations
-        while iterations and iterations[0].complete and iterations[0].step == self.num_recorded:
-            self._record(iterations.popleft())
+        while iterations:
+            oldest = iterations[0]
+            if oldest.step != self.num_recorded or not oldest.complete:
+                return
+            iterations.popleft()
+            self._record(oldest)
             self.num_recorded += 1
 
     def _record(self, iteration: Iteration) -> None:
-        if self.checkpointer is not None:
-            self.checkpointer.on_step_recorded(iteration.step)
+        checkpointer = self.checkpointer
+        if checkpointer is not None and checkpointer.complete:
+            checkpointer.on_step_recorded(iteration.step)
         steps = self.steps
         self.recorder.record_step_of(
             iteration.step, lambda: steps.step_record(iteration), self.queue_state
