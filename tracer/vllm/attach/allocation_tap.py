@@ -49,6 +49,8 @@ from stepscope.engine.probe import (
 )
 from stepscope.engine.request import RunningGrant
 
+from .schedule_facts import LastRefusal
+
 
 class AllocationTap:
     """Turns one vLLM scheduler's allocation calls and preemptions into decision records."""
@@ -83,9 +85,8 @@ class AllocationTap:
         self._needed_by: str | None = None
         self.prefix_cache = (0, 0)
         """Tokens this step's admissions looked up in the prefix cache, and the hits."""
-        self.last_refusal: tuple[RefusalCheck, str] | None = None
-        """The check that refused this step's last admission call, and its request (None:
-        granted, or no admission call)."""
+        self.last_refusal: LastRefusal = None
+        """This step's last admission call, if refused (what `ScheduleFacts.end` needs of it)."""
         self._in_schedule = False
         self._detached = False
         self._running_status = _request_status("RUNNING")
