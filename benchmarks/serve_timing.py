@@ -7,8 +7,10 @@ The engine thread's CPU time (`time.thread_time_ns`) in the outermost `schedule(
 and `update_from_output()` calls — the recorder's work inside them included — is
 summed, and a daemon thread writes the running totals to the file twice a second,
 so a benchmark can read them before and after each load without stopping the
-server. With `STEPSCOPE_TRACE` unset the class records nothing: the stock
-scheduler, timed the same way.
+server. With them go the CPU time of the recorder's own threads (those named
+`stepscope-*`: the row builder and the trace writer; a thread that ends counts what it
+had used at the last write) and of the whole engine process. With `STEPSCOPE_TRACE`
+unset the class records nothing: the stock scheduler, timed the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from stepscope.tracer.vllm import RecordingScheduler
 
 TIMING_ENV = "STEPSCOPE_BENCH_TIMING"
 WRITE_INTERVAL_S = 0.5
+RECORDER_THREADS = "stepscope-"
 
 
 class TimedRecordingScheduler(RecordingScheduler):  # type: ignore[misc]
@@ -54,7 +57,25 @@ class TimedRecordingScheduler(RecordingScheduler):  # type: ignore[misc]
     def _write_forever(self) -> None:
         path = Path(os.environ[TIMING_ENV])
         scratch = path.with_suffix(".tmp")
+        recorder_threads: dict[int, int] = {}
         while True:
-            scratch.write_text(json.dumps(self.timing))
+            _read_recorder_threads(recorder_threads)
+            totals = {
+                **self.timing,
+                "recorder_ns": sum(recorder_threads.values()),
+                "process_ns": time.process_time_ns(),
+            }
+            scratch.write_text(json.dumps(totals))
             scratch.replace(path)
             time.sleep(WRITE_INTERVAL_S)
+
+
+def _read_recorder_threads(used: dict[int, int]) -> None:
+    """The CPU time each live `stepscope-*` thread has used so far, by thread id."""
+    for thread in threading.enumerate():
+        if thread.name.startswith(RECORDER_THREADS) and thread.ident is not None:
+            try:
+                clock = time.pthread_getcpuclockid(thread.ident)
+                used[thread.ident] = time.clock_gettime_ns(clock)
+            except OSError:
+                pass  # it ended since it was listed: its last reading stands

@@ -11,7 +11,8 @@ the model (the GIL released, as a server's forward pass mostly does: the recorde
 builder thread runs then, and each step starts with cold caches). The garbage collector
 is off while stepping. SEGMENT (empty: one file) records as a flight recorder, a folder of
 segments that long. PARTS_OFF (comma-separated, or `none`; `recorder_parts.py`) switches
-parts of the recorder off. Per repeat, recorded / stock; medians and spread over repeats.
+parts of the recorder off. Per repeat, recorded / stock, and the CPU per step of the
+recorder's own threads (its row builder and trace writer); medians and spread over repeats.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -78,8 +80,9 @@ class Side:
 
 def run_pair(
     case: dict[str, Any], pause_s: float, scratch: Path, *, segmented: bool
-) -> tuple[float, float]:
-    """(stock, recorded) engine-thread µs per step."""
+) -> tuple[float, float, float]:
+    """(stock, recorded) engine-thread µs per step, and the recorder's own threads' (the row
+    builder and the trace writer, its close left out)."""
     sides = [
         Side(case, scratch, recorded=False, segmented=segmented),
         Side(case, scratch, recorded=True, segmented=segmented),
@@ -97,8 +100,19 @@ def run_pair(
         gc.enable()
     recording = sides[1].recording
     assert recording is not None and recording.active, "the recording failed"
+    recording.recorder.wait()  # the builder's and the writer's work for these steps is done
+    recorder_ns = recorder_threads_ns()
     recording.close()
-    return sides[0].step_us, sides[1].step_us
+    return sides[0].step_us, sides[1].step_us, recorder_ns / max(sides[1].steps, 1) / 1e3
+
+
+def recorder_threads_ns() -> int:
+    """The CPU time the recorder's threads (named `stepscope-*`) have used so far."""
+    return sum(
+        time.clock_gettime_ns(time.pthread_getcpuclockid(thread.ident))
+        for thread in threading.enumerate()
+        if thread.name.startswith("stepscope-") and thread.ident is not None
+    )
 
 
 def main() -> None:
@@ -117,12 +131,13 @@ def main() -> None:
     results = []
     for case in cases:
         pairs = [run_pair(case, pause_s, scratch, segmented=bool(segment)) for _ in range(repeats)]
-        ratios = [recorded / stock for stock, recorded in pairs]
+        ratios = [recorded / stock for stock, recorded, _ in pairs]
         results.append(
             {
                 "name": case["name"],
-                "stock_step_us": statistics.median(stock for stock, _ in pairs),
-                "recorded_step_us": statistics.median(recorded for _, recorded in pairs),
+                "stock_step_us": statistics.median(stock for stock, _, _ in pairs),
+                "recorded_step_us": statistics.median(recorded for _, recorded, _ in pairs),
+                "recorder_threads_step_us": statistics.median(threads for *_, threads in pairs),
                 "ratio": statistics.median(ratios),
                 "ratio_min": min(ratios),
                 "ratio_max": max(ratios),

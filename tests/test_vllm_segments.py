@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from checkpoint_checks import assert_checkpoints_hold
 from conftest import REPO, TESTS
+from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import scan
 from vllm_env import VllmPython
@@ -105,3 +106,30 @@ def test_a_recorder_behind_the_engine_drops_steps_and_resumes_at_checkpoints(
     for segment in segments[1:]:
         replayed = vllm.stepscope("replay", str(folder), "--from-step", str(segment.first_step))
         assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+@pytest.mark.parametrize(
+    ("segment", "checkpoint"), [("0.000001s", "off"), ("5steps", "3steps"), ("5steps", "0.000001s")]
+)
+def test_every_segment_and_checkpoint_due_is_taken(
+    vllm: VllmPython, tmp_path: Path, segment: str, checkpoint: str
+) -> None:
+    """Most iterations look no further than the next step or time something is due; every
+    segment and checkpoint that is due is still taken, by steps or by seconds, both kinds
+    together (a segment due every microsecond opens at every step but the first two)."""
+    workload = _copy("due", TESTS / "conformance" / "33_aborts_lifecycle.json", {}, tmp_path)
+    env = {"STEPSCOPE_TRACE_SEGMENT": segment, "STEPSCOPE_TRACE_CHECKPOINT": checkpoint}
+    vllm.record(tmp_path, [workload], {}, env=env)
+    folder = tmp_path / workload.stem
+    with open_trace(folder) as trace:
+        num_steps, taken = trace.num_steps, checkpoint_steps(trace)
+    opened = [s.first_step for s in scan(folder)]
+    if segment == "5steps":
+        assert opened == list(range(0, num_steps, 5))
+    else:  # the first segment's clock starts at step 1, its first look
+        assert opened == [0, *range(2, num_steps)]
+    if checkpoint == "3steps":
+        assert taken == sorted({*range(3, num_steps, 3), *opened[1:]})
+    elif checkpoint != "off":
+        assert taken == list(range(1, num_steps))
+    assert_checkpoints_hold(folder)

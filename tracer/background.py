@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from stepscope.engine import StepRecord
 from stepscope.engine.checkpoint import SchedulerCheckpoint
@@ -124,7 +125,7 @@ class BackgroundRecorder:
         """Steps queued for the builder (written by the engine thread only)."""
         self._steps_built = 0
         """Of those, steps the builder has recorded (written by the builder only)."""
-        self._dropping = False
+        self.dropping = False
         """In a gap: schedule calls and checkpoints are dropped until `resume_at`."""
         self._drop_before: float = 0
         """Steps before this one are dropped (infinity while in a gap)."""
@@ -144,7 +145,7 @@ class BackgroundRecorder:
         the builder thread makes with `make`; `make` runs even while steps are dropped (it
         may carry work of the builder's own that every call needs)."""
         decisions, self.decisions = self.decisions, []
-        if self._dropping:
+        if self.dropping:
             self._submit(make)
         else:
             self._submit(lambda: self._schedule_call(*make(), decisions))
@@ -167,40 +168,35 @@ class BackgroundRecorder:
     ) -> None:
         """Record `step`, whose record the builder thread makes with `make_record`; every
         `HAND_OVER_STEPS` steps (or once they have waited), hands over every call held."""
-        if step >= self._drop_before and self._steps_handed_over - self._steps_built < (
-            self.backlog_steps
-        ):
-            self._hand_step(make_record, scheduler)
-        else:
-            self._record_step_behind(step, make_record, scheduler)
+        behind = step < self._drop_before or (
+            self._steps_handed_over - self._steps_built >= self.backlog_steps
+        )
+        if not (behind and self._dropped(step)):
+            # Queue the step, with the queue counts and the wall clock it ended at.
+            if self._error is not None:
+                self._raise_if_failed()
+            counts = (*scheduler.get_request_counts(), scheduler.get_num_free_blocks())
+            ended_at_ns = time.time_ns()
+            self._steps_handed_over += 1
+            held = self._held
+            held.append(partial(self._build_step, make_record, counts, ended_at_ns))
+            if len(held) >= MAX_HELD_CALLS:
+                self._hand_over()
         self._steps_held += 1
         if self._steps_held >= HAND_OVER_STEPS or time.monotonic_ns() >= self._hand_over_by:
             self._hand_over()
 
-    def _hand_step(self, make_record: Callable[[], StepRecord], scheduler: QueueState) -> None:
-        """Queue the step, with the queue counts and the wall clock it ended at."""
-        if self._error is not None:
-            self._raise_if_failed()
-        counts = (*scheduler.get_request_counts(), scheduler.get_num_free_blocks())
-        ended_at_ns = time.time_ns()
-        self._steps_handed_over += 1
-        held = self._held
-        held.append(lambda: self._build_step(make_record, counts, ended_at_ns))
-        if len(held) >= MAX_HELD_CALLS:
-            self._hand_over()
-
-    def _record_step_behind(
-        self, step: int, make_record: Callable[[], StepRecord], scheduler: QueueState
-    ) -> None:
-        """A step in a gap is dropped; one the builder is too far behind for starts a gap (or,
-        lossless, waits for the builder)."""
+    def _dropped(self, step: int) -> bool:
+        """The builder is behind: a step in a gap is dropped, one the builder is too far behind
+        for starts a gap (or, lossless, waits for the builder and is recorded)."""
         if step < self._drop_before:
             self.num_dropped_steps += 1
-        elif not self.lossless:
+            return True
+        if not self.lossless:
             self._start_gap(step)
-        else:
-            self.wait()
-            self._hand_step(make_record, scheduler)
+            return True
+        self.wait()
+        return False
 
     def record_checkpoint(
         self,
@@ -211,7 +207,7 @@ class BackgroundRecorder:
     ) -> None:
         """A checkpoint, or a function the builder thread makes it with (from a snapshot
         the engine thread took)."""
-        if self._dropping:
+        if self.dropping:
             return
 
         def record() -> None:
@@ -227,12 +223,12 @@ class BackgroundRecorder:
     @property
     def wants_checkpoint(self) -> bool:
         """In a gap, with the builder caught up: the next step's checkpoint resumes recording."""
-        return self._dropping and self._steps_handed_over == self._steps_built
+        return self.dropping and self._steps_handed_over == self._steps_built
 
     def resume_at(self, step: int) -> None:
         """Recording resumes at `step`, whose checkpoint (opening a segment) is being taken:
         calls from here on belong to it or later steps; steps before it are still dropped."""
-        self._dropping = False
+        self.dropping = False
         self._drop_before = step
         logger.warning(
             "stepscope: the recorder caught up; recording resumes at step %d "
@@ -268,7 +264,7 @@ class BackgroundRecorder:
 
     def _start_gap(self, step: int) -> None:
         """The builder is `BACKLOG_STEPS` behind: drop steps from `step` on."""
-        self._dropping = True
+        self.dropping = True
         self._drop_before = math.inf
         self.num_dropped_steps += 1
         self._submit(lambda: self.recorder.gap_starts(step))

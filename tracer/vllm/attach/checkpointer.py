@@ -14,6 +14,7 @@ model) the segment opens without one."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -28,6 +29,10 @@ from .checkpoint import PendingSnapshot, VllmSnapshot, take_snapshot
 from .checkpoint_interval import CheckpointInterval
 from .convert import model_runner_output
 from .iterations import Iteration
+
+_EARLY_S = 1e-6
+"""A due time is looked at this much early, so that rounding in `started + seconds` never
+lets an iteration pass one that `_consider` would take."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,10 @@ class VllmCheckpointer:
         whose clock starts with the engine's first iteration after step 0)."""
         self.considered_step = 0
         """The latest step whose start was considered (step 0 never has a checkpoint)."""
+        self._next_step: float = 0
+        self._next_time = -math.inf
+        """Before this step and this time (monotonic) nothing is due (`_plan_next_check`),
+        unless the recorder is dropping steps: most iterations look no further."""
         self.awaiting: tuple[VllmSnapshot, int, bool] | None = None
         """A snapshot, its time and whether it opens a segment, whose queued batch's output
         is still to come."""
@@ -87,6 +96,14 @@ class VllmCheckpointer:
             return
         self.considered_step = step
         now = time.monotonic()
+        if step < self._next_step and now < self._next_time and not self.recorder.dropping:
+            return
+        try:
+            self._consider(step, in_flight, now)
+        finally:
+            self._plan_next_check(step)
+
+    def _consider(self, step: int, in_flight: Mapping[int, Iteration], now: float) -> None:
         if len(in_flight) > 1:
             return  # more than one batch in flight is pipeline parallelism: outside the subset
         opens = self._opens_segment(step, now)
@@ -95,6 +112,25 @@ class VllmCheckpointer:
             return
         if opens or (self.interval is not None and self.interval.due(step, now - self.last_taken)):
             self._take(step, in_flight, now, opens_segment=opens)
+
+    def _plan_next_check(self, step: int) -> None:
+        """The first step after `step`, and the time, at which a segment or a checkpoint can
+        be due next (a little early for a time: `_consider` decides)."""
+        next_step, next_time = math.inf, math.inf
+        segments, interval = self.segments, self.interval
+        if segments is not None and self.segment_start is not None:
+            first, started = self.segment_start
+            if segments.steps is not None:
+                next_step = first + segments.steps
+            elif segments.seconds is not None:
+                next_time = started + segments.seconds - _EARLY_S
+        if interval is not None:
+            every_steps = interval.every_steps
+            if every_steps is not None:
+                next_step = min(next_step, (step // every_steps + 1) * every_steps)
+            elif interval.every_s is not None:
+                next_time = min(next_time, self.last_taken + interval.every_s - _EARLY_S)
+        self._next_step, self._next_time = next_step, next_time
 
     def _opens_segment(self, step: int, now: float) -> bool:
         """Whether a segment opens at `step`: one is due, or recording resumes after a gap."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from stepscope.engine import SchedulerOutput
@@ -52,11 +52,14 @@ class Batch:
 
 @dataclass(slots=True)
 class Iteration:
+    """One engine iteration; the request ids it lists are empty tuples until it has some
+    (most iterations have none, and the engine thread makes one every step)."""
+
     step: int
-    arrived: list[str]
-    rejected: list[str]
-    aborted: list[str]
-    aborted_before_update: list[str] = field(default_factory=list)
+    arrived: Sequence[str] = ()
+    rejected: Sequence[str] = ()
+    aborted: Sequence[str] = ()
+    aborted_before_update: tuple[str, ...] = ()
     batch: Batch | None = None
     has_update: bool = False
     scheduling: bool = False

@@ -15,7 +15,6 @@ makes the records of them (`start_record`, `end_record`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import islice
 from typing import Any
 
 from stepscope.engine.kv_cache_manager import RefusalCheck
@@ -115,7 +114,7 @@ class ScheduleFacts:
         self, start: StartValues, output: Any, num_running_rows: int
     ) -> RunningPassEnd:
         """The budget stopped it if it ran out with running requests left unvisited."""
-        running_tokens = sum(islice(output.num_scheduled_tokens.values(), num_running_rows))
+        running_tokens = output.total_num_scheduled_tokens - _waiting_pass_tokens(output)
         slots = self._draft_slots
         input_left = self.input_budget - running_tokens - slots * num_running_rows
         if start[0] - running_tokens > 0 and input_left > slots:
@@ -200,6 +199,15 @@ class ScheduleFacts:
         if self._adaptive_threshold:
             threshold = max(threshold, self.input_budget // num_requests)
         return int(threshold)
+
+
+def _waiting_pass_tokens(output: Any) -> int:
+    """The tokens `output` scheduled for the requests its waiting pass admitted (new and
+    resumed: fewer than the running ones, which take the rest of the total)."""
+    scheduled = output.num_scheduled_tokens
+    resumed = output.scheduled_cached_reqs.resumed_req_ids
+    new: int = sum(scheduled[request.req_id] for request in output.scheduled_new_reqs)
+    return new + sum(scheduled[req_id] for req_id in resumed) if resumed else new
 
 
 def applies_prefill_cadence(scheduler: Any) -> bool:

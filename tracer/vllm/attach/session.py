@@ -35,6 +35,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -336,7 +337,7 @@ class VllmRecording:
         for request in finished:
             if late:
                 assert current is not None
-                current.aborted_before_update.append(request.request_id)
+                current.aborted_before_update += (request.request_id,)
             else:
                 self._aborted.append(request.request_id)
 
@@ -353,10 +354,14 @@ class VllmRecording:
 
     def _new_iteration(self, *, scheduling: bool = False) -> Iteration:
         self.step += 1
-        iteration = Iteration(
-            self.step, self._arrived, self._rejected, self._aborted, scheduling=scheduling
-        )
-        self._arrived, self._rejected, self._aborted = [], [], []
+        iteration = Iteration(self.step, scheduling=scheduling)
+        if self._arrived or self._rejected or self._aborted:
+            iteration.arrived, iteration.rejected, iteration.aborted = (
+                self._arrived,
+                self._rejected,
+                self._aborted,
+            )
+            self._arrived, self._rejected, self._aborted = [], [], []
         self._iterations.append(iteration)
         return iteration
 
@@ -368,7 +373,8 @@ class VllmRecording:
         self._record_complete()
 
     def _before_schedule(self) -> None:
-        self._end_update()
+        if self._awaiting_drafts is not None:
+            self._finish_update()
         self._iteration_starts()
         self._current = self._new_iteration(scheduling=True)
         self.tap.start_step()
@@ -386,7 +392,7 @@ class VllmRecording:
         self.tap.end_step()
         if self.grammars.compiling:
             self._grammars_ready(self.grammars.promoted_in_schedule())
-        if failed_to_compile(self.scheduler):
+        if self.grammars.structured and failed_to_compile(self.scheduler):
             self.reasons.add("structured output grammar failed to compile")
         iteration = self._current
         assert iteration is not None
@@ -444,7 +450,8 @@ class VllmRecording:
             if self.speculative_decoding
             else runner_output
         )
-        self._end_update()
+        if self._awaiting_drafts is not None:
+            self._finish_update()
         current = self._current
         if current is None or current.has_update:
             self._iteration_starts()
@@ -512,23 +519,19 @@ class VllmRecording:
         Only the next step in line is recorded: if a stop (Ctrl-C, a signal) cut the last
         one short, the trace ends before it, never with a gap or that step twice.
         """
-        iterations = self._iterations
+        iterations, checkpointer = self._iterations, self.checkpointer
         while iterations:
             oldest = iterations[0]
-            if oldest.step != self.num_recorded or not oldest.complete:
+            step = oldest.step
+            if step != self.num_recorded or not oldest.complete:
                 return
             iterations.popleft()
-            self._record(oldest)
+            if checkpointer is not None and checkpointer.complete:
+                checkpointer.on_step_recorded(step)
+            self.recorder.record_step_of(
+                step, partial(self.steps.step_record, oldest), self.queue_state
+            )
             self.num_recorded += 1
-
-    def _record(self, iteration: Iteration) -> None:
-        checkpointer = self.checkpointer
-        if checkpointer is not None and checkpointer.complete:
-            checkpointer.on_step_recorded(iteration.step)
-        steps = self.steps
-        self.recorder.record_step_of(
-            iteration.step, lambda: steps.step_record(iteration), self.queue_state
-        )
 
     def _close(self, *, complete: bool) -> None:
         try:
