@@ -373,8 +373,7 @@ class VllmRecording:
         self._record_complete()
 
     def _before_schedule(self) -> None:
-        if self._awaiting_drafts is not None:
-            self._finish_update()
+        self._end_update()
         self._iteration_starts()
         self._current = self._new_iteration(scheduling=True)
         self.tap.start_step()
@@ -450,8 +449,7 @@ class VllmRecording:
             if self.speculative_decoding
             else runner_output
         )
-        if self._awaiting_drafts is not None:
-            self._finish_update()
+        self._end_update()
         current = self._current
         if current is None or current.has_update:
             self._iteration_starts()
