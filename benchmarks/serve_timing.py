@@ -9,12 +9,15 @@ summed, and a daemon thread writes the running totals to the file twice a second
 so a benchmark can read them before and after each load without stopping the
 server. With them go the CPU time of the recorder's own threads (those named
 `stepscope-*`: the row builder and the trace writer; a thread that ends counts what it
-had used at the last write) and of the whole engine process. With `STEPSCOPE_TRACE`
-unset the class records nothing: the stock scheduler, timed the same way.
+had used at the last write) and of the whole engine process, and the garbage collector's
+runs on the engine thread (vLLM's server keeps it on, with its start-up heap frozen): how
+many, how many of them full, and their CPU time. With `STEPSCOPE_TRACE` unset the class
+records nothing: the stock scheduler, timed the same way.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
@@ -34,10 +37,36 @@ class TimedRecordingScheduler(RecordingScheduler):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.timing = {"steps": 0, "schedule_ns": 0, "update_ns": 0}
+        self.timing = {
+            "steps": 0, "schedule_ns": 0, "update_ns": 0, "gc_runs": 0, "gc_full_runs": 0,
+            "gc_ns": 0, "gc_in_calls_ns": 0,
+        }  # fmt: skip
+        self._in_call = False
+        """The engine thread is inside a timed call (a collection there counts in its time)."""
         for name in ("schedule", "update_from_output"):
             setattr(self, name, self._timed(name, getattr(self, name)))
+        gc.callbacks.append(self._gc_callback(threading.get_ident()))
         threading.Thread(target=self._write_forever, daemon=True).start()
+
+    def _gc_callback(self, engine_thread: int) -> Any:
+        """A `gc.callbacks` entry that sums the collections run on the engine thread (the
+        thread that builds the scheduler)."""
+        timing, clock, started = self.timing, time.thread_time_ns, [0]
+
+        def callback(phase: str, info: dict[str, int]) -> None:
+            if threading.get_ident() != engine_thread:
+                return
+            if phase == "start":
+                started[0] = clock()
+                return
+            used = clock() - started[0]
+            timing["gc_ns"] += used
+            if self._in_call:
+                timing["gc_in_calls_ns"] += used
+            timing["gc_runs"] += 1
+            timing["gc_full_runs"] += info["generation"] == 2
+
+        return callback
 
     def _timed(self, name: str, call: Any) -> Any:
         key = "schedule_ns" if name == "schedule" else "update_ns"
@@ -45,9 +74,11 @@ class TimedRecordingScheduler(RecordingScheduler):  # type: ignore[misc]
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             started = clock()
+            self._in_call = True
             try:
                 return call(*args, **kwargs)
             finally:
+                self._in_call = False
                 timing[key] += clock() - started
                 if name == "schedule":
                     timing["steps"] += 1

@@ -12,7 +12,9 @@ idles, off and on alternating (the order flips every repeat). Per load: output
 throughput, TTFT and TPOT p50/p99 from vLLM's own client, and the engine thread's
 CPU in `schedule()` + `update_from_output()` (the recorder's work inside
 them included; `serve_timing.py`) over the whole load — per load rather than per step,
-since how requests bunch into steps varies from load to load. With `--segment` the
+since how requests bunch into steps varies from load to load — and the garbage
+collections that ran on the engine thread over the load (vLLM's server keeps the collector
+on: a recorder that holds vLLM's objects past their step makes it run). With `--segment` the
 recording server is a flight recorder (`STEPSCOPE_TRACE_SEGMENT`, `STEPSCOPE_TRACE_RETAIN`).
 Goals (the flight recorder's issue): throughput within 1 %, engine thread ≤ 1.05 of the
 server that does not record.
@@ -162,6 +164,10 @@ def measure(
         "recorder_us_per_step": recorder_ns / steps / 1e3,
         "process_us_per_step": (after["process_ns"] - before["process_ns"]) / steps / 1e3,
         "recorder_share": recorder_ns / 1e9 / (result["duration"] * CORES),
+        "gc_runs": float(after["gc_runs"] - before["gc_runs"]),
+        "gc_full_runs": float(after["gc_full_runs"] - before["gc_full_runs"]),
+        "gc_ms_per_load": (after["gc_ns"] - before["gc_ns"]) / 1e6,
+        "gc_in_calls_ms_per_load": (after["gc_in_calls_ns"] - before["gc_in_calls_ns"]) / 1e6,
     }
 
 
@@ -211,8 +217,9 @@ def table(runs: dict[str, list[dict[str, float]]]) -> str:
     lines = [
         "| server | output tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | "
         "engine thread ms per load | steps per load | µs per step | engine process CPU "
-        "µs per step | recorder's threads µs per step |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "µs per step | recorder's threads µs per step | engine-thread GC per load: runs "
+        "(full), ms (ms inside the timed calls) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for variant, m in (("not recording", off), ("recording", on)):
         lines.append(
@@ -220,7 +227,8 @@ def table(runs: dict[str, list[dict[str, float]]]) -> str:
             f"{m['ttft_p99']:.0f} | {m['tpot_p50']:.2f} / {m['tpot_p99']:.2f} | "
             f"{m['engine_ms_per_load']:.0f} | {m['steps']:.0f} | "
             f"{m['engine_us_per_step']:.0f} | {m['process_us_per_step']:,.0f} | "
-            f"{m['recorder_us_per_step']:.0f} |"
+            f"{m['recorder_us_per_step']:.0f} | {m['gc_runs']:.0f} ({m['gc_full_runs']:.0f}), "
+            f"{m['gc_ms_per_load']:.1f} ({m['gc_in_calls_ms_per_load']:.1f}) |"
         )
     verdict = lambda ok: "ok" if ok else "over goal"  # noqa: E731
     lines += [

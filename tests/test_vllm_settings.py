@@ -9,7 +9,13 @@ from types import SimpleNamespace
 import pytest
 from stepscope.tracer.segments import KeepRule, Retention, SegmentEvery, SegmentSettings
 from stepscope.tracer.vllm.attach.dp_rank import DataParallelRank
-from stepscope.tracer.vllm.attach.settings import backlog_steps, redact, segments, trace_path
+from stepscope.tracer.vllm.attach.settings import (
+    backlog_steps,
+    low_priority,
+    redact,
+    segments,
+    trace_path,
+)
 
 
 def _config(**stepscope: object) -> SimpleNamespace:
@@ -174,3 +180,21 @@ def test_a_malformed_backlog_is_one_line_naming_it(
     monkeypatch.setenv("STEPSCOPE_TRACE_BACKLOG", value)
     with pytest.raises(ValueError, match=rf"^STEPSCOPE_TRACE_BACKLOG='{value}': want a positive"):
         backlog_steps(_config())
+
+
+def test_the_recorder_runs_at_low_priority_unless_set_to_normal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("STEPSCOPE_TRACE_PRIORITY", raising=False)
+    assert low_priority(_config())
+    assert not low_priority(_config(priority="normal"))
+    monkeypatch.setenv("STEPSCOPE_TRACE_PRIORITY", "Low")
+    assert low_priority(_config(priority="normal"))
+    monkeypatch.setenv("STEPSCOPE_TRACE_PRIORITY", "normal")
+    assert not low_priority(_config())
+
+
+def test_a_malformed_priority_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STEPSCOPE_TRACE_PRIORITY", raising=False)
+    with pytest.raises(ValueError, match=r"^additional_config stepscope.priority='high': want one"):
+        low_priority(_config(priority="high"))

@@ -9,7 +9,8 @@ from), and the queue counts it read at that moment, to a builder thread that own
 reach the recorder in the order they were made, so the trace is the one the recorder
 would write inline. They are handed over `HAND_OVER_STEPS` steps at a time (or sooner,
 once the first of them has waited `HAND_OVER_WAIT_NS`), so the engine thread wakes the
-builder (a system call) once for several steps, not once a call; the builder lets the
+builder (a system call) once for a few steps, not once a call, and vLLM's objects for those
+steps are let go a few steps after vLLM would have let them go; the builder lets the
 GIL go between the steps it builds, so the engine never waits on more than one. (A
 builder polling a queue instead, waking no one, cost a server recording on a CPU model far
 more of its output throughput: its wake-ups took the GIL from the engine thread;
@@ -20,7 +21,9 @@ the engine thread stops handing steps over: the steps from there are dropped and
 counted, the recording's segment ends where the builder's rows end, and once the
 builder has caught up the engine's checkpointer takes a checkpoint (`wants_checkpoint`,
 `resume_at`) from which recording resumes, in a new segment. A replay resumes there.
-A driven run (`lossless`: no client waits on it) waits for the builder instead.
+A driven run (`lossless`: no client waits on it) waits for the builder instead. A server's
+recorder (`low_priority`) runs its builder and its writer at the lowest CPU priority
+(`thread_priority.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from stepscope.engine.workload import RequestSpec
 
 from .held_signals import signals_held
 from .recorder import SEGMENT_FLUSH_INTERVAL_S, TraceRecorder
+from .thread_priority import lower_priority
 
 logger = logging.getLogger("stepscope.tracer")
 
@@ -53,8 +57,11 @@ the recording stops rather than hold the engine's arrivals without bound."""
 MAX_HELD_CALLS = 256
 """Calls held back on the engine thread at most before they are handed over (between steps,
 arrivals would otherwise wait for the next step)."""
-HAND_OVER_STEPS = 32
-"""Steps held back on the engine thread before they are handed over together."""
+HAND_OVER_STEPS = 4
+"""Steps held back on the engine thread before they are handed over together: a few, not
+many. Held steps keep vLLM's objects for them alive (outputs, sampled lists, block ids);
+in a server, which keeps the garbage collector on, every young object kept alive past its
+step counts toward the collector's next run, and those runs fall on the engine thread."""
 HAND_OVER_WAIT_NS = 100_000_000
 """...or sooner, at the first step once the held steps have waited this long (slow steps,
 a quiet engine), so the trace's readers are not kept waiting."""
@@ -93,7 +100,9 @@ class BackgroundRecorder:
     are kept.
     """
 
-    def __init__(self, recorder: TraceRecorder, *, lossless: bool = False) -> None:
+    def __init__(
+        self, recorder: TraceRecorder, *, lossless: bool = False, low_priority: bool = False
+    ) -> None:
         self.recorder = recorder
         self.lossless = lossless
         self.backlog_steps = BACKLOG_STEPS
@@ -131,6 +140,9 @@ class BackgroundRecorder:
         """Steps before this one are dropped (infinity while in a gap)."""
         self._thread = threading.Thread(target=self._run, name="stepscope-row-builder", daemon=True)
         self._thread.start()
+        if low_priority:  # a server's: its engine comes first, the rows can wait
+            for thread in (self._thread, recorder.writer.thread):
+                lower_priority(thread)
 
     def on_schedule_start(self, record: ScheduleStart) -> None:
         self._start = record

@@ -110,10 +110,10 @@ class TraceWriter:
         (for the benchmarks)."""
         self._compact = False
         """The last item closed the trace complete: compact the file once it is closed."""
-        self._thread = threading.Thread(
-            target=self._run, name="stepscope-trace-writer", daemon=True
-        )
-        self._thread.start()
+        self.thread = threading.Thread(target=self._run, name="stepscope-trace-writer", daemon=True)
+        """The thread that writes (a recorder that drops steps rather than wait lowers its
+        priority: `thread_priority.py`)."""
+        self.thread.start()
 
     def _set_first_meta(self, meta: Mapping[str, str]) -> None:
         con = self._con
@@ -135,10 +135,10 @@ class TraceWriter:
 
     def close(self, *, complete: bool, final_meta: Mapping[str, str] | None = None) -> None:
         """Write what is queued, mark the trace complete (or not), and close the file."""
-        if self._thread.is_alive():
+        if self.thread.is_alive():
             meta = {**(final_meta or {}), "complete": str(complete).lower()}
             self._queue.put(_MetaUpdate(meta, checkpoint=True, last=True))
-            self._thread.join()
+            self.thread.join()
         self._raise_if_failed()
 
     def _raise_if_failed(self) -> None:

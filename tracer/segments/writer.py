@@ -126,10 +126,12 @@ class SegmentWriter:
         """The keep rule failed once (said once; it keeps nothing from then on)."""
         self._queue: queue.Queue[object] = queue.Queue(maxsize=QUEUE_DEPTH)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(
+        self.thread = threading.Thread(
             target=self._run, name="stepscope-segment-writer", daemon=True
         )
-        self._thread.start()
+        """The thread that writes (a recorder that drops steps rather than wait lowers its
+        priority: `thread_priority.py`)."""
+        self.thread.start()
 
     # ----- the recorder's calls ------------------------------------------------
 
@@ -159,10 +161,10 @@ class SegmentWriter:
     ) -> None:
         """Write what is queued, close the open segment (as `ended_by`: `fell_behind` when
         the steps after it were dropped), and let the folder go."""
-        if self._thread.is_alive():
+        if self.thread.is_alive():
             meta = {**(final_meta or {}), "complete": str(complete).lower()}
             self._queue.put(_Close(meta, ended_by))
-            self._thread.join()
+            self.thread.join()
         self._raise_if_failed()
 
     def wait(self) -> None:

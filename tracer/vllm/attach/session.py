@@ -86,6 +86,7 @@ class VllmRecording:
         interval = settings.checkpoint_interval(scheduler.vllm_config)
         segments = settings.segments(scheduler.vllm_config)
         backlog_steps = settings.backlog_steps(scheduler.vllm_config)
+        low_priority = settings.low_priority(scheduler.vllm_config)
         config = convert.engine_config(scheduler)
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
@@ -100,6 +101,7 @@ class VllmRecording:
                 segments=segments,
             ),
             lossless=planned is not None,
+            low_priority=planned is None and low_priority,
         )
         if backlog_steps is not None:
             self.recorder.backlog_steps = backlog_steps

@@ -17,6 +17,8 @@
     STEPSCOPE_TRACE_KEEP_MAX=500MB               ... up to this much (default: retain's size)
     STEPSCOPE_TRACE_BACKLOG=2048                 steps the recorder may fall behind before it
                                                  drops steps (default 512)
+    STEPSCOPE_TRACE_PRIORITY=normal              the recorder's threads at the engine's CPU
+                                                 priority (default `low`: nice 19 on Linux)
 
 Each engine core of a data-parallel server records its own scheduler. A file path
 without `{rank}` gets `-rank{R}` before its suffix there, so the ranks never share a
@@ -58,6 +60,8 @@ RETAIN_ENV = "STEPSCOPE_TRACE_RETAIN"
 KEEP_ENV = "STEPSCOPE_TRACE_KEEP"
 KEEP_MAX_ENV = "STEPSCOPE_TRACE_KEEP_MAX"
 BACKLOG_ENV = "STEPSCOPE_TRACE_BACKLOG"
+PRIORITY_ENV = "STEPSCOPE_TRACE_PRIORITY"
+PRIORITIES = ("low", "normal")
 CONFIG_KEY = "stepscope"
 RANK_FIELD = "{rank}"
 
@@ -127,6 +131,17 @@ def backlog_steps(vllm_config: Any) -> int | None:
     if not raw.strip().isdigit() or int(raw) <= 0:
         raise ValueError(f"{setting}={raw!r}: want a positive number of steps, e.g. 2048")
     return int(raw)
+
+
+def low_priority(vllm_config: Any) -> bool:
+    """Whether the recorder's threads run at the lowest CPU priority (`low`, the default) or
+    at the engine's (`normal`); any other value is a ValueError naming its setting."""
+    raw, setting = _setting(vllm_config, PRIORITY_ENV, "priority")
+    if raw is None:
+        return True
+    if raw.strip().lower() not in PRIORITIES:
+        raise ValueError(f"{setting}={raw!r}: want one of {', '.join(PRIORITIES)}")
+    return raw.strip().lower() == "low"
 
 
 def segments(vllm_config: Any) -> SegmentSettings | None:
