@@ -1,4 +1,4 @@
-"""A live engine's recorder runs its own threads at a lower CPU priority than the engine.
+"""A vLLM server's recorder runs its own threads at a lower CPU priority than the engine.
 
 Building rows, compressing and writing files can wait; the engine's threads (and the
 model's, and the API server's) cannot. On Linux a thread has its own nice value, so a

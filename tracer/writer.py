@@ -111,8 +111,8 @@ class TraceWriter:
         self._compact = False
         """The last item closed the trace complete: compact the file once it is closed."""
         self.thread = threading.Thread(target=self._run, name="stepscope-trace-writer", daemon=True)
-        """The thread that writes (a recorder that drops steps rather than wait lowers its
-        priority: `thread_priority.py`)."""
+        """The thread that writes (a server's recorder lowers its priority:
+        `thread_priority.py`)."""
         self.thread.start()
 
     def _set_first_meta(self, meta: Mapping[str, str]) -> None:

@@ -129,8 +129,8 @@ class SegmentWriter:
         self.thread = threading.Thread(
             target=self._run, name="stepscope-segment-writer", daemon=True
         )
-        """The thread that writes (a recorder that drops steps rather than wait lowers its
-        priority: `thread_priority.py`)."""
+        """The thread that writes (a server's recorder lowers its priority:
+        `thread_priority.py`)."""
         self.thread.start()
 
     # ----- the recorder's calls ------------------------------------------------
