@@ -37,7 +37,7 @@ def recorder_threads() -> dict[str, threading.Thread]:
 
 @pytest.mark.parametrize("layout", ["one file", "segments"])
 @pytest.mark.parametrize("priority", ["low", "normal"])
-def test_a_servers_recorder_threads_take_the_lowest_priority(
+def test_the_recorder_threads_take_the_priority_asked_for(
     tmp_path: Path, layout: str, priority: str
 ) -> None:
     segmented, low = layout == "segments", priority == "low"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from stepscope.engine import load_workload
 from stepscope.replay.diff import Classification, compare_steps, diff_traces
 from stepscope.replay.exact import replay_exact
 from stepscope.schema import open_trace
+from stepscope.tracer.thread_priority import RECORDER_NICENESS
 from traces import record, step_summaries
 from vllm_env import VllmPython, hashing_knobs, table_differences
 
@@ -275,6 +277,26 @@ def test_recording_classes_record_only_when_asked(vllm: VllmPython, tmp_path: Pa
             assert opened.meta["outside_subset"] == ""
         engine = _engine_trace(workload, knobs, tmp_path / f"engine-{mode}.duckdb")
         assert diff_traces(engine, trace).identical
+
+
+def test_a_servers_recorder_threads_run_at_the_lowest_priority_unless_set_to_normal(
+    vllm: VllmPython, tmp_path: Path
+) -> None:
+    """A recording class in a server (no planned workload): its row builder and writer at
+    nice 19 (Linux), the engine thread as it was; `STEPSCOPE_TRACE_PRIORITY=normal` keeps them
+    at the engine's."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("a thread's own nice value is Linux's")
+    workload = next(p for p in CONFORMANCE if p.name.startswith("05"))
+    cls = "stepscope.tracer.vllm.attach.schedulers.RecordingScheduler"
+    for priority, expected in (("low", RECORDER_NICENESS), ("normal", None)):
+        env = {"STEPSCOPE_TRACE": str(tmp_path / f"{priority}.duckdb")}
+        env["STEPSCOPE_TRACE_PRIORITY"] = priority
+        nice = json.loads(vllm.harness("priorities", str(workload), cls, env=env))
+        engine = nice.pop("engine")
+        assert engine < RECORDER_NICENESS
+        threads = {"stepscope-row-builder", "stepscope-trace-writer"}
+        assert nice == dict.fromkeys(threads, engine if expected is None else expected)
 
 
 def test_a_vllm_version_not_supported_runs_on_unrecorded(vllm: VllmPython, tmp_path: Path) -> None:

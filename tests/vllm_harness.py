@@ -2,6 +2,7 @@
 
     python vllm_harness.py record OUT_DIR WORKLOAD.json... [--set KNOB=VALUE]...
     python vllm_harness.py settings WORKLOAD.json CLASS [--set KNOB=VALUE]...
+    python vllm_harness.py priorities WORKLOAD.json CLASS
     python vllm_harness.py unsupported VERSION WORKLOAD.json CLASS
     python vllm_harness.py failing OUT WORKLOAD.json AFTER_STEPS [--set KNOB=VALUE]...
     python vllm_harness.py replay TRACE...
@@ -12,10 +13,11 @@
 `record` writes OUT_DIR/<stem>.duckdb per workload (vLLM's import is paid once).
 `settings` builds the scheduler from CLASS (`module.Class`), which records only if
 STEPSCOPE_TRACE says so, runs the workload, shuts the scheduler down and prints
-what was wrapped; `unsupported` does so with vLLM reporting VERSION instead of its
-own. `failing` makes the recorder fail after AFTER_STEPS steps and
-prints whether the run still finished. `replay` replays each trace through vLLM
-and prints each diff's classification. `held` records the workload and prints the
+what was wrapped; `priorities` builds it so and prints the nice value of the engine
+thread and of each recorder thread (`stepscope-*`); `unsupported` does as `settings` with
+vLLM reporting VERSION instead of its own. `failing` makes the recorder fail after
+AFTER_STEPS steps and prints whether the run still finished. `replay` replays each trace
+through vLLM and prints each diff's classification. `held` records the workload and prints the
 requests the recording still keeps something for, those the scheduler has not
 shipped as finished, and how many request endings the step loop held every 10 steps.
 `tapped` records the workload and prints how many `allocate_slots` calls vLLM made, how
@@ -36,6 +38,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -110,6 +113,21 @@ def settings(argv: list[str]) -> None:
             {"recording": recording is not None, "wrapped": wrapped, "complete": run.complete}
         )
     )
+
+
+def priorities(argv: list[str]) -> None:
+    (path, class_path), knobs = _split(argv)
+    module, _, name = class_path.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    scheduler, _ = build_scheduler(_workload(path, knobs), cls)
+    nice = {
+        thread.name: os.getpriority(os.PRIO_PROCESS, thread.native_id)
+        for thread in threading.enumerate()
+        if thread.name.startswith("stepscope-") and thread.native_id is not None
+    }
+    nice["engine"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    scheduler.shutdown()
+    print(json.dumps(nice))
 
 
 def unsupported(argv: list[str]) -> None:
@@ -275,6 +293,7 @@ if __name__ == "__main__":
     commands = {
         "record": record,
         "settings": settings,
+        "priorities": priorities,
         "unsupported": unsupported,
         "failing": failing,
         "replay": replay,

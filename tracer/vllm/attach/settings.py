@@ -139,9 +139,10 @@ def low_priority(vllm_config: Any) -> bool:
     raw, setting = _setting(vllm_config, PRIORITY_ENV, "priority")
     if raw is None:
         return True
-    if raw.strip().lower() not in PRIORITIES:
+    priority = raw.strip().lower()
+    if priority not in PRIORITIES:
         raise ValueError(f"{setting}={raw!r}: want one of {', '.join(PRIORITIES)}")
-    return raw.strip().lower() == "low"
+    return priority == "low"
 
 
 def segments(vllm_config: Any) -> SegmentSettings | None:
