@@ -17,7 +17,8 @@ after a kill -9 it stays, unlisted).
 A segment starts with a checkpoint (its first step's state) and holds the `_requests` rows
 of every request unfinished there, so each replays on its own. A part and a closed
 segment hold the same files; `request_aborts.parquet` holds the aborts of requests whose
-row was written earlier (the reader applies them), `meta.parquet` key/value facts in the
+row was written earlier and `request_grammars.parquet` the steps their grammars became ready
+at (the reader applies both), `meta.parquet` key/value facts in the
 order they were set (the last value of a key is its value). What is listed here is only
 names and the scan of a folder: the writer (`stepscope.tracer`) and the readers share it.
 """
@@ -36,11 +37,20 @@ from typing import Any
 from .ddl import logical_tables
 
 MANIFEST = "stepscope_recording.json"
-RECORDING_FORMAT = 1
-"""Bumped when a reader must know about a change to this layout (not to the tables)."""
+RECORDING_FORMAT = 2
+"""Bumped when a reader must know about a change to this layout (not to the tables).
+
+1: the first layout.
+2: `request_grammars` files (a reader of 1 would take a grammar's readiness learned after
+   its request's row was written as unknown).
+"""
+READABLE_FORMATS = frozenset({1, RECORDING_FORMAT})
+"""The formats this stepscope reads (a format-1 folder has no `request_grammars` files)."""
 LOCK = ".writer.lock"
 REQUEST_ABORTS = "request_aborts"
 """The stored table of aborts that update `_requests` rows written before them."""
+REQUEST_GRAMMARS = "request_grammars"
+"""The stored table of grammar-ready steps that update `_requests` rows written before them."""
 TEMPORARY_SUFFIX = ".tmp"
 OPEN_SUFFIX = ".open"
 CLOSING_SUFFIX = ".closing"
@@ -60,11 +70,11 @@ def part_name(number: int) -> str:
 
 
 def table_file(table: str) -> str:
-    """The file of `table` (a logical `_name`, or `request_aborts`) in a part or segment."""
+    """The file of `table` (a logical `_name`, or a stored update's) in a part or segment."""
     return table.removeprefix("_") + ".parquet"
 
 
-STORED_TABLES = (*logical_tables(), REQUEST_ABORTS)
+STORED_TABLES = (*logical_tables(), REQUEST_ABORTS, REQUEST_GRAMMARS)
 """Every table a part or segment may hold a file of."""
 
 
@@ -89,10 +99,11 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{path}: not a readable recording manifest ({error})") from None
     version = document.get("recording_format") if isinstance(document, dict) else None
-    if version != RECORDING_FORMAT:
+    if version not in READABLE_FORMATS or isinstance(version, bool):
+        readable = " and ".join(map(str, sorted(READABLE_FORMATS)))
         raise ValueError(
             f"{path}: recording format {version!r} is not one this stepscope reads "
-            f"(it reads {RECORDING_FORMAT})"
+            f"(it reads {readable})"
         )
     assert isinstance(document, dict)
     return document

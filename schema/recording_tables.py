@@ -4,8 +4,9 @@ DuckDB reads the files itself (`read_parquet`), and `logical_select` casts each 
 the schema's type (enums are stored as text, token ids in 4 bytes or 8); a table no
 segment holds a file of has no rows, and in a recording of an older version a column its
 files lack reads as its "off" value, as in an older trace file. `_requests` is one row
-per request with its last abort (`recording_requests.sql`), `_meta` the trace's facts
-read at open (`recording_meta`), `_config` one segment's (every segment holds the same).
+per request with its last abort and grammar-ready step (`recording_requests.sql`), `_meta`
+the trace's facts read at open (`recording_meta`), `_config` one segment's (every segment
+holds the same).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .member_tables import literal
 from .member_views import create_views, logical_select
 from .recording_layout import (
     REQUEST_ABORTS,
+    REQUEST_GRAMMARS,
     STORED_TABLES,
     Segment,
     read_manifest,
@@ -125,9 +127,10 @@ def _stored_columns(table: str, files: Sequence[str], *, current: bool) -> Seque
 
 def _request_views(segments: Sequence[Segment], *, unify: bool, current: bool) -> dict[str, str]:
     """`requests`, one row per request (`recording_requests.sql`), and the views of the
-    stored requests and aborts it reads."""
+    stored requests, aborts and grammar-ready steps it reads."""
     files = _files(segments, "_requests")
     aborts = _files(segments, REQUEST_ABORTS)
+    grammars = _files(segments, REQUEST_GRAMMARS)
     return {
         "stored_requests": logical_select(
             "_requests",
@@ -140,6 +143,9 @@ def _request_views(segments: Sequence[Segment], *, unify: bool, current: bool) -
         "request_aborts": _every_row(aborts)
         if aborts
         else query(__package__, "recording_no_aborts"),
+        "request_grammars": _every_row(grammars)
+        if grammars
+        else query(__package__, "recording_no_grammars"),
         "requests": query(__package__, "recording_requests"),
     }
 

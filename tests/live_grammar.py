@@ -2,14 +2,16 @@
 
     python live_grammar.py MODEL_DIR WORK_DIR TRACE
 
-Run with the vLLM venv's Python. The tiny model is copied into WORK_DIR with its first
-word tokens renamed to JSON's characters (`{`, `"`, digits, letters, ...), so vLLM's
-xgrammar backend can follow a JSON schema with it. An in-process `LLMEngine` is stepped
-by hand: each of the first steps adds a plain request and, every other step, ahead of it
-one that asks for JSON of its own schema (its grammar compiles in the background while
-the engine runs), until the scheduler has nothing left; one more JSON request is aborted
-the step after it arrives. Prints one JSON line: the structured requests and their finish
-reasons.
+Run with the vLLM venv's Python. A TRACE that does not end in `.duckdb` is recorded as a
+flight recorder's folder of segments of `SEGMENT` steps.
+
+The tiny model is copied into WORK_DIR with its first word tokens renamed to JSON's
+characters (`{`, `"`, digits, letters, ...), so vLLM's xgrammar backend can follow a JSON
+schema with it. An in-process `LLMEngine` is stepped by hand: each of the first steps adds
+a plain request and, every other step, ahead of it one that asks for JSON of its own schema
+(its grammar compiles in the background while the engine runs), until the scheduler has
+nothing left; one more JSON request is aborted the step after it arrives. Prints one JSON
+line: the structured requests and their finish reasons.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 NUM_ARRIVAL_STEPS = 12
+SEGMENT = "8steps"
+"""Short: requests wait for their grammars across segments' ends."""
 ABORTED = "aborted-json"
 """A JSON request added at step 5 and aborted before step 6, likely while compiling."""
 ABORTED_STEP = 5
@@ -92,6 +96,8 @@ def main() -> None:
     parser.add_argument("trace")
     args = parser.parse_args()
     os.environ["STEPSCOPE_TRACE"] = args.trace
+    if not args.trace.endswith(".duckdb"):
+        os.environ["STEPSCOPE_TRACE_SEGMENT"] = SEGMENT
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 
     from vllm.engine.arg_utils import EngineArgs

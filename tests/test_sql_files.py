@@ -18,7 +18,7 @@ from conftest import REPO
 from recordings import record_folder
 from stepscope.schema import Trace, sql_files
 from stepscope.schema.lockdown import connect_locked
-from stepscope.schema.recording_layout import REQUEST_ABORTS, scan
+from stepscope.schema.recording_layout import REQUEST_ABORTS, REQUEST_GRAMMARS, scan
 from stepscope.schema.recording_tables import read_parquet
 from traces import case, record
 
@@ -173,21 +173,24 @@ def recording_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _run_on_recording_files(folder: Path, statement: str) -> None:
     """A recording query on the files of `folder`: the meta files as its parameter, or the
-    views of the stored requests and aborts it reads."""
+    views of the stored requests, aborts and grammar-ready steps it reads."""
     segments = scan(folder)
-    meta, requests, aborts = (
+    meta, requests, aborts, grammars = (
         [str(path) for segment in segments for path in segment.files(table)]
-        for table in ("_meta", "_requests", REQUEST_ABORTS)
+        for table in ("_meta", "_requests", REQUEST_ABORTS, REQUEST_GRAMMARS)
     )
     with duckdb.connect() as con:
         if "read_parquet" in statement:
             rows = con.execute(statement, [meta]).fetchall()
         else:
             con.execute(f"CREATE VIEW stored_requests AS FROM {read_parquet(requests, unify=True)}")
-            no_aborts = sql_files.query("stepscope.schema", "recording_no_aborts")
-            numbered = read_parquet(aborts, unify=False, numbered=True)
-            aborts_source = f"FROM {numbered}" if aborts else no_aborts
-            con.execute(f"CREATE VIEW request_aborts AS {aborts_source}")
+            for view, files, none in (
+                ("request_aborts", aborts, "recording_no_aborts"),
+                ("request_grammars", grammars, "recording_no_grammars"),
+            ):
+                numbered = f"FROM {read_parquet(files, unify=False, numbered=True)}"
+                source = numbered if files else sql_files.query("stepscope.schema", none)
+                con.execute(f"CREATE VIEW {view} AS {source}")
             rows = con.execute(statement).fetchall()
     assert rows
 

@@ -155,7 +155,9 @@ class TraceRecorder:
     def grammar_ready(self, request_id: str, step: int) -> None:
         """The request's grammar became ready at `step` (a live engine learns it late).
 
-        A segment's rows are not updated: only the rows it carries into later segments.
+        A row already written is updated when the step is flushed (a segment's files are
+        not: its `request_grammars` rows say the step, and the rows it carries into later
+        segments hold it).
         """
         index = self.request_index.get(request_id)
         if index is None:
@@ -163,12 +165,14 @@ class TraceRecorder:
         spec = self.specs.get(index)
         if spec is not None:
             self.specs[index] = dataclasses.replace(spec, grammar_ready_step=step)
-        elif self.segmented:
-            row = self._carried_rows.get(index)
-            if row is not None:
-                self._carried_rows[index] = {**row, "grammar_ready_step": step}
-        else:
-            self._grammars.append((index, step))
+            return
+        if self.segmented:
+            ready = {"grammar_ready_step": step}
+            for rows in (self._carried_rows, self._finished_rows):
+                row = rows.get(index)
+                if row is not None:
+                    rows[index] = {**row, **ready}
+        self._grammars.append((index, step))
 
     # ----- steps --------------------------------------------------------------
 

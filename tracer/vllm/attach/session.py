@@ -39,7 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from stepscope.engine import Workload
+from stepscope.engine import EngineConfig, Workload
 from stepscope.engine.probe import ScheduleEnd, ScheduleStart
 from stepscope.engine.workload import RequestSpec
 from stepscope.tracer.background import BackgroundRecorder, RecorderStalled
@@ -72,6 +72,28 @@ def _drafts_follow_update(scheduler: Any) -> bool:
     return not scheduler.scheduler_config.async_scheduling
 
 
+def _background_recorder(
+    path: Path,
+    workload: Workload,
+    meta: Mapping[str, str],
+    redactor: Redactor | None,
+    chosen: settings.RecordingSettings,
+    *,
+    driven: bool,
+) -> BackgroundRecorder:
+    """The recorder, its rows built off the engine thread: a driven run (a planned workload)
+    waits for its builder, a server's drops steps instead and, unless set otherwise, runs its
+    threads at the lowest priority."""
+    recorder = BackgroundRecorder(
+        TraceRecorder(path, workload, meta, redactor=redactor, segments=chosen.segments),
+        lossless=driven,
+        low_priority=not driven and chosen.low_priority,
+    )
+    if chosen.backlog_steps is not None:
+        recorder.backlog_steps = chosen.backlog_steps
+    return recorder
+
+
 class VllmRecording:
     """Follows one vLLM scheduler and writes each of its steps to a trace."""
 
@@ -83,43 +105,19 @@ class VllmRecording:
         planned: Workload | None = None,
         redactor: Redactor | None = None,
     ) -> None:
-        interval = settings.checkpoint_interval(scheduler.vllm_config)
-        segments = settings.segments(scheduler.vllm_config)
-        backlog_steps = settings.backlog_steps(scheduler.vllm_config)
-        low_priority = settings.low_priority(scheduler.vllm_config)
+        chosen = settings.read(scheduler.vllm_config)
         config = convert.engine_config(scheduler)
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
         self.planned = {spec.request_id: spec for spec in workload.requests}
         self.reasons = outside_subset(scheduler, config)
-        self.recorder = BackgroundRecorder(
-            TraceRecorder(
-                path,
-                workload,
-                {**meta, "outside_subset": "; ".join(sorted(self.reasons))},
-                redactor=redactor,
-                segments=segments,
-            ),
-            lossless=planned is not None,
-            low_priority=planned is None and low_priority,
+        full_meta = {**meta, "outside_subset": "; ".join(sorted(self.reasons))}
+        self.recorder = _background_recorder(
+            path, workload, full_meta, redactor, chosen, driven=planned is not None
         )
-        if backlog_steps is not None:
-            self.recorder.backlog_steps = backlog_steps
         # A checkpoint holds KV cache groups the engine models (and block hashes of real tokens).
         can_checkpoint = redactor is None and not kv_cache_groups_outside_subset(scheduler, config)
-        self.checkpointer = (
-            VllmCheckpointer(
-                scheduler,
-                self.recorder,
-                interval,
-                None if segments is None else segments.every,
-                can_checkpoint=can_checkpoint,
-                keyed_by_group=config.kv_cache_groups is not None,
-                on_segment_open=self._forget_finished_ids,
-            )
-            if segments is not None or (interval is not None and can_checkpoint)
-            else None
-        )
+        self.checkpointer = self._checkpointer(config, chosen, can_checkpoint=can_checkpoint)
         """None: no checkpoints (turned off, a redacted recording, or KV cache groups the engine
         does not model) and one file; a segmented recording always has one (it opens segments)."""
         self.async_scheduling = config.async_scheduling
@@ -133,7 +131,6 @@ class VllmRecording:
             scheduler, lambda: self.recorder.decisions, self.reasons.add, self._failed
         )
         self.grammars = GrammarReadiness()
-        self.segmented = segments is not None
         self.steps = VllmStepBuilder(
             config.kv_cache_groups, speculative_decoding=self.speculative_decoding
         )
@@ -163,6 +160,23 @@ class VllmRecording:
         self._runner_output: Any = None
         """The model's output of the update in progress, as it came (with drafts: a copy
         taken before the update, which trims the sampled lists a stop cuts short)."""
+
+    def _checkpointer(
+        self, config: EngineConfig, chosen: settings.RecordingSettings, *, can_checkpoint: bool
+    ) -> VllmCheckpointer | None:
+        """The recording's checkpointer, if it takes checkpoints or opens segments."""
+        interval, segments = chosen.interval, chosen.segments
+        if segments is None and (interval is None or not can_checkpoint):
+            return None
+        return VllmCheckpointer(
+            self.scheduler,
+            self.recorder,
+            interval,
+            None if segments is None else segments.every,
+            can_checkpoint=can_checkpoint,
+            keyed_by_group=config.kv_cache_groups is not None,
+            on_segment_open=self._forget_finished_ids,
+        )
 
     # ----- attaching ------------------------------------------------------------
 
@@ -554,9 +568,6 @@ class VllmRecording:
         """These requests' grammars are ready at `step` (the current one unless given)."""
         ready_step = self.step if step is None else step
         for compiling in ready:
-            if self.segmented and ready_step > compiling.arrival_step:
-                # Its row is written with its arrival step; a segment cannot update it.
-                self.reasons.add("structured output grammar ready after arrival (segmented)")
             self.recorder.grammar_ready(compiling.request.request_id, ready_step)
 
     def _grammars_never_ready(self, request_ids: Iterable[str]) -> None:

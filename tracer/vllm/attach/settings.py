@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,24 @@ def _from_config(vllm_config: Any, key: str) -> Any:
         return None
     section = additional.get(CONFIG_KEY)
     return section.get(key) if isinstance(section, dict) else None
+
+
+@dataclass(frozen=True)
+class RecordingSettings:
+    """How one engine core records, every setting read (a malformed one refused) up front."""
+
+    interval: CheckpointInterval | None
+    segments: SegmentSettings | None
+    backlog_steps: int | None
+    low_priority: bool
+
+
+def read(vllm_config: Any) -> RecordingSettings:
+    """Every setting of the recording, read before it starts: nothing is created for a
+    recording whose settings are refused."""
+    return RecordingSettings(
+        checkpoint_interval(vllm_config),
+        segments(vllm_config),
+        backlog_steps(vllm_config),
+        low_priority(vllm_config),
+    )
