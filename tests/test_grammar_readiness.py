@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from conftest import TESTS
+from recordings import settings
 from stepscope.engine import EngineLoop, TapeModelRunner, load_workload
 from stepscope.engine.outputs import EngineCoreOutput
 from stepscope.engine.request import FinishReason
 from stepscope.replay.exact import replay_exact
+from stepscope.tracer.checkpointer import Checkpointer
 from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.vllm.attach.grammar_readiness import GrammarReadiness
@@ -80,9 +84,11 @@ def test_requests_that_leave_while_compiling_are_never_ready() -> None:
 
 def test_only_unscripted_structured_requests_are_followed() -> None:
     grammars = GrammarReadiness()
-    grammars.on_arrival(_request("plain", structured=False), 0, readiness_known=False)
-    grammars.on_arrival(_request("scripted"), 0, readiness_known=True)
+    assert not grammars.on_arrival(_request("plain", structured=False), 0, readiness_known=False)
+    assert not grammars.on_arrival(_request("scripted"), 0, readiness_known=True)
     assert grammars.still_compiling() == []
+    assert grammars.on_arrival(_request("live"), 0, readiness_known=False)
+    assert _ids(grammars.still_compiling()) == ["live"]
 
 
 def test_an_error_finish_of_a_structured_request_is_a_rejected_token() -> None:
@@ -118,3 +124,40 @@ def test_readiness_learned_after_the_row_was_written_updates_it(tmp_path: Path) 
         rows = trace.sql("SELECT request_id, grammar_ready_step FROM _requests").fetchall()
     assert sorted(rows) == [("A", None), ("B", 3), ("C", None), ("D", 2)]
     assert replay_exact(path).divergence is None
+
+
+@pytest.mark.parametrize("name", ["t.duckdb", "recording"])
+def test_a_grammar_still_compiling_holds_its_request_through_every_step_recorded(
+    tmp_path: Path, name: str
+) -> None:
+    """B waits for its grammar from step 0 to 3; the recording stops after step 1, before it
+    is ready (what a kill, or a reader of a recording being written, finds): B's row says
+    ready at step 2, so a replay holds it through both steps, as the engine did, where
+    taking it as waiting for nothing would admit it at once."""
+    workload = load_workload(WORKLOAD)
+    unscripted = dataclasses.replace(
+        workload,
+        requests=tuple(dataclasses.replace(s, grammar_ready_step=None) for s in workload.requests),
+    )
+    path = tmp_path / name
+    segments = None if path.suffix else settings("1steps")
+    recorder = TraceRecorder(path, unscripted, trace_meta(unscripted), segments=segments)
+    loop = EngineLoop(workload, TapeModelRunner.for_workload(workload), probe=recorder)
+    if segments is not None:
+        Checkpointer.attach(loop, recorder, 0, segments.every)
+    recorder.grammar_pending("B")
+    steps = loop.run()
+    for record in itertools.islice(steps, 2):
+        recorder.record_step(record, loop.core.scheduler)
+    steps.close()
+    recorder.flush()
+    if segments is None:
+        recorder.close(complete=False)
+    else:
+        recorder.writer.wait()  # read while it is being written
+    query = "SELECT request_id, grammar_ready_step FROM _requests ORDER BY 1"
+    with stepscope.open(path) as trace:
+        assert trace.sql(query).fetchall() == [("A", None), ("B", 2), ("C", None)]
+    assert replay_exact(path).divergence is None
+    if segments is not None:
+        recorder.close(complete=False)

@@ -165,6 +165,9 @@ class BackgroundRecorder:
     def register_request(self, spec: RequestSpec) -> None:
         self._submit(lambda: self.recorder.register_request(spec))
 
+    def grammar_pending(self, request_id: str) -> None:
+        self._submit(lambda: self.recorder.grammar_pending(request_id))
+
     def grammar_ready(self, request_id: str, step: int) -> None:
         self._submit(lambda: self.recorder.grammar_ready(request_id, step))
 

@@ -121,6 +121,11 @@ class TraceRecorder:
         """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
         self._grammars: list[tuple[int, int]] = []
         """(request_index, grammar_ready_step) not in `_requests` rows yet."""
+        self._compiling: dict[int, int | None] = {}
+        """Requests whose grammar a live engine is still compiling, each with the step its
+        written row says it is ready at so far (None: not said yet); see `grammar_pending`."""
+        self._last_step: int | None = None
+        """The last step recorded (in the buffers or written)."""
         self._table_lengths: dict[int, int] = {}
         self._group_lengths = GroupTableLengths()
         self._seq = Seq()
@@ -152,6 +157,15 @@ class TraceRecorder:
             self._num_indexed += 1
         self.specs[index] = spec
 
+    def grammar_pending(self, request_id: str) -> None:
+        """The request waits for its grammar, which a live engine compiles: until it is
+        ready, each flush says it is ready at the step after the last one recorded, so a
+        reader (of a recording being written, a snapshot of it, what a kill left) holds it
+        through every step it can see, as the engine did."""
+        index = self.request_index.get(request_id)
+        if index is not None:
+            self._compiling[index] = None
+
     def grammar_ready(self, request_id: str, step: int) -> None:
         """The request's grammar became ready at `step` (a live engine learns it late).
 
@@ -162,10 +176,15 @@ class TraceRecorder:
         index = self.request_index.get(request_id)
         if index is None:
             return
+        self._compiling.pop(index, None)
         spec = self.specs.get(index)
         if spec is not None:
             self.specs[index] = dataclasses.replace(spec, grammar_ready_step=step)
             return
+        self._update_grammar_ready(index, step)
+
+    def _update_grammar_ready(self, index: int, step: int) -> None:
+        """Say so of the request's written row (and of the row a later segment carries)."""
         if self.segmented:
             ready = {"grammar_ready_step": step}
             for rows in (self._carried_rows, self._finished_rows):
@@ -208,6 +227,7 @@ class TraceRecorder:
             del self._aborts[num_aborts:]
             raise
         self.num_steps += 1
+        self._last_step = record.step
         self._steps_since_flush += 1
         if (
             self._steps_since_flush >= self.flush_every_steps
@@ -360,6 +380,7 @@ class TraceRecorder:
             if self._aborts:
                 batch[REQUEST_ABORTS] = _aborts_table(self._aborts)
                 self._aborts = []
+            self._hold_compiling()
             if self._grammars:
                 batch[REQUEST_GRAMMARS] = _grammars_table(self._grammars)
                 self._grammars = []
@@ -370,6 +391,17 @@ class TraceRecorder:
                 self.writer.submit(batch)
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
+
+    def _hold_compiling(self) -> None:
+        """Each written row of a request still compiling its grammar: ready, so far, at the
+        step after the last one recorded."""
+        if self._last_step is None:
+            return
+        held_until = self._last_step + 1
+        for index, said in self._compiling.items():
+            if said != held_until and index not in self.specs:
+                self._compiling[index] = held_until
+                self._update_grammar_ready(index, held_until)
 
     def flush_if_stale(self) -> None:
         """Flush when steps have waited in the buffers `flush_interval_s` (an engine that has

@@ -53,13 +53,15 @@ class GrammarReadiness:
         self.structured: set[str] = set()
         """Requests with structured output not finished yet (a rejected token ends one)."""
 
-    def on_arrival(self, request: Any, arrival_step: int, *, readiness_known: bool) -> None:
-        """Follow `request` if it waits for a grammar no workload scripted."""
+    def on_arrival(self, request: Any, arrival_step: int, *, readiness_known: bool) -> bool:
+        """Follow `request` if it waits for a grammar no workload scripted (whether it does)."""
         if not request.use_structured_output:
-            return
+            return False
         self.structured.add(request.request_id)
-        if not readiness_known and request.status.name == WAITING_FOR_GRAMMAR:
-            self.compiling[request.request_id] = CompilingRequest(request, arrival_step)
+        if readiness_known or request.status.name != WAITING_FOR_GRAMMAR:
+            return False
+        self.compiling[request.request_id] = CompilingRequest(request, arrival_step)
+        return True
 
     def ready_at_schedule_start(self) -> list[CompilingRequest]:
         """The requests whose grammar has compiled before this `schedule()` looks at them."""

@@ -558,7 +558,8 @@ class VllmRecording:
 
     def _follow_grammar(self, request: Any, arrival_step: int, *, readiness_known: bool) -> None:
         """Note when the request's grammar is ready, unless a scripted workload says."""
-        self.grammars.on_arrival(request, arrival_step, readiness_known=readiness_known)
+        if self.grammars.on_arrival(request, arrival_step, readiness_known=readiness_known):
+            self.recorder.grammar_pending(request.request_id)
         speculative = self.speculative_decoding
         self.reasons.update(
             structured_output_outside_subset(request, speculative_decoding=speculative)
