@@ -24,6 +24,7 @@ from stepscope.engine.outputs import EngineCoreOutput
 from stepscope.engine.request import FinishReason
 from stepscope.replay.exact import replay_exact
 from stepscope.tracer.checkpointer import Checkpointer
+from stepscope.tracer.export.snapshot import SnapshotWindow, snapshot
 from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.vllm.attach.grammar_readiness import GrammarReadiness
@@ -159,5 +160,8 @@ def test_a_grammar_still_compiling_holds_its_request_through_every_step_recorded
     with stepscope.open(path) as trace:
         assert trace.sql(query).fetchall() == [("A", None), ("B", 2), ("C", None)]
     assert replay_exact(path).divergence is None
-    if segments is not None:
+    if segments is not None:  # a snapshot of its last step, taken while it is written
+        incident = tmp_path / "incident.duckdb"
+        snapshot(path, incident, SnapshotWindow(last_steps=1))
+        assert replay_exact(incident).divergence is None
         recorder.close(complete=False)
