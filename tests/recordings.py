@@ -4,14 +4,15 @@ their oldest segments deleted, or still being written."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner, Workload, load_workload
 from stepscope.engine.checkpoint import SchedulerCheckpoint
 from stepscope.engine.probe import Decision, QueueState, ScheduleEnd, ScheduleStart
-from stepscope.schema.recording_layout import scan
+from stepscope.schema.recording_layout import MANIFEST, scan
 from stepscope.tracer.checkpointer import Checkpointer
 from stepscope.tracer.record_workload import record_workload, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
@@ -44,6 +45,34 @@ def record_folder(
         **kwargs,  # type: ignore[arg-type]
     )
     return folder
+
+
+def record_learning_late(
+    workload: Workload,
+    unaware: Workload,
+    path: Path,
+    every: str,
+    learn: Callable[[TraceRecorder, int], None] = lambda recorder, step: None,
+) -> None:
+    """`workload` run and recorded into `path` (a file, or a folder of `every`-step segments)
+    by a recorder that knows only `unaware`, as a live engine's does: `learn` tells it, before
+    each step is recorded, what the engine has learned by then."""
+    segments = None if path.suffix else settings(every)
+    recorder = TraceRecorder(path, unaware, trace_meta(unaware), segments=segments)
+    loop = EngineLoop(workload, TapeModelRunner.for_workload(workload), probe=recorder)
+    if segments is not None:
+        Checkpointer.attach(loop, recorder, 0, segments.every)
+    for step in loop.run():
+        learn(recorder, step.step)
+        recorder.record_step(step, loop.core.scheduler)
+    recorder.close(complete=True)
+
+
+def set_recording_format(folder: Path, recording_format: int) -> None:
+    """Say in the folder's manifest that it is of `recording_format`."""
+    manifest = folder / MANIFEST
+    document = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**document, "recording_format": recording_format}))
 
 
 def delete_oldest(folder: Path, num_segments: int) -> int:

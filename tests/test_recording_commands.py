@@ -13,9 +13,9 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import REPO
-from recordings import delete_oldest, record_folder, recording
+from recordings import delete_oldest, record_folder, recording, set_recording_format
 from stepscope.schema import open_trace
-from stepscope.schema.recording_layout import RECORDING_FORMAT, scan
+from stepscope.schema.recording_layout import scan
 from stepscope.tui.trace_source import TraceSource
 from test_cli import stepscope
 from test_hardening_errors import assert_one_line_error
@@ -305,12 +305,7 @@ def test_the_tui_opens_a_recording_at_its_first_step(trimmed: Path, with_gap: Pa
 def test_hostile_recordings_are_one_line_errors(recorded: Path, tmp_path: Path) -> None:
     bad_format = tmp_path / "format"
     shutil.copytree(recorded, bad_format)
-    manifest = bad_format / "stepscope_recording.json"
-    manifest.write_text(
-        manifest.read_text().replace(
-            f'"recording_format": {RECORDING_FORMAT}', '"recording_format": 9'
-        )
-    )
+    set_recording_format(bad_format, 9)
     not_parquet = tmp_path / "not_parquet"
     shutil.copytree(recorded, not_parquet)
     (scan(not_parquet)[3].folders[0] / "scheduled.parquet").write_bytes(b"PAR1 not really")

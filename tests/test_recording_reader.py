@@ -14,8 +14,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, TESTS
-from recordings import delete_oldest, record_folder, recording, settings
-from stepscope.engine import EngineLoop, TapeModelRunner, load_workload
+from recordings import (
+    delete_oldest,
+    record_folder,
+    record_learning_late,
+    recording,
+    set_recording_format,
+    settings,
+)
+from stepscope.engine import load_workload
 from stepscope.replay.exact import replay_exact
 from stepscope.replay.from_step import StepWindow
 from stepscope.schema import (
@@ -26,10 +33,8 @@ from stepscope.schema import (
     recording_meta,
     view_infos,
 )
-from stepscope.schema.recording_layout import RECORDING_FORMAT, scan, writer_pid
+from stepscope.schema.recording_layout import scan, writer_pid
 from stepscope.schema.trace_error import RecordingChangedError, TraceDamagedError
-from stepscope.tracer.checkpointer import Checkpointer
-from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 from stepscope.tracer.redact import Redactor
 from traces import case, record
@@ -131,18 +136,14 @@ def test_grammars_ready_after_a_request_was_recorded_update_its_row(tmp_path: Pa
         workload,
         requests=tuple(dataclasses.replace(s, grammar_ready_step=None) for s in workload.requests),
     )
+
+    def learn(recorder: TraceRecorder, step: int) -> None:
+        if step in ready:
+            recorder.grammar_ready(ready[step], step)
+
     folder, file = tmp_path / "recording", tmp_path / "whole.duckdb"
     for path in (folder, file):
-        segments = None if path.suffix else settings("1steps")
-        recorder = TraceRecorder(path, unscripted, trace_meta(unscripted), segments=segments)
-        loop = EngineLoop(workload, TapeModelRunner.for_workload(workload), probe=recorder)
-        if segments is not None:
-            Checkpointer.attach(loop, recorder, 0, segments.every)
-        for step in loop.run():
-            if step.step in ready:
-                recorder.grammar_ready(ready[step.step], step.step)
-            recorder.record_step(step, loop.core.scheduler)
-        recorder.close(complete=True)
+        record_learning_late(workload, unscripted, path, "1steps", learn)
     assert any(s.files("request_grammars") for s in scan(folder))
     query = "SELECT request_id, grammar_ready_step FROM _requests ORDER BY 1"
     with open_trace(folder) as recorded, open_trace(file) as whole:
@@ -160,12 +161,7 @@ def test_a_recording_of_the_first_format_is_read(storm: tuple[Path, Path], tmp_p
     folder, file = storm
     older = tmp_path / "older"
     shutil.copytree(folder, older)
-    manifest = older / "stepscope_recording.json"
-    manifest.write_text(
-        manifest.read_text().replace(
-            f'"recording_format": {RECORDING_FORMAT}', '"recording_format": 1'
-        )
-    )
+    set_recording_format(older, 1)
     _same_views(older, file)
 
 
@@ -183,14 +179,7 @@ def test_aborts_learned_after_a_request_was_recorded_update_its_row(tmp_path: Pa
     aborted = [spec for spec in workload.requests if spec.abort_step is not None]
     assert aborted
     for path in (tmp_path / "recording", tmp_path / "whole.duckdb"):
-        segments = None if path.suffix else settings("5steps")
-        recorder = TraceRecorder(path, unaware, trace_meta(unaware), segments=segments)
-        loop = EngineLoop(workload, TapeModelRunner.for_workload(workload), probe=recorder)
-        if segments is not None:
-            Checkpointer.attach(loop, recorder, 0, segments.every)
-        for step in loop.run():
-            recorder.record_step(step, loop.core.scheduler)
-        recorder.close(complete=True)
+        record_learning_late(workload, unaware, path, "5steps")
     assert any(s.files("request_aborts") for s in scan(tmp_path / "recording"))
     with open_trace(tmp_path / "recording") as recorded, open_trace(tmp_path / "whole.duckdb") as w:
         query = "SELECT request_id, abort_step, abort_before_update FROM requests ORDER BY 1"
@@ -337,12 +326,7 @@ def test_hostile_recordings_are_one_line_errors(storm: tuple[Path, Path], damage
     shutil.copytree(recorded, copy)
     steps = scan(copy)[1].folders[0] / "steps.parquet"
     if damage == "format":
-        manifest = copy / "stepscope_recording.json"
-        manifest.write_text(
-            manifest.read_text().replace(
-                f'"recording_format": {RECORDING_FORMAT}', '"recording_format": 9'
-            )
-        )
+        set_recording_format(copy, 9)
         expected, kind = "recording format 9 is not one this stepscope reads", TraceError
     elif damage == "not_parquet":
         steps.write_bytes(b"not parquet at all, " * 10)
