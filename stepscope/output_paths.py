@@ -19,6 +19,7 @@ from stepscope.engine import InputError
 from stepscope.schema.recording_layout import is_recording
 from stepscope.schema.trace_file import is_duckdb_file
 from stepscope.tracer.export.output import ExportError, atomic_file
+from stepscope.tracer.held_signals import signals_held
 
 STDOUT = Path("-")
 """`-` as a report's path: the report is printed to stdout."""
@@ -231,7 +232,8 @@ def _check_writable(output: Output) -> None:
             folder = _nearest_folder(path)
         elif not folder.is_dir():
             raise InputError(f"{output.option} {path}: no such folder {folder}")
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}."):
+        # Held: a stop inside the probe would leave its file behind.
+        with signals_held(), tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}."):
             pass
     except OSError as error:
         raise _unwritable(output, error) from None

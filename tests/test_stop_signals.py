@@ -184,6 +184,85 @@ def test_an_ignored_hangup_stays_ignored() -> None:
         signal.signal(signal.SIGHUP, previous)
 
 
+def _stop_once_made(make: Callable[..., object]) -> Callable[..., object]:
+    """`make` (mkstemp, mkdtemp, NamedTemporaryFile), with a SIGTERM landing the moment it
+    has made its file or folder: the one window a stop sent from outside rarely hits."""
+
+    def made_then_stopped(*args: object, **kwargs: object) -> object:
+        made = make(*args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)
+        return made
+
+    return made_then_stopped
+
+
+def _write_atomically(folder: Path, trace: Path) -> None:
+    from stepscope.tracer.export.output import atomic_file
+
+    with atomic_file(folder / "timeline.pftrace") as scratch:
+        scratch.write_text("not reached")
+
+
+def _fill_scratch_folder(folder: Path, trace: Path) -> None:
+    from stepscope.tracer.export.output import scratch_folder
+
+    with scratch_folder(folder, ".stepscope-export-") as scratch:
+        (scratch / "part.parquet").write_text("not reached")
+
+
+def _check_output_can_be_written(folder: Path, trace: Path) -> None:
+    from stepscope.output_paths import check_outputs, data_file
+
+    check_outputs([data_file("--perfetto", folder / "timeline.pftrace", "a Perfetto trace")], [])
+
+
+def _take_snapshot(folder: Path, trace: Path) -> None:
+    from stepscope.tracer.export.snapshot import SnapshotWindow, snapshot
+
+    snapshot(trace, folder / "incident.duckdb", SnapshotWindow(last_steps=2))
+
+
+def _as_a_command(write: Callable[[Path, Path], None]) -> Callable[[Path, Path], None]:
+    """`write` as a CLI command runs it: inside `stop_like_ctrl_c()`."""
+    from stepscope.stop_signals import stops_like_ctrl_c
+
+    return stops_like_ctrl_c(write)
+
+
+def _sweep(folder: Path, trace: Path) -> None:
+    """The CLI's own sweep command (it stops as Ctrl-C does by itself)."""
+    from stepscope.cli import app
+
+    command = ["sweep", str(trace), "--grid", "max_num_seqs=1,2", "--jobs", "1",
+               "-o", str(folder / "sweep.duckdb")]  # fmt: skip
+    app(command, standalone_mode=False)
+
+
+@pytest.mark.parametrize(
+    ("maker", "write"),
+    [("mkstemp", _as_a_command(_write_atomically)),
+     ("mkdtemp", _as_a_command(_fill_scratch_folder)),
+     ("NamedTemporaryFile", _as_a_command(_check_output_can_be_written)),
+     ("mkstemp", _as_a_command(_take_snapshot)), ("mkdtemp", _sweep)],
+    ids=["export_file", "export_folder", "writable_probe", "snapshot", "sweep_work_folder"],
+)  # fmt: skip
+def test_a_stop_as_a_scratch_is_made_leaves_nothing_behind(
+    handlers_restored: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    maker: str, write: Callable[[Path, Path], None],
+) -> None:  # fmt: skip
+    import tempfile
+
+    trace = tmp_path / "source.duckdb"  # recorded first: recording makes scratch folders too
+    record(decode_workload(2, 4), trace)
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(tempfile, maker, _stop_once_made(getattr(tempfile, maker)))
+    with pytest.raises(SystemExit) as exit_:
+        write(out, trace)
+    assert exit_.value.code == 128 + signal.SIGTERM
+    assert list(out.iterdir()) == []
+
+
 @pytest.fixture(scope="module")
 def long_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A complete 20,001-step trace: replaying or exporting it takes seconds."""

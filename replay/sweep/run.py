@@ -29,7 +29,7 @@ from .point import PointResult, PointTask, point_trace_name
 from .pool import run_local
 from .ray_tasks import run_ray
 from .result_writer import SWEEP_SCHEMA_VERSION, kept_paths, move_kept, points_table, write_result
-from .work_dir import new_work_dir
+from .work_dir import new_work_dir, remove_stale_work_dirs
 
 
 @dataclass(frozen=True)
@@ -115,8 +115,11 @@ def run_sweep(
     on_point: Callable[[SweepPoint, PointResult], None] = lambda point, result: None,
 ) -> SweepOutcome:
     """Every point run, then the result written atomically (with the kept traces beside it)."""
-    work_dir = new_work_dir(output.parent)
+    remove_stale_work_dirs(output.parent)
+    work_dir: Path | None = None
     try:
+        with signals_held():  # a stop between its creation and this name would leave it behind
+            work_dir = new_work_dir(output.parent)
         facts = plan.facts
         task = PointTask(facts.path, plan.scheduler_cls, work_dir, plan.keep, facts.window)
         results: dict[int, PointResult] = {}
@@ -131,8 +134,9 @@ def run_sweep(
         write_result(output, parquet, table, meta, lambda: move_kept(traces, final))
         return SweepOutcome(table, meta, final)
     finally:
-        with signals_held():
-            shutil.rmtree(work_dir, ignore_errors=True)
+        if work_dir is not None:
+            with signals_held():
+                shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def sweep_meta(plan: SweepPlan, schedulers: Sequence[str]) -> dict[str, str | None]:

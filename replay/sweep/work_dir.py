@@ -56,8 +56,7 @@ class Owner:
 
 
 def new_work_dir(parent: Path) -> Path:
-    """A fresh work folder in `parent`, after removing those whose sweeps are gone."""
-    remove_stale_work_dirs(parent)
+    """A fresh work folder in `parent`, named after this process."""
     owner = Owner.this_process()
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{owner.host}-{owner.pid}-", dir=parent))
 

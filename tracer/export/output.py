@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..held_signals import signals_held
+
 
 class ExportError(ValueError):
     """An export that cannot be written where it was asked to go."""
@@ -22,31 +24,48 @@ def atomic_file(path: Path) -> Iterator[Path]:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ExportError(f"{path}: no such folder {folder}")
+    temporary: Path | None = None
+    try:
+        # Held: a stop landing between the file's creation and this name would leave it behind.
+        with signals_held():
+            temporary = _scratch_file(path, folder)
+        os.chmod(temporary, 0o666 & ~_umask())  # the mode a new `path` would get
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException:
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
+        raise
+
+
+def _scratch_file(path: Path, folder: Path) -> Path:
+    """An empty file `.NAME.XXXXXXXX` in `folder`."""
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
     except OSError as error:
         raise ExportError(f"{path}: cannot write there ({error.strerror})") from None
     os.close(handle)
-    try:
-        os.chmod(temporary, 0o666 & ~_umask())
-        yield Path(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    return Path(temporary)
 
 
 @contextmanager
 def scratch_folder(parent: Path, prefix: str) -> Iterator[Path]:
     """A temporary folder inside `parent` (same file system, so renames out of it are atomic)."""
+    folder: Path | None = None
     try:
-        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    except OSError as error:
-        raise ExportError(f"{parent}: cannot write there ({error.strerror})") from None
-    try:
+        with signals_held():  # as for atomic_file's scratch file
+            folder = _new_folder(parent, prefix)
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _new_folder(parent: Path, prefix: str) -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except OSError as error:
+        raise ExportError(f"{parent}: cannot write there ({error.strerror})") from None
 
 
 def _umask() -> int:

@@ -123,10 +123,11 @@ def _snapshot_meta(trace: Trace, source: Path, start: int, first: int, last: int
 def _write(trace: Trace, out: Path, meta: dict[str, str], start: int, last: int) -> int:
     """The rows into a new trace at a temporary name, renamed to `out` once whole."""
     folder = out.parent if str(out.parent) else Path(".")
-    handle, scratch_name = tempfile.mkstemp(prefix=f".{out.name}.", dir=folder)
-    os.close(handle)
-    scratch = Path(scratch_name)
-    scratch.unlink()  # the writer creates the file itself
+    with signals_held():  # a stop between these lines would leave the empty file behind
+        handle, scratch_name = tempfile.mkstemp(prefix=f".{out.name}.", dir=folder)
+        os.close(handle)
+        scratch = Path(scratch_name)
+        scratch.unlink()  # a free name: the writer creates the file itself
     try:
         writer = TraceWriter(scratch, meta)
         num_requests = _copy_rows(trace, writer, start, last)
