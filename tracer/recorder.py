@@ -36,12 +36,12 @@ from .columns import TableBuffer, buffer_for
 from .group_block_rows import GroupTableLengths
 from .held_signals import signals_held
 from .redact import Redactor, redacted_config
-from .request_rows import request_row
+from .request_ledger import RequestLedger
 from .segments import SegmentSettings, SegmentWriter
 from .spec_rows import add_spec_decode
 from .step_rows import IndexCache, Seq, add_explicit_calls, add_scheduled, number_decisions
 from .step_summary_row import engine_step_row, idle_step_row
-from .writer import CHECKPOINTS, REQUEST_ABORTS, REQUEST_GRAMMARS, TraceWriter
+from .writer import CHECKPOINTS, TraceWriter
 
 FLUSH_ROWS = 131_072
 """`_scheduled` rows per batch at most: about one DuckDB row group (122,880 rows)."""
@@ -85,25 +85,17 @@ class TraceRecorder:
         self.segmented = segments is not None
         self.workload = workload
         self.redactor = redactor
-        self.specs: dict[int, RequestSpec] = dict(enumerate(workload.requests))
-        """Each request's spec until its `_requests` row is recorded: a live engine's
-        recording would otherwise hold every prompt it was sent."""
-        self.request_index = {spec.request_id: i for i, spec in enumerate(workload.requests)}
-        self._num_indexed = len(workload.requests)
-        self._carried_rows: dict[int, dict[str, object]] = {}
-        """Segmented: the `_requests` row of each unfinished request, which every segment
-        it runs in holds, so each segment replays on its own."""
-        self._finished_rows: dict[int, dict[str, object]] = {}
-        """Segmented: the rows of requests finished since the last segment opened (its
-        checkpoint may still name them: finished, not yet shipped as finished)."""
+        self._buffers = _new_buffers()
+        self._scheduled = self._buffers["_scheduled"]
+        self.requests = RequestLedger(
+            workload, self._buffers["_requests"], redactor, segmented=self.segmented
+        )
         self._opening: _Opening | None = None
         """Where the next segment opens (or recording resumes after a gap), held until that
         step is recorded."""
         self._segment_open = False
         self._in_gap = False
         """Steps are being dropped: nothing is recorded until a checkpoint resumes it."""
-        self._row_aborts: dict[int, tuple[int, bool]] = {}
-        """The abort (step, before update) in a recorded `_requests` row, by request index."""
         self.flush_every_steps = flush_every_steps
         self.flush_interval_s = flush_interval_s
         self.flush_rows = flush_rows
@@ -113,17 +105,8 @@ class TraceRecorder:
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
         self.num_steps = 0
-        self._buffers = _new_buffers()
-        self._scheduled = self._buffers["_scheduled"]
         self._checkpoints: list[PendingCheckpoint] = []
         """Checkpoints taken since the last flush (their rows are built by the writer)."""
-        self._aborts: list[tuple[int, int, bool]] = []
-        """(request_index, abort_step, abort_before_update) not in `_requests` rows yet."""
-        self._grammars: list[tuple[int, int]] = []
-        """(request_index, grammar_ready_step) not in `_requests` rows yet."""
-        self._compiling: dict[int, int | None] = {}
-        """Requests whose grammar a live engine is still compiling, each with the step its
-        written row says it is ready at so far (None: not said yet); see `grammar_pending`."""
         self._last_step: int | None = None
         """The last step recorded (in the buffers or written)."""
         self._table_lengths: dict[int, int] = {}
@@ -149,49 +132,17 @@ class TraceRecorder:
         return self._schedule_calls[0].decisions if self._schedule_calls else self.decisions
 
     def register_request(self, spec: RequestSpec) -> None:
-        """Record `spec` for its request: a known id whose row is still to be recorded keeps
-        its index (a planned request arriving); any other gets the next."""
-        index = self.request_index.get(spec.request_id)
-        if index is None or index not in self.specs:
-            index = self.request_index[spec.request_id] = self._num_indexed
-            self._num_indexed += 1
-        self.specs[index] = spec
+        """A request a live engine was sent (`RequestLedger.register`)."""
+        self.requests.register(spec)
 
     def grammar_pending(self, request_id: str) -> None:
-        """The request waits for its grammar, which a live engine compiles: until it is
-        ready, each flush says it is ready at the step after the last one recorded, so a
-        reader (of a recording being written, a snapshot of it, what a kill left) holds it
-        through every step it can see, as the engine did."""
-        index = self.request_index.get(request_id)
-        if index is not None:
-            self._compiling[index] = None
+        """The request waits for its grammar (`RequestLedger.grammar_pending`)."""
+        self.requests.grammar_pending(request_id)
 
     def grammar_ready(self, request_id: str, step: int) -> None:
-        """The request's grammar became ready at `step` (a live engine learns it late).
-
-        A row already written is updated when the step is flushed (a segment's files are
-        not: its `request_grammars` rows say the step, and the rows it carries into later
-        segments hold it).
-        """
-        index = self.request_index.get(request_id)
-        if index is None:
-            return
-        self._compiling.pop(index, None)
-        spec = self.specs.get(index)
-        if spec is not None:
-            self.specs[index] = dataclasses.replace(spec, grammar_ready_step=step)
-            return
-        self._update_grammar_ready(index, step)
-
-    def _update_grammar_ready(self, index: int, step: int) -> None:
-        """Say so of the request's written row (and of the row a later segment carries)."""
-        if self.segmented:
-            ready = {"grammar_ready_step": step}
-            for rows in (self._carried_rows, self._finished_rows):
-                row = rows.get(index)
-                if row is not None:
-                    rows[index] = {**row, **ready}
-        self._grammars.append((index, step))
+        """The request's grammar became ready at `step` (a live engine learns it late): a
+        recorded row is updated when the step is flushed (`RequestLedger.grammar_ready`)."""
+        self.requests.grammar_ready(request_id, step)
 
     # ----- steps --------------------------------------------------------------
 
@@ -212,7 +163,7 @@ class TraceRecorder:
         if self.segmented and not self._segment_open:
             self._start_writing_segment(record.step, starts_with_checkpoint=False)
         lengths = {name: buffer.num_rows for name, buffer in self._buffers.items()}
-        num_aborts = len(self._aborts)
+        num_aborts = self.requests.num_late_aborts
         try:
             seq = self._seq
             self._record_arrivals(record, seq)
@@ -224,7 +175,7 @@ class TraceRecorder:
         except BaseException:
             for name, buffer in self._buffers.items():
                 buffer.truncate(lengths[name])
-            del self._aborts[num_aborts:]
+            self.requests.drop_late_aborts_from(num_aborts)
             raise
         self.num_steps += 1
         self._last_step = record.step
@@ -240,8 +191,8 @@ class TraceRecorder:
         """A run resumed at `checkpoint`: its unfinished requests' `_requests` rows (they
         arrived before the first step recorded), and their block tables' lengths."""
         for rc in checkpoint.requests:
-            self._record_request(rc.request_id)
-            self._table_lengths[self.request_index[rc.request_id]] = len(rc.block_ids)
+            self.requests.record(rc.request_id)
+        self._keep_table_lengths(checkpoint)
 
     def record_checkpoint(
         self, checkpoint: SchedulerCheckpoint, take_ns: int, *, opens_segment: bool = False
@@ -251,7 +202,7 @@ class TraceRecorder:
         One that `opens_segment` starts a new segment at its step (or, after a gap, resumes
         recording there): it is held until that step is recorded.
         """
-        pending = PendingCheckpoint.of(checkpoint, self.request_index, take_ns)
+        pending = PendingCheckpoint.of(checkpoint, self.requests.index, take_ns)
         if opens_segment:
             self._opening = _Opening(checkpoint.step, pending)
         elif not self._in_gap:
@@ -286,9 +237,10 @@ class TraceRecorder:
                 self._segment_writer.end_segment(self._segment_ended_by)
             self._start_writing_segment(step, starts_with_checkpoint=pending is not None)
         if pending is None:
-            self._carry_rows()
+            self.requests.carry_unfinished()
         else:
-            self._carry_requests(pending, after_gap=self._in_gap)
+            self.requests.carry(pending, after_gap=self._in_gap)
+            self._keep_table_lengths(pending.checkpoint)
             later.insert(0, pending)
         self._in_gap = False
         self._checkpoints = later
@@ -303,67 +255,11 @@ class TraceRecorder:
         self._segment_writer.open_segment(step, starts_with_checkpoint=starts_with_checkpoint)
         self._segment_open = True
 
-    def _carry_requests(self, pending: PendingCheckpoint, *, after_gap: bool) -> None:
-        """The `_requests` rows of every request the checkpoint names: new ones for those
-        that arrived in a gap, again for the rest when a segment opens; from here on only
-        the unfinished ones are kept (the rest finished before the checkpoint)."""
-        requests = self._buffers["_requests"]
-        for request_id, index in sorted(pending.request_index.items(), key=lambda item: item[1]):
-            if index in self.specs:
-                self._record_request(request_id)
-            elif self.segmented:
-                requests.append_row(self._carried_rows.get(index) or self._finished_rows[index])
-        for rc in pending.checkpoint.requests:
-            self._table_lengths[self.request_index[rc.request_id]] = len(rc.block_ids)
-        if self.segmented:
-            # Under async scheduling a checkpoint is taken before the previous step's update,
-            # which the recorder has seen by now: a request it names as unfinished may have
-            # finished there, and is carried no further.
-            unfinished = (self.request_index[rc.request_id] for rc in pending.checkpoint.requests)
-            self._carried_rows = {
-                index: self._carried_rows[index]
-                for index in unfinished
-                if index in self._carried_rows
-            }
-            self._finished_rows = {}
-            self._row_aborts = {
-                index: abort
-                for index, abort in self._row_aborts.items()
-                if index in self._carried_rows
-            }
-            self._forget_finished_ids(pending)
-        if after_gap:
-            self._forget_arrived_before(pending.checkpoint)
-
-    def _forget_finished_ids(self, pending: PendingCheckpoint) -> None:
-        """Keep the ids of requests still to come, unfinished, or named by the checkpoint
-        (finished, not yet shipped): a server's recording would otherwise hold every id it
-        was sent."""
-        named = set(pending.request_index)
-        self.request_index = {
-            request_id: index
-            for request_id, index in self.request_index.items()
-            if index in self.specs or index in self._carried_rows or request_id in named
-        }
-
-    def _carry_rows(self) -> None:
-        """With no checkpoint: the rows of every request not known to have finished."""
-        for row in self._carried_rows.values():
-            self._buffers["_requests"].append_row(row)
-        self._finished_rows = {}
-
-    def _finished(self, index: int) -> None:
-        """The request at `index` has finished: its row is kept only until a segment opens."""
-        row = self._carried_rows.pop(index, None)
-        if row is not None:
-            self._finished_rows[index] = row
-
-    def _forget_arrived_before(self, checkpoint: SchedulerCheckpoint) -> None:
-        """Drop the specs of requests that arrived and finished in a gap (never recorded)."""
-        unfinished = {self.request_index[rc.request_id] for rc in checkpoint.requests}
-        for index, spec in list(self.specs.items()):
-            if spec.arrival_step < checkpoint.step and index not in unfinished:
-                del self.specs[index]
+    def _keep_table_lengths(self, checkpoint: SchedulerCheckpoint) -> None:
+        """The block tables' lengths at `checkpoint` (a step's rows record what they add)."""
+        index = self.requests.index
+        for rc in checkpoint.requests:
+            self._table_lengths[index[rc.request_id]] = len(rc.block_ids)
 
     def flush(self) -> None:
         """Hand the buffered rows to the writer as one batch (one transaction).
@@ -377,13 +273,7 @@ class TraceRecorder:
                 table = buffer.take_arrow()
                 if table is not None:
                     batch[name] = table
-            if self._aborts:
-                batch[REQUEST_ABORTS] = _aborts_table(self._aborts)
-                self._aborts = []
-            self._hold_compiling()
-            if self._grammars:
-                batch[REQUEST_GRAMMARS] = _grammars_table(self._grammars)
-                self._grammars = []
+            batch.update(self.requests.late_rows(self._last_step))
             if self._checkpoints:
                 batch[CHECKPOINTS] = self._checkpoints
                 self._checkpoints = []
@@ -391,17 +281,6 @@ class TraceRecorder:
                 self.writer.submit(batch)
         self._steps_since_flush = 0
         self._last_flush = time.monotonic()
-
-    def _hold_compiling(self) -> None:
-        """Each written row of a request still compiling its grammar: ready, so far, at the
-        step after the last one recorded."""
-        if self._last_step is None:
-            return
-        held_until = self._last_step + 1
-        for index, said in self._compiling.items():
-            if said != held_until and index not in self.specs:
-                self._compiling[index] = held_until
-                self._update_grammar_ready(index, held_until)
 
     def flush_if_stale(self) -> None:
         """Flush when steps have waited in the buffers `flush_interval_s` (an engine that has
@@ -447,11 +326,11 @@ class TraceRecorder:
 
     def _record_arrivals(self, record: StepRecord, seq: Seq) -> None:
         for request_id in record.arrived:
-            self._record_request(request_id)
+            self.requests.record(request_id)
             self._event(record.step, seq, request_id, "arrive", None)
         for request_id in record.rejected:
-            self._record_request(request_id)
-            self._finished(self.request_index[request_id])
+            self.requests.record(request_id)
+            self.requests.finished(self.requests.index[request_id])
             self._event(record.step, seq, request_id, "reject", "prompt length")
         for request_id in record.aborted:
             self._event(record.step, seq, request_id, "abort", None)
@@ -463,43 +342,16 @@ class TraceRecorder:
             self._record_abort(request_id, record.step, before_update=True)
 
     def _record_abort(self, request_id: str, step: int, *, before_update: bool) -> None:
-        """Put the abort in the request's row too: replay reads a request's inputs there.
+        """The request leaves; the abort goes into its row too (`RequestLedger.aborted`)."""
+        index = self.requests.index[request_id]
+        self._left(index)
+        self.requests.aborted(index, step, before_update=before_update)
 
-        A scripted workload names its aborts up front; a live engine learns them
-        after the row was written, so the row is updated when the step is flushed.
-        """
-        index = self.request_index[request_id]
+    def _left(self, index: int) -> None:
+        """The request at `index` finished or was aborted: its tables are forgotten."""
         self._table_lengths.pop(index, None)
         self._group_lengths.forget(index)
-        self._finished(index)
-        spec = self.specs.get(index)
-        if spec is None:  # its row is recorded
-            if self._row_aborts.get(index) == (step, before_update):
-                return
-            self._row_aborts[index] = (step, before_update)
-            row = self._finished_rows.get(index)
-            if row is not None:  # a segment that opens next may carry it again
-                aborted = {"abort_step": step, "abort_before_update": before_update}
-                self._finished_rows[index] = {**row, **aborted}
-        elif spec.abort_step == step and spec.abort_before_update == before_update:
-            return
-        else:
-            self.specs[index] = dataclasses.replace(
-                spec, abort_step=step, abort_before_update=before_update
-            )
-        self._aborts.append((index, step, before_update))
-
-    def _record_request(self, request_id: str) -> None:
-        """The request's `_requests` row; from then on only an abort in it is kept."""
-        index = self.request_index[request_id]
-        spec = self.specs.pop(index, None)
-        assert spec is not None, f"request {request_id}: its row is recorded already"
-        row = request_row(index, request_id, spec, self.redactor)
-        self._buffers["_requests"].append_row(row)
-        if self.segmented:
-            self._carried_rows[index] = row
-        if spec.abort_step is not None:
-            self._row_aborts[index] = (spec.abort_step, spec.abort_before_update)
+        self.requests.finished(index)
 
     def _event(
         self,
@@ -514,7 +366,7 @@ class TraceRecorder:
         columns = self._buffers["_events"].columns
         columns["step"].append(step)
         columns["seq"].append(seq if isinstance(seq, int) else seq.next())
-        columns["request_index"].append(self.request_index[request_id])
+        columns["request_index"].append(self.requests.index[request_id])
         columns["kind"].append(kind)
         columns["detail"].append(detail)
         columns["stop_reason"].append(stop_reason)
@@ -539,12 +391,12 @@ class TraceRecorder:
         numbered = number_decisions(engine_step, decisions, seq)
         add_scheduled(
             buffers["_scheduled"], buffers["_block_ids"], step, engine_step,
-            numbered, self.request_index, self.redactor, self._table_lengths, self._indices,
+            numbered, self.requests.index, self.redactor, self._table_lengths, self._indices,
             self._group_lengths,
         )  # fmt: skip
         refunds = {p.request_id: p for _, p in numbered.preemptions if p.num_tokens_refunded}
         add_explicit_calls(
-            buffers["_allocations"], step, numbered.explicit_calls, refunds, self.request_index,
+            buffers["_allocations"], step, numbered.explicit_calls, refunds, self.requests.index,
             self.workload.config.num_lookahead_tokens,
         )  # fmt: skip
         for number, preemption in numbered.preemptions:
@@ -554,20 +406,17 @@ class TraceRecorder:
             self._event(step, number, skip.request_id, "skip", str(skip.reason))
         self._record_admission_events(step, engine_step, seq)
         if self.workload.config.num_speculative_tokens:
-            add_spec_decode(buffers, step, engine_step, self.request_index, self.redactor)
+            add_spec_decode(buffers, step, engine_step, self.requests.index, self.redactor)
         self._record_late_aborts(record, seq)
         finished = [o for o in engine_step.outputs if o[_FINISH_REASON] is not None]
         for output in finished:
             stop = self._stop_reason(output.stop_reason)
             self._event(step, seq, output.request_id, "finish", str(output.finish_reason), stop)
-            index = self.request_index[output.request_id]
-            self._table_lengths.pop(index, None)
-            self._group_lengths.forget(index)
-            self._finished(index)
+            self._left(self.requests.index[output.request_id])
         blocked = end.blocked_request_id
         row = engine_step_row(step, engine_step, scheduler, start, end, ended_at_ns)
         row.update(
-            blocked_request_index=None if blocked is None else self.request_index[blocked],
+            blocked_request_index=None if blocked is None else self.requests.index[blocked],
             update_step=record.update_step,
             num_preemptions=len(numbered.preemptions),
             num_finished=len(finished),
@@ -582,8 +431,8 @@ class TraceRecorder:
             {
                 "step": step,
                 "seq": seq,
-                "request_index": self.request_index[preemption.request_id],
-                "needed_by_index": self.request_index[preemption.needed_by],
+                "request_index": self.requests.index[preemption.request_id],
+                "needed_by_index": self.requests.index[preemption.needed_by],
                 "policy": preemption.policy,
                 "num_computed_tokens_discarded": preemption.num_computed_tokens_discarded,
                 "num_blocks_freed": preemption.num_blocks_freed,
@@ -637,27 +486,6 @@ _KV_CACHE_GROUPS = pa.list_(
     )
 )
 """`_config.kv_cache_groups` (`tables.sql`)."""
-
-
-def _grammars_table(grammars: list[tuple[int, int]]) -> pa.Table:
-    indices, steps = zip(*grammars, strict=True)
-    return pa.table(
-        {
-            "request_index": pa.array(indices, pa.int32()),
-            "grammar_ready_step": pa.array(steps, pa.int32()),
-        }
-    )
-
-
-def _aborts_table(aborts: list[tuple[int, int, bool]]) -> pa.Table:
-    indices, steps, before_update = zip(*aborts, strict=True)
-    return pa.table(
-        {
-            "request_index": pa.array(indices, pa.int32()),
-            "abort_step": pa.array(steps, pa.int32()),
-            "abort_before_update": pa.array(before_update, pa.bool_()),
-        }
-    )
 
 
 def _new_buffers() -> dict[str, TableBuffer]:
