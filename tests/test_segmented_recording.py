@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import REPO
 from recordings import recording
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
@@ -50,6 +51,8 @@ from stepscope.tracer.segments import (
     parse_segment_every,
 )
 from stepscope.tracer.writer import TraceWriteError
+
+STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 
 TRAFFIC = """
 description = "Chat traffic tight on KV blocks: preemptions, prefix hits, chunked prefill."
@@ -479,6 +482,33 @@ def test_the_cli_says_in_one_line_that_the_recording_could_not_be_written(tmp_pa
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert "writing the recording failed" in line and "File too large" in line
+
+
+@pytest.mark.parametrize(
+    ("retain", "said"),
+    [("1B", "keeps 30 steps (350..379) in 1 segment(s)"), ("1GB", None)],
+    ids=["trimmed", "whole"],
+)
+def test_the_cli_says_what_retention_left(tmp_path: Path, retain: str, said: str | None) -> None:
+    """The preemption storm's 380 steps in 50-step segments: retention of 1 byte leaves the
+    last segment (the closed ones are deleted once the next is closed)."""
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "record", str(STORM), "-o", str(out),
+         "--segment", "50steps", "--retain", retain],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[0] == f"recorded 380 steps of 24 requests to {out} ({_mb(out)} MB, complete)"
+    if said is None:
+        assert len(lines) == 1, lines
+    else:
+        assert lines[1:] == [f"retention deleted the oldest segments: {out} {said}"]
+
+
+def _mb(folder: Path) -> str:
+    return f"{folder_bytes(folder) / 1e6:.2f}"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
-from stepscope.schema.recording_layout import folder_bytes
+from stepscope.schema.recording_layout import folder_bytes, scan
 from stepscope.stop_signals import stop_reason, stops_like_ctrl_c
 from stepscope.tracer.checkpointer import DEFAULT_CHECKPOINT_EVERY
 from stepscope.tracer.otel import (
@@ -279,6 +279,25 @@ def _print_summary(
         ),
         highlight=False,
         markup=False,
+    )
+    trimmed = _retention_said(output, num_steps) if output.is_dir() else None
+    if trimmed is not None:
+        console.print(safe_text(trimmed), highlight=False, markup=False)
+
+
+def _retention_said(folder: Path, num_steps: int) -> str | None:
+    """What retention left of a recording that lost steps to it (None: it lost none)."""
+    with open_trace(folder) as trace:
+        num_kept = trace.num_steps
+        [(first, last)] = trace.sql("SELECT min(step), max(step) FROM steps").fetchall()
+    if num_kept >= num_steps:
+        return None
+    if first is None:
+        return f"retention deleted every segment: {folder} keeps no step"
+    num_segments = len(scan(folder))
+    return (
+        f"retention deleted the oldest segments: {folder} keeps {num_kept} steps "
+        f"({first}..{last}) in {num_segments} segment(s)"
     )
 
 
