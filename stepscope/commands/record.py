@@ -288,11 +288,10 @@ def _print_summary(
 def _retention_said(folder: Path, num_steps: int) -> str | None:
     """What retention left of a recording that lost steps to it (None: it lost none)."""
     with open_trace(folder) as trace:
-        num_kept = trace.num_steps
-        [(first, last)] = trace.sql("SELECT min(step), max(step) FROM steps").fetchall()
+        num_kept, first, last = trace.num_steps, trace.first_step, trace.last_step
     if num_kept >= num_steps:
         return None
-    if first is None:
+    if num_kept == 0:
         return f"retention deleted every segment: {folder} keeps no step"
     num_segments = len(scan(folder))
     return (
