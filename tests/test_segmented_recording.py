@@ -27,7 +27,9 @@ from recordings import recording
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
-from stepscope.schema import open_trace
+from stepscope.replay.exact import replay_exact
+from stepscope.replay.from_step import StepWindow
+from stepscope.schema import TraceError, open_trace
 from stepscope.schema.recording_layout import (
     EXPIRED,
     MANIFEST,
@@ -51,6 +53,7 @@ from stepscope.tracer.segments import (
     parse_segment_every,
 )
 from stepscope.tracer.writer import TraceWriteError
+from test_crash_safety import WAIT_S, long_workload
 
 STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 
@@ -505,6 +508,72 @@ def test_the_cli_says_what_retention_left(tmp_path: Path, retain: str, said: str
         assert len(lines) == 1, lines
     else:
         assert lines[1:] == [f"retention deleted the oldest segments: {out} {said}"]
+
+
+def test_a_stopped_recording_says_what_retention_left(tmp_path: Path) -> None:
+    """SIGTERM after retention has deleted segments: the summary counts every step recorded,
+    and its second line says what the folder keeps, as a finished run's does."""
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stepscope", "record", str(long_workload(tmp_path / "long.json")),
+         "-o", str(out), "--segment", "20steps", "--retain", "1B"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "COLUMNS": "400"},
+    )  # fmt: skip
+    deadline = time.monotonic() + WAIT_S
+    while _first_step_held(out) < 100:
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"retention never deleted 100 steps: {process.communicate()}")
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=WAIT_S)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    with open_trace(out) as kept:
+        num_kept, first, last = kept.num_steps, kept.first_step, kept.last_step
+    num_segments = len(scan(out))
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"stopped by SIGTERM: recorded {last + 1} steps of 16 requests to {out} "
+        f"({_mb(out)} MB, incomplete)",
+        f"retention deleted the oldest segments: {out} keeps {num_kept} steps "
+        f"({first}..{last}) in {num_segments} segment(s)",
+    ], (lines, num_kept, first, last)
+    assert first >= 100
+
+
+def test_a_stop_as_a_segment_opens_keeps_the_last_steps_and_the_final_meta(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop held through a rotation lands as the new segment opens, before its first step:
+    that segment closes empty, retention keeps the one before it, and the trace's final meta
+    (what the run recorded, incomplete) is written."""
+    opened = TraceRecorder._open_segment
+
+    def stopped_at_step_100(recorder: TraceRecorder, opening: Any) -> None:
+        opened(recorder, opening)
+        if opening.step >= 100:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(TraceRecorder, "_open_segment", stopped_at_step_100)
+    path = tmp_path / "rec"
+    with pytest.raises(KeyboardInterrupt):
+        record(traffic(120), path, "20steps", retain="1B")
+    with open_trace(path) as trace:
+        assert (trace.first_step, trace.last_step, trace.num_steps) == (80, 99, 20)
+        assert trace.meta["num_steps"] == "100" and not trace.complete
+    assert [(s.first_step, s.closed) for s in scan(path)] == [(80, True), (100, True)]
+    replay = replay_exact(path, window=StepWindow(80))
+    assert replay.divergence is None and replay.num_compared_steps == 20
+
+
+def _first_step_held(folder: Path) -> int:
+    """The first step the recording holds while it runs (0 until it holds one)."""
+    try:
+        with open_trace(folder) as trace:
+            return trace.first_step
+    except TraceError:  # not begun, or no step in it yet
+        return 0
 
 
 def _mb(folder: Path) -> str:

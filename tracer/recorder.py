@@ -226,24 +226,30 @@ class TraceRecorder:
 
     def _open_segment(self, opening: _Opening) -> None:
         """A segment starts at `opening.step`: the steps before it are handed over, then
-        the rows a run from its checkpoint needs (its requests') go first."""
-        self._opening = None
-        step, pending = opening.step, opening.checkpoint
-        later = [c for c in self._checkpoints if c.checkpoint.step >= step]
-        self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
-        self.flush()
-        if self._segment_writer is not None:
-            if self._segment_open:
-                self._segment_writer.end_segment(self._segment_ended_by)
-            self._start_writing_segment(step, starts_with_checkpoint=pending is not None)
-        if pending is None:
-            self.requests.carry_unfinished()
-        else:
-            self.requests.carry(pending, after_gap=self._in_gap)
-            self._keep_table_lengths(pending.checkpoint)
-            later.insert(0, pending)
-        self._in_gap = False
-        self._checkpoints = later
+        the rows a run from its checkpoint needs (its requests') go first.
+
+        Ctrl-C or a stop signal waits until the new segment is open with those rows: cut
+        short, the recording would close with no segment open, its last meta unwritten, or
+        with one that cannot replay on its own.
+        """
+        with signals_held():
+            self._opening = None
+            step, pending = opening.step, opening.checkpoint
+            later = [c for c in self._checkpoints if c.checkpoint.step >= step]
+            self._checkpoints = [c for c in self._checkpoints if c.checkpoint.step < step]
+            self.flush()
+            if self._segment_writer is not None:
+                if self._segment_open:
+                    self._segment_writer.end_segment(self._segment_ended_by)
+                self._start_writing_segment(step, starts_with_checkpoint=pending is not None)
+            if pending is None:
+                self.requests.carry_unfinished()
+            else:
+                self.requests.carry(pending, after_gap=self._in_gap)
+                self._keep_table_lengths(pending.checkpoint)
+                later.insert(0, pending)
+            self._in_gap = False
+            self._checkpoints = later
 
     @property
     def _segment_ended_by(self) -> str:

@@ -307,7 +307,9 @@ def _print_kept(console: Console, output: Path, num_requests: int, stop: Keyboar
         console.print("before the first step; nothing was recorded", highlight=False)
         return
     with open_trace(output) as trace:
-        num_steps, complete = trace.num_steps, trace.complete
+        # The steps recorded, as a finished run says them: retention may have deleted some.
+        num_steps = int(trace.meta.get("num_steps", trace.num_steps))
+        complete = trace.complete
     _print_summary(console, output, num_steps, num_requests, complete=complete)
 
 

@@ -93,6 +93,8 @@ class _ClosedSegment:
     """Wall clock (seconds since the epoch) when it closed."""
     kept: bool = False
     """A step in it met the keep rule: retention spares it (up to the rule's own bound)."""
+    holds_steps: bool = True
+    """False: it closed before its first step (a stop right after it opened)."""
 
 
 class SegmentWriter:
@@ -285,12 +287,12 @@ class SegmentWriter:
             "segment_end": item.ended_by,
             "segment_closed_at": _now_iso(),
         }
-        self._merge(self._open, facts)
+        self._merge(self._open, facts, holds_steps=self._last_step is not None)
         self._open = None
         self._open_bytes = 0
         self._apply_retention()
 
-    def _merge(self, open_folder: Path, facts: Mapping[str, str]) -> None:
+    def _merge(self, open_folder: Path, facts: Mapping[str, str], *, holds_steps: bool) -> None:
         """The open segment's parts as one closed segment, renamed into place whole."""
         closing = self.path / (segment_name(self._first_step) + CLOSING_SUFFIX)
         shutil.rmtree(closing, ignore_errors=True)
@@ -310,7 +312,9 @@ class SegmentWriter:
         closed = self.path / segment_name(self._first_step)
         os.replace(closing, closed)
         self._doom(open_folder)
-        self._closed.append(_ClosedSegment(closed, folder_bytes(closed), time.time(), bool(kept)))
+        self._closed.append(
+            _ClosedSegment(closed, folder_bytes(closed), time.time(), bool(kept), holds_steps)
+        )
 
     def _meets_keep_rule(self, parts: list[Path]) -> bool | None:
         """Whether a step of the parts meets the keep rule (None: there is none)."""
@@ -344,7 +348,8 @@ class SegmentWriter:
 
     def _apply_retention(self) -> None:
         """Delete the oldest closed segments past the size or age bound, and the oldest kept
-        ones past the keep rule's bound (never the newest closed segment)."""
+        ones past the keep rule's bound (never the newest closed segment, nor the newest that
+        holds a step)."""
         retain, keep = self.settings.retain, self.settings.keep
         now = time.time()
         while (oldest := self._oldest(kept=False)) is not None:
@@ -362,8 +367,12 @@ class SegmentWriter:
             self._expire(oldest)
 
     def _oldest(self, *, kept: bool) -> _ClosedSegment | None:
-        """The oldest closed segment, kept or not, other than the newest."""
-        return next((s for s in list(self._closed)[:-1] if s.kept == kept), None)
+        """The oldest closed segment, kept or not, other than the newest and the newest that
+        holds a step (a recording stopped as a segment opened keeps its last steps)."""
+        closed = list(self._closed)
+        spared = {len(closed) - 1}
+        spared.add(next((i for i in reversed(range(len(closed))) if closed[i].holds_steps), -1))
+        return next((s for i, s in enumerate(closed) if s.kept == kept and i not in spared), None)
 
     def _expire(self, segment: _ClosedSegment) -> None:
         self._closed.remove(segment)
