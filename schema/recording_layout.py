@@ -30,6 +30,7 @@ import fcntl
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,11 @@ class Segment:
         """The files of `table` in this segment, in order (none when it has no rows)."""
         name = table_file(table)
         return [folder / name for folder in self.folders if _regular(folder / name)]
+
+
+def holds_a_step(segments: Sequence[Segment]) -> bool:
+    """Whether any of a recording's segments (`scan`) holds a step."""
+    return any(segment.files("_steps") for segment in segments)
 
 
 def scan(folder: Path) -> tuple[Segment, ...]:

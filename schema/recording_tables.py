@@ -28,8 +28,10 @@ from .recording_layout import (
     REQUEST_GRAMMARS,
     STORED_TABLES,
     Segment,
+    holds_a_step,
     read_manifest,
     scan,
+    writer_pid,
 )
 from .recording_meta import SegmentFacts, read_recording_meta
 from .recording_paths import readable_folder, refuse_links
@@ -73,7 +75,9 @@ def recorded_tables(
         raise TraceError(str(error)) from None
     segments = scan(folder)
     refuse_links(given, folder, segments)
-    if not any(segment.files("_steps") for segment in segments):
+    if not holds_a_step(segments):
+        if writer_pid(folder) is None:
+            raise TraceError(f"{given}: a recording that holds no step: it stopped before any")
         raise TraceError(f"{given}: a recording with no step in it yet; try again in a moment")
     read = read_recording_meta(con, segments)
     current = _check_version(given, read.meta)

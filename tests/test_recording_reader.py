@@ -309,6 +309,8 @@ def test_opening_scans_again_once_when_a_segment_goes_meanwhile(
 
 
 def test_a_recording_with_no_step_yet_is_one_line(tmp_path: Path) -> None:
+    """While its writer holds it, a reader is told to try again; once it has stopped with
+    no step (a stop before the first), that it never will hold one."""
     folder = tmp_path / "recording"
     recorder = TraceRecorder(folder, load_workload(STORM), {}, segments=settings("50steps"))
     try:
@@ -316,6 +318,8 @@ def test_a_recording_with_no_step_yet_is_one_line(tmp_path: Path) -> None:
             open_trace(folder)
     finally:
         recorder.close(complete=False)
+    with pytest.raises(TraceError, match="a recording that holds no step: it stopped before any"):
+        open_trace(folder)
 
 
 @pytest.mark.parametrize("damage", ["format", "not_parquet", "link", "link_segment"])

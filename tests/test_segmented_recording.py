@@ -7,6 +7,7 @@ check what the writer put on disk; reading it as a trace is `test_recording_read
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import resource
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO
 from recordings import recording
+from rich.console import Console
 from stepscope.engine import EngineLoop, TapeModelRunner, Workload
 from stepscope.engine.synthetic.toml_workload import parse_toml_workload
 from stepscope.replay.checkpoints import checkpoint_steps, read_checkpoint
@@ -54,6 +56,8 @@ from stepscope.tracer.segments import (
 )
 from stepscope.tracer.writer import TraceWriteError
 from test_crash_safety import WAIT_S, long_workload
+
+from stepscope.commands.record import _print_kept
 
 STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 
@@ -540,6 +544,18 @@ def test_a_stopped_recording_says_what_retention_left(tmp_path: Path) -> None:
         f"({first}..{last}) in {num_segments} segment(s)",
     ], (lines, num_kept, first, last)
     assert first >= 100
+
+
+def test_a_recording_stopped_before_its_first_step_says_so(tmp_path: Path) -> None:
+    """`record --segment` stopped before its first step: the folder holds no step, and the
+    stop's summary says nothing was recorded (reading it would be an error)."""
+    path = tmp_path / "rec"
+    workload = traffic(10)
+    settings = SegmentSettings(parse_segment_every("20steps", "--segment"))
+    TraceRecorder(path, workload, trace_meta(workload), segments=settings).close(complete=False)
+    console = Console(file=io.StringIO(), width=400)
+    _print_kept(console, path, len(workload.requests), KeyboardInterrupt())
+    assert console.file.getvalue() == "interrupted: before the first step; nothing was recorded\n"
 
 
 def test_a_stop_as_a_segment_opens_keeps_the_last_steps_and_the_final_meta(

@@ -15,7 +15,7 @@ from stepscope.replay.inputs import workload_from_trace
 from stepscope.replay.vllm_replay import require_vllm
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
-from stepscope.schema.recording_layout import folder_bytes, scan
+from stepscope.schema.recording_layout import folder_bytes, holds_a_step, scan
 from stepscope.stop_signals import stop_reason, stops_like_ctrl_c
 from stepscope.tracer.checkpointer import DEFAULT_CHECKPOINT_EVERY
 from stepscope.tracer.otel import (
@@ -303,7 +303,7 @@ def _retention_said(folder: Path, num_steps: int) -> str | None:
 def _print_kept(console: Console, output: Path, num_requests: int, stop: KeyboardInterrupt) -> None:
     """After Ctrl-C or a stop signal: what the trace kept (it is closed by then)."""
     console.print(f"{stop_reason(stop)}: ", end="", highlight=False)
-    if not output.exists():
+    if not output.exists() or (output.is_dir() and not holds_a_step(scan(output))):
         console.print("before the first step; nothing was recorded", highlight=False)
         return
     with open_trace(output) as trace:
