@@ -17,7 +17,9 @@ collections that ran on the engine thread over the load (vLLM's server keeps the
 on: a recorder that holds vLLM's objects past their step makes it run). With `--segment` the
 recording server is a flight recorder (`STEPSCOPE_TRACE_SEGMENT`, `STEPSCOPE_TRACE_RETAIN`).
 Goals (the flight recorder's issue): throughput within 1 %, engine thread ≤ 1.05 of the
-server that does not record.
+server that does not record. Each is judged on the loads paired by repeat, with a bootstrap
+interval (`paired.py`): shown met, shown missed, or not shown (and about how many repeats
+would show it).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paired import LEVEL, PairedRatio, paired_ratio, verdict_at_least, verdict_at_most
 from results import heading, write_section
 from stepscope.tracer.vllm.drive.live_engine import CPU_KV_CACHE_GIB, OFFLINE_ENVIRONMENT
 from stepscope.tracer.vllm.drive.site_install import install_site
@@ -209,11 +212,16 @@ def run(
     return runs
 
 
+def paired(runs: dict[str, list[dict[str, float]]], key: str) -> PairedRatio:
+    """Recording / not, load by load: each repeat's two loads are a pair."""
+    return paired_ratio([r[key] for r in runs["off"]], [r[key] for r in runs["on"]])
+
+
 def table(runs: dict[str, list[dict[str, float]]]) -> str:
     median = {v: {k: statistics.median(r[k] for r in runs[v]) for k in runs[v][0]} for v in runs}
     off, on = median["off"], median["on"]
-    cost = 1 - on["output_throughput"] / off["output_throughput"]
-    engine = on["engine_ms_per_load"] / off["engine_ms_per_load"]
+    throughput = paired(runs, "output_throughput")
+    engine = paired(runs, "engine_ms_per_load")
     lines = [
         "| server | output tok/s | TTFT p50 / p99 (ms) | TPOT p50 / p99 (ms) | "
         "engine thread ms per load | steps per load | µs per step | engine process CPU "
@@ -230,12 +238,15 @@ def table(runs: dict[str, list[dict[str, float]]]) -> str:
             f"{m['recorder_us_per_step']:.0f} | {m['gc_runs']:.0f} ({m['gc_full_runs']:.0f}), "
             f"{m['gc_ms_per_load']:.1f} ({m['gc_in_calls_ms_per_load']:.1f}) |"
         )
-    verdict = lambda ok: "ok" if ok else "over goal"  # noqa: E731
+    throughput_goal = verdict_at_least(throughput, 1 - GOAL_THROUGHPUT_COST)
+    engine_goal = verdict_at_most(engine, GOAL_ENGINE_THREAD)
     lines += [
         "",
-        f"Throughput cost {cost:+.1%} (goal ≤ {GOAL_THROUGHPUT_COST:.0%}: "
-        f"{verdict(cost <= GOAL_THROUGHPUT_COST)}); engine thread recording / not "
-        f"{engine:.3f} (goal ≤ {GOAL_ENGINE_THREAD}: {verdict(engine <= GOAL_ENGINE_THREAD)}). "
+        f"Throughput cost {1 - throughput.median:+.1%}, {LEVEL:.0%} interval "
+        f"{1 - throughput.high:+.1%} to {1 - throughput.low:+.1%} over "
+        f"{throughput.num_pairs} paired loads (goal ≤ {GOAL_THROUGHPUT_COST:.0%}: "
+        f"{throughput_goal}); engine thread recording / not {engine.median:.3f}, interval "
+        f"{engine.low:.3f} to {engine.high:.3f} (goal ≤ {GOAL_ENGINE_THREAD}: {engine_goal}). "
         f"The recorder's own threads (row builder, trace writer) used {on['recorder_share']:.1%} "
         f"of the machine's {CORES} cores over a load: CPU the engine's model and the rest "
         "cannot use when they would use every core.",
