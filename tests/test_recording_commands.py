@@ -245,6 +245,20 @@ def test_diff_check_and_doctor_take_a_recording(recorded: Path, whole: Path) -> 
     assert doctor["trace"] == str(recorded) and doctor["findings"]
 
 
+def test_check_of_a_trimmed_incomplete_recording_says_what_it_compared(folder: Path) -> None:
+    """Stopped at step 299, its oldest 2 segments deleted: the replay runs 100..299 and
+    `check` names those steps, not the 300 a recording from step 0 would hold."""
+    path = record_folder(STORM, folder / "stopped", "50steps", to_step=299)
+    assert delete_oldest(path, 2) == 100
+    said = _ok("check", str(path))
+    assert _words(said.stdout + said.stderr).endswith(
+        f"{path} is incomplete (recording stopped early): compared the 200 steps it holds "
+        "(100..299)"
+    )
+    (baseline,) = json.loads(_ok("check", str(path), "--json").stdout)["baselines"]
+    assert (baseline["result"], baseline["steps_held"]) == ("pass", 200)
+
+
 def test_export_writes_a_recording_as_the_file_is_written(
     recorded: Path, whole: Path, tmp_path: Path
 ) -> None:

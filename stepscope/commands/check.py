@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -84,7 +85,7 @@ def check(
         force=force,
         stdout_taken_by=["--json"] if as_json else [],
     )
-    held = {trace: _steps_held(trace) for trace in traces}
+    held = {trace: _held(trace) for trace in traces}
     scheduler_cls = load_scheduler_class(scheduler) if scheduler else None
     knob_values = dict(parse_knob(k) for k in knobs or [])
     tolerances = parse_tolerances(tolerance or [])
@@ -107,7 +108,7 @@ def check(
     for trace, steps in held.items():
         if steps is not None:
             console.print(f"{safe_text(str(trace))} is incomplete (recording stopped early): "
-                          f"compared the {steps} steps it holds", highlight=False,
+                          f"compared the {steps.describe()}", highlight=False,
                           markup=False)  # fmt: skip
     if as_json:
         typer.echo(json.dumps(_check_json(traces, results, replays, held), default=str))
@@ -119,7 +120,7 @@ def _check_json(
     traces: list[Path],
     results: list[Result],
     replays: list[WhatIfReplay],
-    held: dict[Path, int | None],
+    held: dict[Path, _Held | None],
 ) -> dict[str, Any]:
     """`diff --json`'s document per baseline, side B named as the replay, in one document."""
     baselines = []
@@ -127,14 +128,16 @@ def _check_json(
         document = diff_to_json(diff, verdict)
         document["b"] = _under_test(replayed)
         result = "fail" if verdict.failed else "pass"
-        baselines.append({"name": name, "result": result, "steps_held": held[trace], **document})
+        steps = held[trace]
+        num_held = None if steps is None else steps.num_steps
+        baselines.append({"name": name, "result": result, "steps_held": num_held, **document})
     return {"failed": any(v.failed for _, _, v in results), "baselines": baselines}
 
 
 def _replay_all(
     traces: list[Path],
     names: list[str],
-    held: dict[Path, int | None],
+    held: dict[Path, _Held | None],
     scheduler_cls: type[Scheduler] | None,
     knobs: dict[str, object],
 ) -> list[WhatIfReplay]:
@@ -146,8 +149,10 @@ def _replay_all(
         for index, (trace, name) in enumerate(zip(traces, names, strict=True)):
             progress.start(f"[{index + 1}/{len(traces)}] {name}", _num_steps(trace))
             output = Path(scratch) / f"{index}.duckdb"
+            steps = held[trace]
             replays.append(replay_whatif(
-                trace, output, knobs, sinks=[progress], max_steps=held[trace],
+                trace, output, knobs, sinks=[progress],
+                max_steps=None if steps is None else steps.last_step + 1,
                 scheduler_cls=scheduler_cls,
             ))  # fmt: skip
     return replays
@@ -182,12 +187,25 @@ def _traces(paths: list[Path]) -> list[Path]:
     return traces
 
 
-def _steps_held(trace: Path) -> int | None:
-    """Read the whole baseline; when it is incomplete, the step after the last it holds
-    (where its replay stops), else None."""
+@dataclass(frozen=True)
+class _Held:
+    """The steps an incomplete baseline holds: its replay stops after the last."""
+
+    num_steps: int
+    first_step: int
+    last_step: int
+
+    def describe(self) -> str:
+        return f"{self.num_steps} steps it holds ({self.first_step}..{self.last_step})"
+
+
+def _held(trace: Path) -> _Held | None:
+    """Read the whole baseline; when it is incomplete, the steps it holds, else None."""
     with open_trace(trace) as opened:
         opened.read_all()
-        return None if opened.complete else opened.last_step + 1
+        if opened.complete:
+            return None
+        return _Held(opened.num_steps, opened.first_step, opened.last_step)
 
 
 def _summary(results: list[Result]) -> Table:
