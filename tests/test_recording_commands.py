@@ -187,6 +187,29 @@ def test_a_trimmed_recording_replays_from_its_first_step(trimmed: Path, tmp_path
         assert replayed.first_step == 200
 
 
+@pytest.mark.parametrize("order", ["trimmed first", "trimmed second"])
+def test_a_trimmed_recording_is_diffed_from_its_first_step(
+    trimmed: Path, whole: Path, order: str
+) -> None:
+    """Against a trace of the whole run, the steps the recording no longer holds are not
+    differences: the diff starts at its first step and says so."""
+    a, b = (trimmed, whole) if order == "trimmed first" else (whole, trimmed)
+    result = _ok("diff", str(a), str(b), "--json")
+    assert json.loads(result.stdout)["first_decision_step"] is None
+    assert _words(result.stderr) == (
+        f"{trimmed} holds steps from 200: compared from step 200 (--from-step to choose)"
+    )
+    assert "identical" in _ok("diff", str(a), str(b)).stdout
+    for option in ("--from-step", "--to-step"):
+        assert_one_line_error(
+            stepscope("diff", str(a), str(b), option, "150"),
+            f"{option} 150",
+            f"{trimmed} holds steps 200..379",
+        )
+    windowed = _ok("diff", str(a), str(b), "--from-step", "250")
+    assert "identical" in windowed.stdout and not windowed.stderr
+
+
 def test_a_recording_that_lost_its_end_says_so_and_replays_what_it_holds(
     ends_behind: Path,
 ) -> None:

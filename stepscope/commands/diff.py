@@ -12,8 +12,11 @@ from rich.console import Console
 from stepscope.engine import InputError
 from stepscope.output_paths import check_outputs, claims_stdout, write_text
 from stepscope.replay.diff import diff_traces
+from stepscope.replay.from_step import StepWindow
 from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, judge, parse_tolerances
+from stepscope.safe_text import safe_text
+from stepscope.schema import open_trace
 from stepscope.schema.trace import check_readable
 from stepscope.stop_signals import stops_like_ctrl_c
 
@@ -68,9 +71,10 @@ def diff(
     """Compare two traces: configs, the first divergent step and its cause, requests, metrics.
 
     With --from-step/--to-step, over those steps only (the figures too: of those steps, and
-    of the requests arriving in them). Exit 0 when they pass (--fail-on), 1 when they do
-    not, 2 on bad input. A report never replaces a trace or an input, and another file
-    only with --force."""
+    of the requests arriving in them). Without --from-step, from the later of the two
+    traces' first steps (a recording whose oldest segments were deleted starts past 0).
+    Exit 0 when they pass (--fail-on), 1 when they do not, 2 on bad input. A report never
+    replaces a trace or an input, and another file only with --force."""
     window = step_window(from_step, to_step)
     junit_out, markdown_out = report_outputs(junit, markdown, append=append)
     check_outputs(
@@ -81,8 +85,11 @@ def diff(
     )
     for trace in (a, b):
         check_readable(trace)
+    window, note = within_both(a, b, window, from_step_given=from_step is not None)
     result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore), window=window)
     verdict = judge(result, fail_on, parse_tolerances(tolerance or []))
+    if note is not None:
+        Console(stderr=True).print(safe_text(note), highlight=False, markup=False)
     if junit_out is not None:
         write_text(junit_out, diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]))
     if markdown_out is not None:
@@ -93,3 +100,27 @@ def diff(
         print_diff(Console(stderr=claims_stdout([junit_out, markdown_out])), result, verdict)
     if verdict.failed:
         raise typer.Exit(1)
+
+
+def within_both(
+    a: Path, b: Path, window: StepWindow, *, from_step_given: bool
+) -> tuple[StepWindow, str | None]:
+    """`window` within the steps both traces can hold (a recording whose oldest segments
+    were deleted starts past 0, as does a replay's from a step). Without `--from-step` it
+    starts at the later of their first steps, with a line saying so (None: both start at
+    0); a `--from-step` or `--to-step` before that step is an error naming what the trace
+    holds."""
+    held = {}
+    for path in (a, b):
+        with open_trace(path) as trace:
+            held[path] = (trace.first_step, trace.last_step)
+    later = max(held, key=lambda path: held[path][0])
+    first, last = held[later]
+    for option, step in (("--from-step", window.from_step if from_step_given else None),
+                         ("--to-step", window.to_step)):  # fmt: skip
+        if step is not None and step < first:
+            raise InputError(f"{option} {step}: {later} holds steps {first}..{last}")
+    if from_step_given or first == 0:
+        return window, None
+    note = f"{later} holds steps from {first}: compared from step {first} (--from-step to choose)"
+    return StepWindow(first, window.to_step), note
