@@ -249,3 +249,24 @@ def test_worker_processes_write_the_same_file(
     monkeypatch.setattr(perfetto, "_PARALLEL_FROM_STEPS", 0)
     perfetto.export_perfetto(traces["storm"], parallel, workers=2)
     assert parallel.read_bytes() == alone.read_bytes()
+
+
+def test_step_times_are_kept_from_the_first_step_held() -> None:
+    """A recording whose oldest segments were deleted starts deep into its run: nothing is
+    kept for the steps before its first (they would cost memory for every step it lost)."""
+    import pyarrow as pa
+    from stepscope.tracer.export.perfetto_steps import StepTimes
+
+    first = 5_000_000
+    times = StepTimes()
+    times.add(
+        pa.RecordBatch.from_pydict(
+            {"step": [first, first + 1, first + 3], "start_ns": [0, 100, 300],
+             "schedule_ns": [10, 10, 10], "model_ns": [50, 50, 50], "update_ns": [40, 40, 40]}
+        )
+    )  # fmt: skip
+    assert (times.num_steps, len(times.starts)) == (3, 4)
+    assert [times.start(step) for step in (0, first, first + 1, first + 3, first + 9)] == [
+        0, 0, 100, 300, 400,
+    ]  # fmt: skip
+    assert times.update(first + 1) == 160

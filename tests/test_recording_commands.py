@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import REPO
+from perfetto_reader import read_timeline
 from recordings import delete_oldest, record_folder, recording, set_recording_format
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import scan
@@ -280,6 +281,14 @@ def test_check_of_a_trimmed_incomplete_recording_says_what_it_compared(folder: P
     )
     (baseline,) = json.loads(_ok("check", str(path), "--json").stdout)["baselines"]
     assert (baseline["result"], baseline["steps_held"]) == ("pass", 200)
+
+
+def test_a_trimmed_recording_exports_the_steps_it_holds(trimmed: Path, tmp_path: Path) -> None:
+    perfetto = tmp_path / "trimmed.pftrace"
+    said = _ok("export", str(trimmed), "--perfetto", str(perfetto))
+    assert _words(said.stderr).startswith(f"wrote {perfetto}: 180 steps, ")
+    steps = [s.args["step"] for s in read_timeline(perfetto).slices if "step" in s.args]
+    assert steps == list(range(200, 380))
 
 
 def test_export_writes_a_recording_as_the_file_is_written(

@@ -64,12 +64,11 @@ def _write(
     times = steps.StepTimes()
     for packets in _step_packets(trace, steps, times, workers):
         write(packets)
-    num_steps = len(times.starts)
     num_events = 0
     for batch in _batches(trace, "perfetto_requests"):
         write(requests.request_packets(batch, times))
         num_events += batch.num_rows
-    return PerfettoExport(out, num_steps, num_events, timed)
+    return PerfettoExport(out, times.num_steps, num_events, timed)
 
 
 def _step_packets(trace: Trace, steps: Any, times: Any, workers: int) -> Iterator[bytes]:

@@ -49,29 +49,45 @@ STEP_COLUMNS = (
 
 
 class StepTimes:
-    """Where each step and each step's update start, in ns, for the request tracks."""
+    """Where each step and each step's update start, in ns, for the request tracks: from the
+    first step the trace holds (a recording whose oldest segments were deleted starts late,
+    and nothing is kept for the steps before it)."""
 
     def __init__(self) -> None:
+        self.first_step = 0
+        self.num_steps = 0
         self.starts = array("q")
+        """By step, from `first_step` (a step the trace does not hold: the one before's)."""
         self.updates = array("q")
         self.end = 0
 
     def add(self, batch: pa.RecordBatch) -> None:
-        """Take the times of a batch of `perfetto_steps.sql` rows (steps in order, from 0)."""
+        """Take the times of a batch of `perfetto_steps.sql` rows (steps in order)."""
         columns = batch.select(["step", "start_ns", "schedule_ns", "model_ns", "update_ns"])
         for step, start, schedule, model, update in zip(*columns.to_pydict().values(), strict=True):
-            while len(self.starts) <= step:
+            if not self.num_steps:
+                self.first_step = step
+            index = step - self.first_step
+            while len(self.starts) <= index:
                 self.starts.append(start)
                 self.updates.append(start)
-            self.updates[step] = start + schedule + model
+            self.updates[index] = start + schedule + model
             self.end = start + schedule + model + update
+            self.num_steps += 1
 
     def start(self, step: int) -> int:
-        """The time step `step` starts (the end of the last step for one past it)."""
-        return self.starts[step] if step < len(self.starts) else self.end
+        """The time step `step` starts (the timeline's start for one before the first step
+        held, the end of the last step for one past it)."""
+        return self._at(self.starts, step)
 
     def update(self, step: int) -> int:
-        return self.updates[step] if step < len(self.updates) else self.end
+        return self._at(self.updates, step)
+
+    def _at(self, times: array[int], step: int) -> int:
+        index = max(step - self.first_step, 0)
+        if index < len(times):
+            return times[index]
+        return self.end if times else 0
 
 
 def step_packets(batch: pa.RecordBatch) -> bytes:
