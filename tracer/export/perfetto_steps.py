@@ -57,7 +57,7 @@ class StepTimes:
         self.first_step = 0
         self.num_steps = 0
         self.starts = array("q")
-        """By step, from `first_step` (a step the trace does not hold: the one before's)."""
+        """By step, from `first_step` (a step in a gap: the next step held)."""
         self.updates = array("q")
         self.end = 0
 
