@@ -16,13 +16,20 @@ from typing import Any
 
 import pytest
 from stepscope.engine import EngineLoop, StepRecord, TapeModelRunner
+from stepscope.tracer.checkpointer import Checkpointer
 from stepscope.tracer.record_workload import trace_meta
 from stepscope.tracer.recorder import TraceRecorder
-from stepscope.tracer.segments import SegmentSettings, parse_segment_every
+from stepscope.tracer.segments import (
+    Retention,
+    SegmentSettings,
+    parse_retention,
+    parse_segment_every,
+)
 from stepscope.tui.app import StepscopeApp
 from stepscope.tui.widgets.step_table import StepTable
 from test_segmented_recording import traffic
 from textual.pilot import Pilot
+from textual.widgets import Static
 from tui_support import press, settle, until
 
 FOLLOWED = 3000
@@ -33,13 +40,15 @@ wrote: the follower looks every second."""
 class Recording:
     """A recording folder written a few steps at a time, as a server would write it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, retain: str | None = None) -> None:
         workload = traffic(60)
-        settings = SegmentSettings(parse_segment_every("40steps", "x"))
+        retention = Retention() if retain is None else parse_retention(retain, "x")
+        settings = SegmentSettings(parse_segment_every("40steps", "x"), retention)
         self.recorder = TraceRecorder(path, workload, trace_meta(workload), segments=settings)
         self.loop = EngineLoop(
             workload, TapeModelRunner.for_workload(workload), probe=self.recorder
         )
+        Checkpointer.attach(self.loop, self.recorder, None, settings.every)  # opens segments
         self.steps: Iterator[StepRecord] = iter(self.loop.run())
         self.num_steps = 0
 
@@ -95,6 +104,46 @@ def test_the_tail_follows_the_recording_until_the_user_moves(
             await scenario(pilot)
 
     asyncio.run(run())
+
+
+def test_the_tail_follows_a_recording_that_retention_trims(tmp_path: Path) -> None:
+    """A server's flight recorder deletes its oldest segments as it runs: the timeline's first
+    steps go, the cursor keeps riding the tail, and a step that is gone reads as not held."""
+    recording = Recording(tmp_path / "trimmed", retain="1B")
+    recording.write(30)
+    app = StepscopeApp(tmp_path / "trimmed", follow=True)
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = pilot.app.screen.query_one(StepTable)
+        await until(pilot, lambda: table.num_rows == 30)
+        notice = pilot.app.screen.query_one("#notice", Static)
+        assert not notice.display, "recorded now, so not incomplete"
+        await asyncio.to_thread(recording.write, 100)  # segments 0 and 40 close, then go
+        await until(pilot, lambda: table.cursor_step == 129, FOLLOWED)
+        screen = pilot.app.screen
+        await until(
+            pilot, lambda: screen.source is not None and screen.source.info.first_step == 80
+        )
+        await press(pilot, "k")
+        assert table.cursor_step == 128
+        row = table.row(128)
+        assert row is not None and row["recorded"]
+        notice = pilot.app.screen.query_one("#notice", Static)
+        await until(pilot, lambda: "starts at step 80" in str(notice.render()))
+        assert "stopped early" not in str(notice.render())
+        await press(pilot, "colon")
+        text = await press(pilot, "1", "0", "enter")
+        assert table.cursor_step == 10 and "not in this trace" in text
+
+    async def run() -> None:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await scenario(pilot)
+
+    try:
+        asyncio.run(run())
+    finally:
+        recording.close()
 
 
 def test_follow_needs_a_recording_folder(recording: Recording, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from stepscope.engine import InputError
 from stepscope.replay.doctor import diagnose
 from stepscope.replay.from_step import WHOLE
 from stepscope.schema import TraceError
+from stepscope.schema.recording_layout import writer_pid
 from stepscope.schema.step_gaps import FELL_BEHIND
 from textual import on, work
 from textual.app import ComposeResult
@@ -256,26 +257,35 @@ class TimelineScreen(Screen[None]):
         budgets = [info.token_budget] + ([self.other.info.token_budget] if self.other else [])
         table.set_token_budget(max(budgets))
         table.set_num_steps(info.num_rows, other_steps)
-        notices = self._not_held(info)
-        if not info.complete:
-            notices.append(self._incomplete(info))
-        if self.other is not None and not self.other.info.complete:
-            notices.append(self._incomplete(self.other.info))
-        if info.num_steps == 0:
-            notices.append(f"{info.path.name} holds no steps.")
+        if info.first_step > 0 and info.num_steps:
+            self.go_to(info.first_step)
+        writer = writer_pid(self.path) if self.follow else None
+        notices = self._notices(info, writer)
         if notices:
-            self._show_notice("\n".join(notices), "warning")
+            self._show_notice(notices, "warning")
         if info.num_steps == 0:
             self._want_detail(table.cursor_step)
         if self.other is not None:
             self.query_one(DiffBanner).show(None, info.path.name, self.other.info.path.name)
             self.compute_diff(self.source, self.other)
         if self.follow:
-            self._follow(info)
+            self._follow(info, writer)
 
-    def _follow(self, info: TraceInfo) -> None:
+    def _notices(self, info: TraceInfo, writer: int | None) -> str:
+        """What the traces lack, one line each ("": nothing). A followed recording a process
+        records into now is not incomplete: its subtitle says it is being recorded."""
+        notices = self._not_held(info)
+        if not info.complete and writer is None:
+            notices.append(self._incomplete(info))
+        if self.other is not None and not self.other.info.complete:
+            notices.append(self._incomplete(self.other.info))
+        if info.num_steps == 0:
+            notices.append(f"{info.path.name} holds no steps.")
+        return "\n".join(notices)
+
+    def _follow(self, info: TraceInfo, writer: int | None) -> None:
         """Start following the recording from its last step."""
-        self.follower = Follower(self, self.path, TailState.of(info, writer=None))
+        self.follower = Follower(self, self.path, TailState.of(info, writer))
         self.follower.start()
         self.go_to(info.num_rows - 1)
 
@@ -291,6 +301,7 @@ class TimelineScreen(Screen[None]):
         pages_kept = 0 if moved_on else old.info.num_rows // PAGE_SIZE
         self.query_one(StepTable).grow(new.info.num_rows, pages_kept=pages_kept)
         self.sub_title = safe_text(message.state.describe(self.path))
+        self._renew_notice(self._notices(new.info, message.state.writer))
         self._plot_asked = False
         if self._at_tail:
             self.go_to(new.info.num_rows - 1)
@@ -298,15 +309,15 @@ class TimelineScreen(Screen[None]):
             self._want_detail(self.step)
         self.set_timer(REPLACED_SOURCE_KEPT_S, old.close)
 
-    def _not_held(self, info: TraceInfo) -> list[str]:
-        """What the trace lacks between step 0 and its last (the cursor goes to its first)."""
+    @staticmethod
+    def _not_held(info: TraceInfo) -> list[str]:
+        """What the trace lacks between step 0 and its last."""
         notices = []
         if info.first_step > 0 and info.num_steps:
             notices.append(
                 f"{info.path.name} starts at step {info.first_step:,} (the recording's "
                 "older segments were deleted)."
             )
-            self.go_to(info.first_step)
         notices += [f"{info.path.name}: {gap}." for gap in info.gaps]
         return notices
 
@@ -324,6 +335,15 @@ class TimelineScreen(Screen[None]):
 
     def on_trace_failed(self, message: TraceFailed) -> None:
         self._show_notice(f"Cannot open this trace: {message.error}", "error")
+
+    def _renew_notice(self, text: str) -> None:
+        """A followed recording's notice, as it holds now: changed in place (no toast every
+        time retention deletes a segment), hidden once there is nothing to say."""
+        notice = self.query_one("#notice", Static)
+        if notice.has_class("-error"):
+            return
+        notice.update(Text(shown_lines(text)))
+        notice.display = bool(text)
 
     def _show_notice(self, text: str, severity: str) -> None:
         text = shown_lines(text)
