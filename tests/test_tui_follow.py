@@ -118,6 +118,7 @@ def test_the_tail_follows_a_recording_that_retention_trims(tmp_path: Path) -> No
         await until(pilot, lambda: table.num_rows == 30)
         notice = pilot.app.screen.query_one("#notice", Static)
         assert not notice.display, "recorded now, so not incomplete"
+        assert pilot.app.screen.sub_title.startswith("following trimmed: 30 steps, recording now")
         await asyncio.to_thread(recording.write, 100)  # segments 0 and 40 close, then go
         await until(pilot, lambda: table.cursor_step == 129, FOLLOWED)
         screen = pilot.app.screen

@@ -285,7 +285,9 @@ class TimelineScreen(Screen[None]):
 
     def _follow(self, info: TraceInfo, writer: int | None) -> None:
         """Start following the recording from its last step."""
-        self.follower = Follower(self, self.path, TailState.of(info, writer))
+        state = TailState.of(info, writer)
+        self.follower = Follower(self, self.path, state)
+        self.sub_title = safe_text(state.describe(self.path))
         self.follower.start()
         self.go_to(info.num_rows - 1)
 
