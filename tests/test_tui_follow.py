@@ -25,7 +25,9 @@ from stepscope.tracer.segments import (
     parse_retention,
     parse_segment_every,
 )
+from stepscope.tracer.segments import writer as segment_writer
 from stepscope.tui.app import StepscopeApp
+from stepscope.tui.console_session import ConsoleSession
 from stepscope.tui.widgets.step_table import StepTable
 from test_segmented_recording import traffic
 from textual.pilot import Pilot
@@ -144,6 +146,57 @@ def test_the_tail_follows_a_recording_that_retention_trims(tmp_path: Path) -> No
     try:
         asyncio.run(run())
     finally:
+        recording.close()
+
+
+def test_a_timeline_not_following_reads_on_as_the_writer_merges_and_deletes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --follow the screen keeps the steps it opened with, and keeps reading them:
+    the writer merging the open segment's parts away (at once here, not after the readers'
+    grace) makes a read open the folder again, not fail."""
+    monkeypatch.setattr(segment_writer, "READER_GRACE_S", 0.0)
+    recording = Recording(tmp_path / "live")
+    recording.write(30)
+    app = StepscopeApp(tmp_path / "live")
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = pilot.app.screen.query_one(StepTable)
+        await until(pilot, lambda: table.num_rows == 30)
+        notice = str(pilot.app.screen.query_one("#notice", Static).render())
+        assert "live is being recorded: the 30 steps it held when opened are shown" in notice
+        assert "stopped early" not in notice
+        await asyncio.to_thread(recording.write, 30)  # segment 0 closes: its parts go
+        await press(pilot, "colon")
+        text = await press(pilot, "2", "0", "enter")
+        assert table.cursor_step == 20 and "▕ step 20 " in text, "step 20's detail is shown"
+        assert "changed while it was read" not in text
+        assert table.num_rows == 30, "not following: the screen keeps its steps"
+
+    async def run() -> None:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await settle(pilot)
+            await scenario(pilot)
+
+    try:
+        asyncio.run(run())
+    finally:
+        recording.close()
+
+
+def test_the_console_queries_a_recording_as_it_stands_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segment_writer, "READER_GRACE_S", 0.0)
+    recording = Recording(tmp_path / "live")
+    recording.write(30)
+    session = ConsoleSession(tmp_path / "live")
+    try:
+        assert session.run("SELECT count(*) FROM steps").rows == ((30,),)
+        recording.write(30)  # segment 0 closes: the parts the reader listed are merged away
+        assert session.run("SELECT count(*), max(step) FROM steps").rows == ((60, 59),)
+    finally:
+        session.close()
         recording.close()
 
 

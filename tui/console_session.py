@@ -6,9 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from stepscope.schema import TraceDamagedError, TraceError, TraceReader, open_pair, open_trace
+from stepscope.schema.trace_error import RecordingChangedError
 
 from .models import QueryResult
 
@@ -26,9 +28,13 @@ class ConsoleSession:
     With `other` (diffing), B's tables and views are there too, as `b.<name>`."""
 
     def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
-        self.reader: TraceReader = open_trace(path) if other is None else open_pair(path, other)
+        self._path, self._other = path, other
+        self.reader: TraceReader = self._open()
         self._lock = threading.Lock()
         self.running = threading.Event()
+
+    def _open(self) -> TraceReader:
+        return open_trace(self._path) if self._other is None else open_pair(self._path, self._other)
 
     def run(self, query: str, max_rows: int = MAX_ROWS) -> QueryResult:
         """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError).
@@ -38,8 +44,7 @@ class ConsoleSession:
         with self._lock:
             self.running.set()
             try:
-                relation = self.reader.sql(query)
-                rows = self.reader.fetch(relation, max_rows + 1)
+                relation, rows = self._fetch(query, max_rows + 1)
                 columns, types = tuple(relation.columns), tuple(map(str, relation.types))
             except duckdb.InterruptException:
                 raise QueryCancelledError(query) from None
@@ -57,6 +62,21 @@ class ConsoleSession:
             elapsed_s=time.perf_counter() - started,
             types=types,
         )
+
+    def _fetch(
+        self, query: str, max_rows: int
+    ) -> tuple[duckdb.DuckDBPyRelation, list[tuple[Any, ...]]]:
+        """The query's relation and first rows; a recording whose file went away while it
+        ran (its writer merged or deleted a segment) is opened again and queried once more:
+        the recording as it stands now."""
+        try:
+            relation = self.reader.sql(query)
+            return relation, self.reader.fetch(relation, max_rows)
+        except RecordingChangedError:
+            self.reader.close()
+            self.reader = self._open()
+            relation = self.reader.sql(query)
+            return relation, self.reader.fetch(relation, max_rows)
 
     def interrupt(self) -> None:
         """Ask the running query to stop (harmless when none runs)."""

@@ -8,6 +8,7 @@ TUI and `stepscope diff` agree by construction.
 from __future__ import annotations
 
 from stepscope.replay.diff import StepComparison, compare_steps
+from stepscope.schema import Trace
 
 from .trace_source import TraceSource
 
@@ -16,5 +17,8 @@ def diff_traces(
     a: TraceSource, b: TraceSource, *, ignore_block_ids: bool = False
 ) -> StepComparison:
     """Compare two traces' decisions at every step, as `stepscope diff` does."""
-    with a.lock, b.lock:
-        return compare_steps(a.trace, b.trace, ignore_block_ids=ignore_block_ids)
+
+    def compare(trace_a: Trace, trace_b: Trace) -> StepComparison:
+        return compare_steps(trace_a, trace_b, ignore_block_ids=ignore_block_ids)
+
+    return a.read(lambda trace_a: b.read(lambda trace_b: compare(trace_a, trace_b)))

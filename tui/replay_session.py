@@ -66,8 +66,7 @@ def workload_from_trace(source: TraceSource, knobs: dict[str, Any] | None = None
 
     `knobs` overrides config knobs, for a what-if replay.
     """
-    with source.lock:
-        return inputs.workload_from_trace(source.trace, knobs)
+    return source.read(lambda trace: inputs.workload_from_trace(trace, knobs))
 
 
 def no_checkpoints_reason(trace: Trace) -> str:
@@ -267,8 +266,8 @@ class ReplaySession:
 
     def _count_requests(self) -> int:
         """The trace's requests (a count: the workload of a replay from a step holds some)."""
-        with self.source.lock:
-            return int(self.source.trace.sql(query("num_requests")).fetchall()[0][0])
+        counted = self.source.read(lambda trace: trace.execute(query("num_requests")).fetchall())
+        return int(counted[0][0])
 
     def _workload(self) -> Workload:
         """The whole trace's workload (read now if the session has not yet)."""
@@ -325,7 +324,7 @@ class ReplaySession:
             assert self.first_step <= step < self.num_steps
             self.cursor = step
             shown = self._between(step, step)[-1]
-            return shown, (read_step(self.source.trace, step), read_step(self.replay, step))
+            return shown, (self._recorded(step), read_step(self.replay, step))
 
     def step(self) -> ReplayedStep | None:
         """Move to the next step; None once on the last."""
@@ -361,7 +360,11 @@ class ReplaySession:
         """Step `step` as the recording and as the replay hold it."""
         with self._lock, self.source.lock:
             assert self.replay is not None
-            return read_step(self.source.trace, step), read_step(self.replay, step)
+            return self._recorded(step), read_step(self.replay, step)
+
+    def _recorded(self, step: int) -> StepDetail:
+        """Step `step` as the recording holds it."""
+        return self.source.read(lambda trace: read_step(trace, step))
 
     def _next_divergence(self, start: int) -> int | None:
         steps = self.differences.steps

@@ -2,18 +2,26 @@
 
 UI-free and thread-safe (one lock around the connection), so workers call it and
 post what it returns; nothing here knows about Textual.
+
+A recording folder a process still writes changes under a reader that stays open: its
+writer merges the open segment's parts and deletes segments retention expires, a while
+after it is done with them. A read that finds a file gone opens the folder again and reads
+once more, so a screen left open on a live recording keeps reading it; what the screen
+shows (`info`) stays what it was opened with, and a step deleted since reads as not held.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from stepscope.schema import Rows, StepDetail, Trace, open_trace, read_step
+from stepscope.schema.trace_error import RecordingChangedError
 
 from stepscope.safe_text import shown_id
 
@@ -31,6 +39,8 @@ PLOT_BUCKETS = 1024
 
 MAX_MATCHES = 500
 """Request ids `/` offers to choose from when several match."""
+
+T = TypeVar("T")
 
 
 class TraceSource:
@@ -51,14 +61,28 @@ class TraceSource:
         """Held while `trace` is used from outside (one query at a time per connection)."""
         return self._lock
 
+    def read(self, read: Callable[[Trace], T]) -> T:
+        """`read(trace)` under the lock; when a recording's file went away while it ran, the
+        recording is opened again and read once more."""
+        with self._lock:
+            try:
+                return read(self.trace)
+            except RecordingChangedError:
+                self._reopen()
+                return read(self.trace)
+
+    def _reopen(self) -> None:
+        """The trace opened again (the lock held): the recording as it stands now."""
+        trace = open_trace(self.path)
+        self.trace.close()
+        self.trace = trace
+
     def rows(self, name: str, params: list[Any] | None = None) -> Rows:
         """Run `sql/<name>.sql` with positional parameters."""
-        with self._lock:
-            return Rows.fetched(self.trace.execute(query(name), params))
+        return self.read(lambda trace: Rows.fetched(trace.execute(query(name), params)))
 
     def arrow(self, name: str, params: list[Any] | None = None) -> pa.Table:
-        with self._lock:
-            return self.trace.arrow(query(name), params)
+        return self.read(lambda trace: trace.arrow(query(name), params))
 
     def scalar(self, name: str, params: list[Any] | None = None) -> Any:
         result = self.rows(name, params).rows
@@ -94,8 +118,7 @@ class TraceSource:
             if cached is not None:
                 self._details.move_to_end(step)
                 return cached
-        with self._lock:
-            detail = read_step(self.trace, step)
+        detail = self.read(lambda trace: read_step(trace, step))
         with self._lock:
             self._details[step] = detail
             while len(self._details) > DETAILS_KEPT:

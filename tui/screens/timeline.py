@@ -259,7 +259,7 @@ class TimelineScreen(Screen[None]):
         table.set_num_steps(info.num_rows, other_steps)
         if info.first_step > 0 and info.num_steps:
             self.go_to(info.first_step)
-        writer = writer_pid(self.path) if self.follow else None
+        writer = writer_pid(self.path)
         notices = self._notices(info, writer)
         if notices:
             self._show_notice(notices, "warning")
@@ -272,13 +272,18 @@ class TimelineScreen(Screen[None]):
             self._follow(info, writer)
 
     def _notices(self, info: TraceInfo, writer: int | None) -> str:
-        """What the traces lack, one line each ("": nothing). A followed recording a process
-        records into now is not incomplete: its subtitle says it is being recorded."""
+        """What the traces lack, one line each ("": nothing). A recording a process records
+        into now (`writer`) is not incomplete: a followed one's subtitle says it is being
+        recorded, and one not followed is said to show the steps it held when opened."""
         notices = self._not_held(info)
-        if not info.complete and writer is None:
+        if writer is not None and not self.follow:
+            notices.append(self._recording_now(info))
+        elif not info.complete and writer is None:
             notices.append(self._incomplete(info))
         if self.other is not None and not self.other.info.complete:
-            notices.append(self._incomplete(self.other.info))
+            other = self.other.info
+            live = writer_pid(other.path) is not None
+            notices.append(self._recording_now(other) if live else self._incomplete(other))
         if info.num_steps == 0:
             notices.append(f"{info.path.name} holds no steps.")
         return "\n".join(notices)
@@ -322,6 +327,13 @@ class TimelineScreen(Screen[None]):
             )
         notices += [f"{info.path.name}: {gap}." for gap in info.gaps]
         return notices
+
+    @staticmethod
+    def _recording_now(info: TraceInfo) -> str:
+        return (
+            f"{info.path.name} is being recorded: the {info.num_steps:,} steps it held when "
+            "opened are shown (tui --follow shows new steps as they come)."
+        )
 
     @staticmethod
     def _incomplete(info: TraceInfo) -> str:
