@@ -28,6 +28,7 @@ __all__ = [
     "diff_to_markdown",
     "diffs_to_junit",
     "exact_to_json",
+    "format_value",
     "print_diff",
     "print_exact",
     "print_vllm_replay",

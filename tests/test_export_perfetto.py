@@ -251,6 +251,58 @@ def test_worker_processes_write_the_same_file(
     assert parallel.read_bytes() == alone.read_bytes()
 
 
+def test_a_window_is_the_whole_timeline_cut_at_its_edges(
+    traces: dict[str, Path], timelines: dict[str, Timeline], tmp_path: Path
+) -> None:
+    """Steps 100..199 of the storm: its steps as the whole timeline lays them out, shifted to
+    start at 0; each request's slices cut at the edges, its marks inside; a flow only where
+    both ends are inside; no track for a request that ended before or arrived after."""
+    out = tmp_path / "window.pftrace"
+    said = stepscope("export", str(traces["storm"]), "--perfetto", str(out),
+                     "--from-step", "100", "--to-step", "199")  # fmt: skip
+    assert said.returncode == 0 and said.stderr.startswith(f"wrote {out}: 100 steps, ")
+    window, whole = read_timeline(out), timelines["storm"]
+    starts = _step_starts(whole)
+    begin, end = starts[100], starts[200]
+    assert _step_starts(window) == {step: starts[step] - begin for step in range(100, 200)}
+
+    def cut(track: str) -> list[tuple[str, int, int]]:
+        kept = []
+        for s in whole.on(track):
+            first, last = max(s.ts, begin), min(s.ts + s.dur, end)
+            if (s.dur and first < last) or (not s.dur and begin <= s.ts < end):
+                kept.append((s.name, first - begin, last - first))
+        return kept
+
+    requests = _rows(traces["storm"], "SELECT request_id FROM requests ORDER BY request_index")
+    shown = set(window.track_names.values())
+    for request in requests:
+        expected = cut(request["request_id"])
+        if request["request_id"] not in shown:
+            assert expected == [], request
+            continue
+        got = [(s.name, s.ts, s.dur) for s in window.on(request["request_id"])]
+        assert got == expected, request
+    assert len(shown & {r["request_id"] for r in requests}) < len(requests)
+    flows = [(a.ts + begin, b.ts + begin) for a, b in window.flows()]
+    assert flows and flows == [(a.ts, b.ts) for a, b in whole.flows() if begin <= a.ts < end]
+
+
+def test_a_window_outside_the_trace_is_one_line_and_leaves_no_file(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "w.pftrace"
+    for args, words in [
+        (["--from-step", "5000"], "--from-step 5000: "),
+        (["--from-step", "9", "--to-step", "3"], "--to-step 3: it is before --from-step 9"),
+        (["--from-step", "9", "--parquet", str(tmp_path / "pq")], "--parquet writes every step"),
+    ]:
+        result = stepscope("export", str(traces["storm"]), "--perfetto", str(out), *args)
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr, args
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_step_times_are_kept_from_the_first_step_held() -> None:
     """A recording whose oldest segments were deleted starts deep into its run: nothing is
     kept for the steps before its first (they would cost memory for every step it lost)."""

@@ -283,6 +283,26 @@ def test_check_of_a_trimmed_incomplete_recording_says_what_it_compared(folder: P
     assert (baseline["result"], baseline["steps_held"]) == ("pass", 200)
 
 
+def test_check_takes_a_window_of_every_baseline(recorded: Path, whole: Path, trimmed: Path) -> None:
+    """Steps 120..199 only, each baseline from its recorded state at 120: the figures are
+    the window's; a change that decides otherwise first diverges inside it."""
+    checked = json.loads(
+        _ok("check", str(recorded), str(whole), "--from-step", "120", "--to-step", "199",
+            "--json").stdout
+    )  # fmt: skip
+    for baseline in checked["baselines"]:
+        assert baseline["result"] == "pass"
+        assert baseline["metrics"]["steps_to_drain"] == [80, 80]
+    changed = stepscope("check", str(whole), "--from-step", "120", "--set", "max_num_seqs=4",
+                        "--json")  # fmt: skip
+    assert changed.returncode == 1, changed.stderr
+    (baseline,) = json.loads(changed.stdout)["baselines"]
+    assert baseline["first_decision_step"] >= 120
+    assert_one_line_error(
+        stepscope("check", str(trimmed), "--from-step", "100"), "--from-step 100", "200"
+    )
+
+
 def test_a_trimmed_recording_exports_the_steps_it_holds(trimmed: Path, tmp_path: Path) -> None:
     perfetto = tmp_path / "trimmed.pftrace"
     said = _ok("export", str(trimmed), "--perfetto", str(perfetto))

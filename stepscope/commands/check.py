@@ -18,7 +18,14 @@ from stepscope.inputs import load_scheduler_class, parse_knob
 from stepscope.output_paths import check_outputs, claims_stdout, write_text
 from stepscope.progress import StepProgress
 from stepscope.replay.diff import TraceDiff
-from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
+from stepscope.replay.from_step import StepWindow
+from stepscope.replay.report import (
+    diff_to_json,
+    diff_to_markdown,
+    diffs_to_junit,
+    format_value,
+    print_diff,
+)
 from stepscope.replay.verdict import FailOn, Verdict, judge, parse_tolerances
 from stepscope.replay.whatif import WhatIfReplay, replay_whatif
 from stepscope.run_printout import run_console
@@ -29,7 +36,7 @@ from stepscope.schema.set_members import traces_in
 from stepscope.stop_signals import stops_like_ctrl_c
 
 from .diff import FailOnOption, ToleranceOption
-from .options import ForceOption, KnobsOption
+from .options import ForceOption, FromStepOption, KnobsOption, ToStepOption, step_window
 from .report_options import AppendOption, JunitOption, MarkdownOption, report_outputs
 
 Result = tuple[str, TraceDiff, Verdict]
@@ -71,11 +78,17 @@ def check(
     fail_on: FailOnOption = FailOn.DECISIONS,
     tolerance: ToleranceOption = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Show each full diff.")] = False,
+    from_step: FromStepOption = None,
+    to_step: ToStepOption = None,
 ) -> None:
     """Replay each baseline's inputs through the current scheduler and diff it with the baseline.
 
     Exit 0 when every baseline passes (--fail-on), 1 when one does not, 2 on bad input.
-    A report never replaces a trace or an input, and another file only with --force."""
+    A report never replaces a trace or an input, and another file only with --force.
+
+    --from-step S [--to-step E] checks steps S to E of every baseline only, each starting
+    from the recorded state at S (its nearest checkpoint at or before S, run to S)."""
+    window = step_window(from_step, to_step)
     junit_out, markdown_out = report_outputs(junit, markdown, append=append)
     traces = _traces(baselines)
     inputs = [*traces, *baselines]
@@ -90,7 +103,7 @@ def check(
     knob_values = dict(parse_knob(k) for k in knobs or [])
     tolerances = parse_tolerances(tolerance or [])
     names = distinct_names(traces)
-    replays = _replay_all(traces, names, held, scheduler_cls, knob_values)
+    replays = _replay_all(traces, names, held, scheduler_cls, knob_values, window)
     results = [(name, r.diff, judge(r.diff, fail_on, tolerances))
                for name, r in zip(names, replays, strict=True)]  # fmt: skip
     if junit_out is not None:
@@ -140,8 +153,10 @@ def _replay_all(
     held: dict[Path, _Held | None],
     scheduler_cls: type[Scheduler] | None,
     knobs: dict[str, object],
+    window: StepWindow,
 ) -> list[WhatIfReplay]:
-    """Each baseline's inputs through the scheduler under test, with a progress line.
+    """Each baseline's inputs through the scheduler under test over `window`, with a
+    progress line.
 
     An incomplete baseline is replayed only as far as it was recorded."""
     replays: list[WhatIfReplay] = []
@@ -153,7 +168,7 @@ def _replay_all(
             replays.append(replay_whatif(
                 trace, output, knobs, sinks=[progress],
                 max_steps=None if steps is None else steps.last_step + 1,
-                scheduler_cls=scheduler_cls,
+                scheduler_cls=scheduler_cls, window=window,
             ))  # fmt: skip
     return replays
 
@@ -242,5 +257,5 @@ def _least_width(heading: str, cells: list[str], *, whole: bool) -> int:
 
 
 def _pair(diff: TraceDiff, metric: str) -> str:
-    before, after = diff.metrics[metric]
-    return str(before) if before == after else f"{before} -> {after}"
+    before, after = map(format_value, diff.metrics[metric])
+    return before if before == after else f"{before} -> {after}"

@@ -15,7 +15,7 @@ from stepscope.stop_signals import stops_like_ctrl_c
 from stepscope.tracer.export import ExportError, export_parquet, export_perfetto
 from stepscope.tracer.export.parquet_folder import ExportFolder
 
-from .options import ForceOption
+from .options import ForceOption, step_window
 
 
 @stops_like_ctrl_c
@@ -38,14 +38,33 @@ def export(
             "with OUT_DIR/stepscope_export.json; other traces' exports there are kept.",
         ),
     ] = None,
+    from_step: Annotated[
+        int | None,
+        typer.Option(
+            "--from-step", metavar="STEP", help="Lay out the Perfetto timeline from STEP."
+        ),
+    ] = None,
+    to_step: Annotated[
+        int | None,
+        typer.Option("--to-step", metavar="STEP", help="Lay it out up to STEP (default: the end)."),
+    ] = None,
     *,
     force: ForceOption = False,
 ) -> None:
     """Export a trace: a Perfetto timeline (--perfetto) and/or a Parquet dataset (--parquet).
 
-    An existing --perfetto file is replaced only with --force, never when it is a trace."""
+    --from-step/--to-step lay out those steps only, the slices crossing either edge cut
+    there. An existing --perfetto file is replaced only with --force, never when it is a
+    trace."""
     if perfetto is None and parquet is None:
         raise ExportError("nothing to export: give --perfetto OUT.pftrace and/or --parquet OUT_DIR")
+    windowed = from_step is not None or to_step is not None
+    step_window(from_step, to_step)
+    if windowed and parquet is not None:
+        raise ExportError(
+            "--from-step/--to-step lay out a --perfetto timeline; --parquet writes every step "
+            "(filter on `step` where the dataset is read, or snapshot the window first)"
+        )
     perfetto_out = data_file("--perfetto", perfetto, "a Perfetto trace (binary protobuf)")
     parquet_out = data_folder("--parquet", parquet, "a folder of Parquet files")
     check_outputs([perfetto_out, parquet_out], [trace], force=force)
@@ -53,7 +72,7 @@ def export(
         ExportFolder.check(parquet)
     console = Console(stderr=True)
     if perfetto is not None:
-        timeline = export_perfetto(trace, perfetto)
+        timeline = export_perfetto(trace, perfetto, from_step=from_step, to_step=to_step)
         base = "step time" if timeline.timed else "step numbers (no recorded times)"
         _say(
             console,

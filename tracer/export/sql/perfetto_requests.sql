@@ -4,7 +4,9 @@
 -- starts here), flow_in (a flow ends here). Slices: waiting, prefill, recompute, decoding (a
 -- run of decodes), preempted; instants: finished, aborted, rejected, and "needs room" on the
 -- request whose allocation preempted another, with a flow to the victim's preempted slice.
--- No parameters.
+-- $1, $2: the first and last step laid out (0 and past the end for the whole trace): a slice
+-- crossing an edge is cut there (a preempted slice cut at the start loses its
+-- flow, whose start is outside), a slice or mark outside is left out.
 WITH last AS (
     SELECT coalesce(max(step) + 1, 0) AS end_step FROM _steps
 ),
@@ -72,17 +74,27 @@ marks AS (
     SELECT p.step, false, p.needed_by_index, 'needs room', 'preempted ' || v.request_id, p.seq + 1
     FROM _preemptions p
     JOIN _requests v ON v.request_index = p.request_index
+),
+cut AS (
+    SELECT
+        * EXCLUDE (first_step, end_step, flow_in),
+        greatest(first_step, $1) AS first_step,
+        least(end_step, $2 + 1) AS end_step,
+        CASE WHEN first_step >= $1 THEN flow_in END AS flow_in
+    FROM segments
+    WHERE end_step > first_step AND end_step > $1 AND first_step <= $2
 )
 SELECT step, at_update, type, request_index, name, num_tokens, num_steps, detail, flow_out, flow_in
 FROM (
     SELECT first_step AS step, false AS at_update, 'B' AS type, 2 AS tie, request_index, name,
            num_tokens, num_steps, detail, NULL AS flow_out, flow_in
-    FROM segments WHERE end_step > first_step
+    FROM cut
     UNION ALL
     SELECT end_step, false, 'E', 0, request_index, NULL, NULL, NULL, NULL, NULL, NULL
-    FROM segments WHERE end_step > first_step
+    FROM cut
     UNION ALL
     SELECT step, at_update, 'I', 1, request_index, name, NULL, NULL, detail, flow_out, NULL
     FROM marks
+    WHERE step BETWEEN $1 AND $2
 )
 ORDER BY step, at_update, tie, request_index

@@ -2,7 +2,8 @@
 -- durations of the steps before it, summed) and how long its schedule, model and update took
 -- (0 when one is missing; 333, 333 and 334 when the trace has no timings at all, so 1 µs is
 -- one step); the slice args (budget use, why each pass stopped) and the counters' values
--- before and after. No parameters.
+-- before and after. $1, $2: the first and last step laid out (0 and past the end for the
+-- whole trace); start_ns counts from the window's first step.
 WITH timing AS (
     SELECT bool_or(schedule_ns IS NOT NULL OR model_ns IS NOT NULL) AS timed FROM _steps
 ),
@@ -14,6 +15,7 @@ durations AS (
         CASE WHEN t.timed THEN coalesce(s.update_ns, 0) ELSE 334 END AS update_d
     FROM steps s
     CROSS JOIN timing t
+    WHERE s.step BETWEEN $1 AND $2
 )
 SELECT
     step,
