@@ -23,6 +23,7 @@ from stepscope.engine import EngineLoop, InputError, Scheduler, Workload
 from stepscope.engine.checkpoint import checkpoint_differences
 from stepscope.engine.restore import check_hashes_computable
 from stepscope.schema import StepDetail, StepGap, Trace, open_trace, read_step
+from stepscope.schema.recording_layout import writer_pid
 from stepscope.tracer.record_workload import StepSink, resume_recording, trace_meta
 from stepscope.tracer.recorder import TraceRecorder
 
@@ -102,6 +103,8 @@ class ExactReplay:
     from the checkpoint that resumed the recording."""
     dropped_from: int | None = None
     """The first of the steps a recording lost at its end (`Trace.dropped_from`)."""
+    being_recorded: bool = False
+    """A process recorded into the folder when it was read: it is not complete yet."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ def replay_exact(
     return ExactReplay(
         trace_path, num_recorded, num_compared, complete, divergence, output, window,
         checkpoint_step, state_differences, last, gaps, dropped_from,
+        being_recorded=not complete and writer_pid(trace_path) is not None,
     )  # fmt: skip
 
 

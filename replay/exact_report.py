@@ -124,6 +124,8 @@ def _scope(result: ExactReplay) -> str:
             f" (the recorder fell behind and dropped the steps from {result.dropped_from} "
             "on: compared what it holds)"
         )
+    if result.being_recorded:
+        return " (a process records into it now: compared the steps it held when read)"
     return " (the trace is incomplete: compared what it holds)"
 
 
@@ -134,6 +136,7 @@ def exact_to_json(result: ExactReplay) -> dict[str, Any]:
         "num_recorded_steps": result.num_recorded_steps,
         "num_compared_steps": result.num_compared_steps,
         "trace_complete": result.trace_complete,
+        "being_recorded": result.being_recorded,
         "dropped_from": result.dropped_from,
         "output": None if result.output is None else str(result.output),
         "from_step": result.window.from_step,

@@ -120,6 +120,12 @@ def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> Non
         assert report["recording"]["writer_pid"] == os.getpid()
         assert report["recording"]["segments"][-1]["closed"] is False
         assert not report["complete"]
+        replayed = _ok("replay", str(folder), "--from-step", "100")
+        assert _words(replayed.stdout).endswith(
+            "(a process records into it now: compared the steps it held when read)"
+        )
+        replayed = json.loads(_ok("replay", str(folder), "--json").stdout)
+        assert (replayed["identical"], replayed["being_recorded"]) == (True, True)
     shutil.rmtree(folder / "segment-000000000100")
     (folder / "segment-000000000100.open").mkdir()
     (folder / "segment-000000000100.open" / "part-000000").mkdir()
@@ -209,6 +215,16 @@ def test_a_trimmed_recording_is_diffed_from_its_first_step(
         )
     windowed = _ok("diff", str(a), str(b), "--from-step", "250")
     assert "identical" in windowed.stdout and not windowed.stderr
+
+
+def test_traces_that_share_no_step_are_not_diffed(trimmed: Path, folder: Path) -> None:
+    """A snapshot taken an hour ago against the flight recorder now: retention deleted every
+    step the snapshot holds, so there is nothing to compare (not a divergence at each step)."""
+    early = record_folder(STORM, folder / "early", "50steps", to_step=150)
+    for a, b in ((early, trimmed), (trimmed, early)):
+        assert_one_line_error(
+            stepscope("diff", str(a), str(b)), "no step is in both", "0..150", "200..379"
+        )
 
 
 def test_a_recording_that_lost_its_end_says_so_and_replays_what_it_holds(

@@ -108,12 +108,19 @@ def within_both(
     """`window` within the steps both traces can hold (a recording whose oldest segments
     were deleted starts past 0, as does a replay's from a step). Without `--from-step` it
     starts at the later of their first steps, with a line saying so (None: both start at
-    0); a `--from-step` or `--to-step` before that step is an error naming what the trace
-    holds."""
+    0); a `--from-step` or `--to-step` before that step, or two traces that hold no step in
+    common (a snapshot taken before retention deleted the steps a recording now starts
+    after), is an error naming what each holds."""
     held = {}
     for path in (a, b):
         with open_trace(path) as trace:
             held[path] = (trace.first_step, trace.last_step)
+    (a_first, a_last), (b_first, b_last) = held[a], held[b]
+    if a_first <= a_last and b_first <= b_last and max(a_first, b_first) > min(a_last, b_last):
+        raise InputError(
+            f"{a} holds steps {a_first}..{a_last} and {b} steps {b_first}..{b_last}: "
+            "no step is in both, so there is nothing to compare"
+        )
     later = max(held, key=lambda path: held[path][0])
     first, last = held[later]
     for option, step in (("--from-step", window.from_step if from_step_given else None),
