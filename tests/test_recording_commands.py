@@ -114,7 +114,10 @@ def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> Non
     folder = tmp_path / "live"
     with recording(STORM, folder, "50steps", stop_after=120):
         text = _words(_ok("info", str(folder)).stdout)
-        assert f"recording folder, being recorded by process {os.getpid()}" in text
+        assert (
+            f"recording folder, being recorded by process {os.getpid()} not complete yet" in text
+        )
+        assert "INCOMPLETE" not in text and "stopped early" not in text
         assert "100..120 open," in text
         report = json.loads(_ok("info", str(folder), "--json").stdout)
         assert report["recording"]["writer_pid"] == os.getpid()

@@ -171,6 +171,9 @@ def _state(report: dict[str, Any]) -> str:
         return "[green]complete[/]"
     if report["dropped_from"] is not None:
         return f"[bold yellow]no steps from {report['dropped_from']} on[/] (dropped)"
+    recording = report["recording"]
+    if recording is not None and recording["writer"] == "recording":
+        return "not complete yet"
     return "[bold red]INCOMPLETE[/] (recording stopped early)"
 
 
