@@ -129,6 +129,10 @@ def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> Non
         )
         replayed = json.loads(_ok("replay", str(folder), "--json").stdout)
         assert (replayed["identical"], replayed["being_recorded"]) == (True, True)
+        checked = _ok("check", str(folder))
+        assert _words(checked.stdout).endswith(
+            f"{folder} is being recorded: compared the 121 steps it held when read (0..120)"
+        )
     shutil.rmtree(folder / "segment-000000000100")
     (folder / "segment-000000000100.open").mkdir()
     (folder / "segment-000000000100.open" / "part-000000").mkdir()

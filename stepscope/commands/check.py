@@ -31,7 +31,7 @@ from stepscope.replay.whatif import WhatIfReplay, replay_whatif
 from stepscope.run_printout import run_console
 from stepscope.safe_text import safe_text
 from stepscope.schema import open_trace
-from stepscope.schema.recording_layout import is_recording
+from stepscope.schema.recording_layout import is_recording, writer_pid
 from stepscope.schema.set_members import traces_in
 from stepscope.stop_signals import stops_like_ctrl_c
 
@@ -120,9 +120,8 @@ def check(
     console.print(_summary(results), crop=False)
     for trace, steps in held.items():
         if steps is not None:
-            console.print(f"{safe_text(str(trace))} is incomplete (recording stopped early): "
-                          f"compared the {steps.describe()}", highlight=False,
-                          markup=False)  # fmt: skip
+            console.print(f"{safe_text(str(trace))} {steps.state()}: compared the "
+                          f"{steps.describe()}", highlight=False, markup=False)  # fmt: skip
     if as_json:
         typer.echo(json.dumps(_check_json(traces, results, replays, held), default=str))
     if any(verdict.failed for _, _, verdict in results):
@@ -209,9 +208,17 @@ class _Held:
     num_steps: int
     first_step: int
     last_step: int
+    being_recorded: bool
+    """A process recorded into the folder when it was read: not complete yet."""
+
+    def state(self) -> str:
+        if self.being_recorded:
+            return "is being recorded"
+        return "is incomplete (recording stopped early)"
 
     def describe(self) -> str:
-        return f"{self.num_steps} steps it holds ({self.first_step}..{self.last_step})"
+        held = "held when read" if self.being_recorded else "holds"
+        return f"{self.num_steps} steps it {held} ({self.first_step}..{self.last_step})"
 
 
 def _held(trace: Path) -> _Held | None:
@@ -220,7 +227,8 @@ def _held(trace: Path) -> _Held | None:
         opened.read_all()
         if opened.complete:
             return None
-        return _Held(opened.num_steps, opened.first_step, opened.last_step)
+        live = writer_pid(trace) is not None
+        return _Held(opened.num_steps, opened.first_step, opened.last_step, live)
 
 
 def _summary(results: list[Result]) -> Table:
