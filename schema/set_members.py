@@ -70,6 +70,11 @@ def is_export(path: Path) -> bool:
     return (path / MANIFEST).is_file()
 
 
+def is_trace_set(path: Path) -> bool:
+    """Whether `path` is a folder of traces (not a recording folder, not an export)."""
+    return path.is_dir() and not is_recording(path) and not is_export(path)
+
+
 def find_trace(path: Path, name: str | None) -> Path:
     """The trace (file or recording folder) `path` is, or the one named `name` in the
     folder `path`."""

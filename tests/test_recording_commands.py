@@ -114,9 +114,7 @@ def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> Non
     folder = tmp_path / "live"
     with recording(STORM, folder, "50steps", stop_after=120):
         text = _words(_ok("info", str(folder)).stdout)
-        assert (
-            f"recording folder, being recorded by process {os.getpid()} not complete yet" in text
-        )
+        assert f"recording folder, being recorded by process {os.getpid()} not complete yet" in text
         assert "INCOMPLETE" not in text and "stopped early" not in text
         assert "100..120 open," in text
         report = json.loads(_ok("info", str(folder), "--json").stdout)
@@ -138,6 +136,39 @@ def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> Non
     (folder / "segment-000000000100.open" / "part-000000").mkdir()
     text = _words(_ok("info", str(folder)).stdout)
     assert "stopped without closing" in text
+
+
+def test_info_lists_a_folder_of_traces(recorded: Path, whole: Path, tmp_path: Path) -> None:
+    """A server's /traces/: a recording being written, a closed one, a trace file and one
+    that is not a trace, a line each; one unreadable member does not hide the others."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copytree(recorded, traces / "closed")
+    shutil.copy(whole, traces / "file.duckdb")
+    (traces / "broken.duckdb").write_bytes(b"not a trace")
+    with recording(STORM, traces / "live", "50steps", stop_after=120):
+        listed = _ok("info", str(traces))
+        report = json.loads(_ok("info", str(traces), "--json").stdout)
+    lines = [_words(line) for line in listed.stdout.splitlines()]
+    assert lines[0].startswith(f"{traces} a folder of 4 traces ")
+    assert lines[1] == "trace state steps MB created_at"
+    rows = {line.split()[0]: line for line in lines[2:6]}
+    assert rows["broken"].startswith("broken unreadable - 0.00 -")
+    assert rows["closed/"].startswith("closed/ complete 0..379 ")
+    assert rows["file"].startswith("file complete 0..379 ")
+    assert rows["live/"].startswith(f"live/ recording now (pid {os.getpid()}) 0..120 ")
+    assert lines[6].startswith(f"broken: {traces / 'broken.duckdb'}: not a readable trace")
+    assert lines[-1] == f"one of them: stepscope info {traces} --trace NAME"
+    states = {t["name"]: (t["kind"], t["state"], t["num_steps"]) for t in report["traces"]}
+    assert states == {
+        "broken": ("file", "unreadable", None),
+        "closed": ("recording", "complete", 380),
+        "file": ("file", "complete", 380),
+        "live": ("recording", "recording now", 121),
+    }
+    assert report["size_bytes"] == sum(t["size_bytes"] for t in report["traces"])
+    one = _ok("info", str(traces), "--trace", "closed").stdout
+    assert _words(one).startswith(f"{traces / 'closed'} ")
 
 
 def test_info_shows_where_a_trimmed_recording_starts_and_its_gaps(

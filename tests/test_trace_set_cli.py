@@ -79,12 +79,11 @@ def test_info_reads_one_trace_of_a_folder_by_name(fleet: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["path"] == str(fleet / "rank1.duckdb") and report["meta"]["dp_rank"] == "1"
-    for args, message in [
-        ([], "a folder of 2 traces; choose one with --trace NAME (rank0, rank1)"),
-        (["--trace", "rank7"], "no trace named 'rank7' (its traces: rank0, rank1)"),
-    ]:
-        result = stepscope("info", str(fleet), *args)
-        assert result.returncode == 2 and result.stderr.strip() == f"error: {fleet}: {message}"
+    result = stepscope("info", str(fleet), "--trace", "rank7")
+    message = "no trace named 'rank7' (its traces: rank0, rank1)"
+    assert result.returncode == 2 and result.stderr.strip() == f"error: {fleet}: {message}"
+    listed = json.loads(stepscope("info", str(fleet), "--json").stdout)
+    assert [trace["name"] for trace in listed["traces"]] == ["rank0", "rank1"]
 
 
 def test_tui_opens_one_trace_of_a_folder_and_diffs_it_with_another(

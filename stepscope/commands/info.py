@@ -18,10 +18,11 @@ from stepscope.safe_text import safe_text
 from stepscope.schema import Trace, open_trace
 from stepscope.schema.knob_text import kv_cache_groups_text
 from stepscope.schema.recording_layout import folder_bytes
-from stepscope.schema.set_members import find_trace
+from stepscope.schema.set_members import Member, find_members, find_trace, is_trace_set
 from stepscope.schema.step_gaps import FELL_BEHIND
 
 from .info_recording import print_recording, recording_report, writer_line
+from .info_set import print_set, set_report
 from .options import TraceNameOption
 
 _META_SHOWN = (
@@ -62,9 +63,19 @@ def info(
     """Show a trace's config, steps, requests, preemptions, outcomes, and whether it is complete.
 
     Of a recording folder, also whether a process records into it now, its settings, its
-    segments and any steps it did not record. DuckDB finds a damaged block only when it
+    segments and any steps it did not record. Of a folder of traces (a server's /traces/),
+    one line per trace: its kind, state, steps, size and when it was made; --trace NAME
+    shows one. DuckDB finds a damaged block only when it
     reads it: without --check the file's blocks are not all read, and the output says so
     ("blocks not checked")."""
+    members = set_listed(path, name)
+    if members is not None:
+        listed = set_report(path, members)
+        if as_json:
+            typer.echo(json.dumps(listed, default=str))
+        else:
+            print_set(Console(), listed)
+        return
     trace = find_trace(path, name)
     with open_trace(trace) as opened:
         if check:
@@ -96,6 +107,14 @@ def info(
         typer.echo(json.dumps(report, default=str))
         return
     _print_report(Console(), report)
+
+
+def set_listed(path: Path, name: str | None) -> tuple[Member, ...] | None:
+    """The traces of a folder of several to list (None: one trace to show)."""
+    if name is not None or not is_trace_set(path):
+        return None
+    members = find_members([path])
+    return members if len(members) > 1 else None
 
 
 def _size_bytes(trace: Trace) -> int:
