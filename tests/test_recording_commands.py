@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -17,10 +18,14 @@ from perfetto_reader import read_timeline
 from recordings import delete_oldest, record_folder, recording, set_recording_format
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import scan
+from stepscope.tui.app import StepscopeApp
 from stepscope.tui.trace_source import TraceSource
+from stepscope.tui.widgets.diff_banner import DiffBanner
 from test_cli import stepscope
 from test_hardening_errors import assert_one_line_error
+from textual.pilot import Pilot
 from traces import record
+from tui_support import drive, until
 
 STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 
@@ -255,10 +260,15 @@ def test_a_trimmed_recording_is_diffed_from_its_first_step(
     assert "identical" in windowed.stdout and not windowed.stderr
 
 
-def test_traces_that_share_no_step_are_not_diffed(trimmed: Path, folder: Path) -> None:
+@pytest.fixture(scope="module")
+def early(folder: Path) -> Path:
+    """The storm recorded up to step 150 only: no step in common with `trimmed`."""
+    return record_folder(STORM, folder / "early", "50steps", to_step=150)
+
+
+def test_traces_that_share_no_step_are_not_diffed(trimmed: Path, early: Path) -> None:
     """A snapshot taken an hour ago against the flight recorder now: retention deleted every
     step the snapshot holds, so there is nothing to compare (not a divergence at each step)."""
-    early = record_folder(STORM, folder / "early", "50steps", to_step=150)
     for a, b in ((early, trimmed), (trimmed, early)):
         assert_one_line_error(
             stepscope("diff", str(a), str(b)), "no step is in both", "0..150", "200..379"
@@ -420,6 +430,29 @@ def test_the_tui_opens_a_recording_at_its_first_step(trimmed: Path, with_gap: Pa
         )
     finally:
         source.close()
+
+
+def test_the_tui_diffs_as_diff_does(trimmed: Path, whole: Path, early: Path) -> None:
+    """A trimmed recording against the whole run is compared from its first step, and two
+    traces that share no step are not compared, in the TUI as in `stepscope diff`."""
+
+    def banner(pilot: Pilot[Any]) -> str:
+        return str(pilot.app.screen.query_one(DiffBanner).render())
+
+    def told(pilot: Pilot[Any]) -> list[str]:
+        return [note.message for note in pilot.app._notifications]
+
+    async def from_its_first_step(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: "identical" in banner(pilot))
+        assert f"{trimmed} holds steps from 200: compared from step 200" in told(pilot)
+
+    async def not_at_all(pilot: Pilot[Any]) -> None:
+        said = f"diff: {early} holds steps 0..150 and {trimmed} steps 200..379: no step is in both"
+        await until(pilot, lambda: any(note.startswith(said) for note in told(pilot)))
+        assert "divergent" not in banner(pilot)
+
+    drive(StepscopeApp(trimmed, whole), from_its_first_step, size=(200, 40))
+    drive(StepscopeApp(early, trimmed), not_at_all, size=(200, 40))
 
 
 def test_hostile_recordings_are_one_line_errors(recorded: Path, tmp_path: Path) -> None:

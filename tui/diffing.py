@@ -1,24 +1,42 @@
 """The TUI's diff of two traces: `stepscope diff`'s step comparison, computed in a worker.
 
 Which steps diverge, why the first does, whether the configs differ, and which decision
-fields differ at each step all come from `stepscope.replay.diff.compare_steps`, so the
-TUI and `stepscope diff` agree by construction.
+fields differ at each step all come from `stepscope.replay.diff.compare_steps`, and the
+steps compared from `stepscope.replay.diff_window`, so the TUI and `stepscope diff` agree
+by construction.
 """
 
 from __future__ import annotations
 
 from stepscope.replay.diff import StepComparison, compare_steps
+from stepscope.replay.diff_window import within_both
+from stepscope.replay.from_step import WHOLE, StepWindow
 from stepscope.schema import Trace
 
 from .trace_source import TraceSource
 
 
+def diff_window(a: TraceSource, b: TraceSource) -> tuple[StepWindow, str | None]:
+    """The steps to compare, as `stepscope diff` chooses them without `--from-step`: from
+    the later of the two first steps (a line saying so; None when both start at 0). Two
+    traces that hold no step in common are an InputError."""
+    return a.read(
+        lambda trace_a: b.read(
+            lambda trace_b: within_both(trace_a, trace_b, WHOLE, from_step_given=False)
+        )
+    )
+
+
 def diff_traces(
-    a: TraceSource, b: TraceSource, *, ignore_block_ids: bool = False
+    a: TraceSource,
+    b: TraceSource,
+    *,
+    ignore_block_ids: bool = False,
+    window: StepWindow = WHOLE,
 ) -> StepComparison:
-    """Compare two traces' decisions at every step, as `stepscope diff` does."""
+    """Compare two traces' decisions at every step of `window`, as `stepscope diff` does."""
 
     def compare(trace_a: Trace, trace_b: Trace) -> StepComparison:
-        return compare_steps(trace_a, trace_b, ignore_block_ids=ignore_block_ids)
+        return compare_steps(trace_a, trace_b, ignore_block_ids=ignore_block_ids, window=window)
 
     return a.read(lambda trace_a: b.read(lambda trace_b: compare(trace_a, trace_b)))

@@ -107,9 +107,11 @@ class StepFound(Message):
 
 
 class DiffComputed(Message):
-    def __init__(self, diff: StepComparison) -> None:
+    def __init__(self, diff: StepComparison, note: str | None = None) -> None:
         super().__init__()
         self.diff = diff
+        self.note = note
+        """Where the comparison started when not at step 0, and why."""
 
 
 class FailedOn(enum.Enum):

@@ -12,7 +12,7 @@ from rich.console import Console
 from stepscope.engine import InputError
 from stepscope.output_paths import check_outputs, claims_stdout, write_text
 from stepscope.replay.diff import diff_traces
-from stepscope.replay.from_step import StepWindow
+from stepscope.replay.diff_window import within_both
 from stepscope.replay.report import diff_to_json, diff_to_markdown, diffs_to_junit, print_diff
 from stepscope.replay.verdict import FailOn, judge, parse_tolerances
 from stepscope.safe_text import safe_text
@@ -85,10 +85,12 @@ def diff(
     )
     for trace in (a, b):
         check_readable(trace)
-    window, note = within_both(a, b, window, from_step_given=from_step is not None)
+    with open_trace(a) as trace_a, open_trace(b) as trace_b:
+        window, note = within_both(trace_a, trace_b, window, from_step_given=from_step is not None)
     result = diff_traces(a, b, ignore_block_ids=ignores_block_ids(ignore), window=window)
     verdict = judge(result, fail_on, parse_tolerances(tolerance or []))
     if note is not None:
+        note += " (--from-step to choose)"
         Console(stderr=True).print(safe_text(note), highlight=False, markup=False)
     if junit_out is not None:
         write_text(junit_out, diffs_to_junit([(f"{a.name} vs {b.name}", result, verdict)]))
@@ -100,34 +102,3 @@ def diff(
         print_diff(Console(stderr=claims_stdout([junit_out, markdown_out])), result, verdict)
     if verdict.failed:
         raise typer.Exit(1)
-
-
-def within_both(
-    a: Path, b: Path, window: StepWindow, *, from_step_given: bool
-) -> tuple[StepWindow, str | None]:
-    """`window` within the steps both traces can hold (a recording whose oldest segments
-    were deleted starts past 0, as does a replay's from a step). Without `--from-step` it
-    starts at the later of their first steps, with a line saying so (None: both start at
-    0); a `--from-step` or `--to-step` before that step, or two traces that hold no step in
-    common (a snapshot taken before retention deleted the steps a recording now starts
-    after), is an error naming what each holds."""
-    held = {}
-    for path in (a, b):
-        with open_trace(path) as trace:
-            held[path] = (trace.first_step, trace.last_step)
-    (a_first, a_last), (b_first, b_last) = held[a], held[b]
-    if a_first <= a_last and b_first <= b_last and max(a_first, b_first) > min(a_last, b_last):
-        raise InputError(
-            f"{a} holds steps {a_first}..{a_last} and {b} steps {b_first}..{b_last}: "
-            "no step is in both, so there is nothing to compare"
-        )
-    later = max(held, key=lambda path: held[path][0])
-    first, last = held[later]
-    for option, step in (("--from-step", window.from_step if from_step_given else None),
-                         ("--to-step", window.to_step)):  # fmt: skip
-        if step is not None and step < first:
-            raise InputError(f"{option} {step}: {later} holds steps {first}..{last}")
-    if from_step_given or first == 0:
-        return window, None
-    note = f"{later} holds steps from {first}: compared from step {first} (--from-step to choose)"
-    return StepWindow(first, window.to_step), note

@@ -222,14 +222,17 @@ class TimelineScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="diff")
     def compute_diff(self, source: TraceSource, other: TraceSource) -> None:
         # Imported with a second trace only (it brings pyarrow.compute).
-        from ..diffing import diff_traces
+        from ..diffing import diff_traces, diff_window
 
         try:
-            self.post_message(
-                DiffComputed(diff_traces(source, other, ignore_block_ids=self.ignore_block_ids))
+            window, note = diff_window(source, other)
+            compared = diff_traces(
+                source, other, ignore_block_ids=self.ignore_block_ids, window=window
             )
-        except _ERRORS as error:
+        except (*_ERRORS, InputError) as error:
             self.post_message(query_failed(error, "diff"))
+            return
+        self.post_message(DiffComputed(compared, note))
 
     @work(thread=True, exclusive=True, group="console-open")
     def open_console_session(self) -> None:
@@ -428,6 +431,8 @@ class TimelineScreen(Screen[None]):
 
     def on_diff_computed(self, message: DiffComputed) -> None:
         self.diff = message.diff
+        if message.note is not None:
+            self.notify(shown_text(message.note), timeout=8, markup=False)
         assert self.source is not None and self.other is not None
         self.query_one(DiffBanner).show(
             self.diff, self.source.info.path.name, self.other.info.path.name
