@@ -32,7 +32,7 @@ from stepscope.tui.widgets.step_table import StepTable
 from test_segmented_recording import traffic
 from textual.pilot import Pilot
 from textual.widgets import Static
-from tui_support import press, settle, until
+from tui_support import drive, press, settle, until
 
 FOLLOWED = 3000
 """Rounds of `until` (each at least 10 ms) the screen has to show a step the recorder
@@ -100,12 +100,7 @@ def test_the_tail_follows_the_recording_until_the_user_moves(
         await asyncio.to_thread(recording.write, 5)
         await until(pilot, lambda: table.cursor_step == 89, FOLLOWED)
 
-    async def run() -> None:
-        async with app.run_test(size=(140, 40)) as pilot:
-            await settle(pilot)
-            await scenario(pilot)
-
-    asyncio.run(run())
+    drive(app, scenario)
 
 
 def test_the_tail_follows_a_recording_that_retention_trims(tmp_path: Path) -> None:
@@ -138,13 +133,8 @@ def test_the_tail_follows_a_recording_that_retention_trims(tmp_path: Path) -> No
         text = await press(pilot, "1", "0", "enter")
         assert table.cursor_step == 10 and "not in this trace" in text
 
-    async def run() -> None:
-        async with app.run_test(size=(140, 40)) as pilot:
-            await settle(pilot)
-            await scenario(pilot)
-
     try:
-        asyncio.run(run())
+        drive(app, scenario)
     finally:
         recording.close()
 
@@ -173,13 +163,8 @@ def test_a_timeline_not_following_reads_on_as_the_writer_merges_and_deletes(
         assert "changed while it was read" not in text
         assert table.num_rows == 30, "not following: the screen keeps its steps"
 
-    async def run() -> None:
-        async with app.run_test(size=(140, 40)) as pilot:
-            await settle(pilot)
-            await scenario(pilot)
-
     try:
-        asyncio.run(run())
+        drive(app, scenario)
     finally:
         recording.close()
 
