@@ -12,7 +12,7 @@
 
 A closed segment retention chose holds an empty `.expired` file: no scan lists it from then
 on, and its writer deletes it a grace period later (readers that listed it finish first;
-after a kill -9 it stays, unlisted).
+after a kill -9 it stays, unlisted, as do the other folders `left_behind` names).
 
 A segment starts with a checkpoint (its first step's state) and holds the `_requests` rows
 of every request unfinished there, so each replays on its own. A part and a closed
@@ -57,6 +57,8 @@ OPEN_SUFFIX = ".open"
 CLOSING_SUFFIX = ".closing"
 EXPIRED = ".expired"
 """In a closed segment retention chose: the segment is no longer part of the recording."""
+DELETING_SUFFIX = ".deleting"
+"""A folder the writer is deleting: renamed first, so no reader lists it half-deleted."""
 
 _SEGMENT = re.compile(r"segment-(\d{12})(\.open)?")
 _PART = re.compile(r"part-(\d{6})")
@@ -154,6 +156,37 @@ def scan(folder: Path) -> tuple[Segment, ...]:
         if step not in closed and step not in expired
     ]
     return tuple(sorted(segments, key=lambda segment: segment.first_step))
+
+
+def left_behind(folder: Path) -> tuple[Path, ...]:
+    """What the writer had still to delete when it stopped, which no scan lists: segments
+    retention chose, open segments already merged, a merge or a deletion cut short, a part
+    cut short. A writer deletes these itself; one killed leaves them for good."""
+    entries = _entries(folder)
+    closed = {
+        match.group(1)
+        for entry in entries
+        if (match := _SEGMENT.fullmatch(entry.name)) is not None and not match.group(2)
+    }
+    left: list[Path] = []
+    for entry in entries:
+        if not entry.is_symlink() and entry.is_dir():
+            left += _left_in(entry, closed)
+    return tuple(sorted(left))
+
+
+def _left_in(entry: Path, closed: set[str]) -> list[Path]:
+    """`entry` when the writer was to delete it whole; else the parts cut short in it."""
+    if entry.name.endswith((CLOSING_SUFFIX, DELETING_SUFFIX)):
+        return [entry]
+    match = _SEGMENT.fullmatch(entry.name)
+    if match is None:
+        return []
+    if not match.group(2):
+        return [entry] if (entry / EXPIRED).exists() else []
+    if match.group(1) in closed:
+        return [entry]  # merged: the closed segment (or retention's choice of it) holds it
+    return [part for part in _entries(entry) if part.name.endswith(TEMPORARY_SUFFIX)]
 
 
 def _parts(folder: Path) -> tuple[Path, ...]:

@@ -125,6 +125,8 @@ def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> Non
         report = json.loads(_ok("info", str(folder), "--json").stdout)
         assert report["recording"]["writer_pid"] == os.getpid()
         assert report["recording"]["segments"][-1]["closed"] is False
+        assert (folder / "segment-000000000050.open").is_dir(), "merged, kept a while"
+        assert report["recording"]["left_behind"] == [], "its writer will delete it"
         assert not report["complete"]
         replayed = _ok("replay", str(folder), "--from-step", "100")
         assert _words(replayed.stdout).endswith(
@@ -174,6 +176,35 @@ def test_info_lists_a_folder_of_traces(recorded: Path, whole: Path, tmp_path: Pa
     assert report["size_bytes"] == sum(t["size_bytes"] for t in report["traces"])
     one = _ok("info", str(traces), "--trace", "closed").stdout
     assert _words(one).startswith(f"{traces / 'closed'} ")
+
+
+def test_info_names_what_a_killed_writer_left_behind(recorded: Path, tmp_path: Path) -> None:
+    """After a kill -9, what the writer had yet to delete stays: a segment retention chose,
+    an open segment already merged, a merge and a deletion cut short. No reader lists any
+    of it; `info` names it (a writer alive deletes it itself)."""
+    path = tmp_path / "killed"
+    shutil.copytree(recorded, path)
+    first, second = scan(path)[:2]
+    (first.folders[0] / ".expired").touch()
+    shutil.copytree(second.folders[0], path / "segment-000000000050.open" / "part-000000")
+    (path / "segment-000000000100.closing").mkdir()
+    (path / "segment-000000000150.open.deleting").mkdir()
+    report = json.loads(_ok("info", str(path), "--json").stdout)
+    assert [Path(left["path"]).name for left in report["recording"]["left_behind"]] == [
+        "segment-000000000000",
+        "segment-000000000050.open",
+        "segment-000000000100.closing",
+        "segment-000000000150.open.deleting",
+    ]
+    assert (report["first_step"], report["last_step"]) == (50, 379)
+    text = _words(_ok("info", str(path)).stdout)
+    size = sum(left["size_bytes"] for left in report["recording"]["left_behind"]) / 1e6
+    assert (
+        f"left behind {size:.2f} MB in 4 folders its writer stopped before deleting (no reader "
+        "lists them; deleting them loses nothing): segment-000000000000, "
+        "segment-000000000050.open, segment-000000000100.closing, "
+        "segment-000000000150.open.deleting"
+    ) in text
 
 
 def test_info_shows_where_a_trimmed_recording_starts_and_its_gaps(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -11,11 +12,13 @@ from rich.text import Text
 
 from stepscope.safe_text import safe_text
 from stepscope.schema import Trace
-from stepscope.schema.recording_layout import folder_bytes, writer_pid
+from stepscope.schema.recording_layout import folder_bytes, left_behind, writer_pid
 from stepscope.schema.recording_meta import SegmentFacts
 
 SEGMENTS_SHOWN = 20
 """Segments listed in the table at most (the first and last halves); `--json` has all."""
+LEFT_BEHIND_NAMED = 4
+"""Folders a stopped writer left behind named in one line at most; `--json` has all."""
 
 
 def recording_report(trace: Trace) -> dict[str, Any]:
@@ -24,11 +27,13 @@ def recording_report(trace: Trace) -> dict[str, Any]:
     assert recording is not None
     pid = writer_pid(recording.folder)
     segments = [_segment(trace, facts) for facts in recording.segments]
+    left = () if pid is not None else left_behind(recording.folder)
     return {
         "writer": _writer(pid, recording.segments),
         "writer_pid": pid,
         "settings": recording.manifest,
         "segments": segments,
+        "left_behind": [{"path": str(path), "size_bytes": folder_bytes(path)} for path in left],
     }
 
 
@@ -88,6 +93,19 @@ def print_recording(console: Console, report: dict[str, Any]) -> None:
         table.add_row(*_segment_cells(segment))
     console.print(f"segments   {len(segments)}")
     console.print(table)
+    if recording["left_behind"]:
+        console.print(Text(safe_text(_left_behind_line(recording["left_behind"]))))
+
+
+def _left_behind_line(left: list[dict[str, Any]]) -> str:
+    """What the writer did not live to delete, and that deleting it by hand loses nothing."""
+    names = [Path(entry["path"]).name for entry in left]
+    shown = ", ".join(names[:LEFT_BEHIND_NAMED]) + (", …" if len(names) > LEFT_BEHIND_NAMED else "")
+    size = sum(entry["size_bytes"] for entry in left) / 1e6
+    return (
+        f"left behind  {size:.2f} MB in {len(left)} folders its writer stopped before deleting "
+        f"(no reader lists them; deleting them loses nothing): {shown}"
+    )
 
 
 def _segment_cells(segment: dict[str, Any]) -> tuple[str | Text, ...]:

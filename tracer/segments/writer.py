@@ -34,6 +34,7 @@ import pyarrow as pa
 from stepscope.schema import TraceError
 from stepscope.schema.recording_layout import (
     CLOSING_SUFFIX,
+    DELETING_SUFFIX,
     EXPIRED,
     LOCK,
     TEMPORARY_SUFFIX,
@@ -53,7 +54,6 @@ from .settings import SegmentSettings
 
 logger = logging.getLogger("stepscope.tracer")
 
-_DELETING_SUFFIX = ".deleting"
 READER_GRACE_S = 30.0
 """How long a folder the writer is done with stays before it is deleted: a reader that
 listed it (a snapshot, a query, a TUI following the recording) can read it to the end."""
@@ -391,7 +391,7 @@ class SegmentWriter:
 
     def _delete(self, folder: Path) -> None:
         """Remove `folder`: renamed first, so a reader never lists it half-deleted."""
-        doomed = folder.with_name(folder.name + _DELETING_SUFFIX)
+        doomed = folder.with_name(folder.name + DELETING_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
             os.replace(folder, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
