@@ -100,9 +100,25 @@ def find_trace(path: Path, name: str | None) -> Path:
     raise TraceError(f"{path}: no trace named {name!r} (its traces: {list_names(members)})")
 
 
+def not_one_trace(folder: Path) -> str:
+    """Why a folder given where one trace is wanted is not one, in one line: the traces it
+    holds, as the paths to give instead."""
+    if is_export(folder):
+        return f"{folder}: a Parquet export, not a trace; query it with: stepscope sql {folder} SQL"
+    try:
+        members = find_members([folder])
+    except TraceError:
+        return f"{folder}: is a directory, not a trace"
+    paths = _listed([str(member.path) for member in members])
+    return f"{folder}: a folder of {len(members)} traces, not one; give one of them: {paths}"
+
+
 def list_names(members: Iterable[Member]) -> str:
     """The members' names for a one-line message, the first few when there are many."""
-    names = [member.name for member in members]
+    return _listed([member.name for member in members])
+
+
+def _listed(names: list[str]) -> str:
     shown = ", ".join(names[:_NAMES_LISTED])
     more = len(names) - _NAMES_LISTED
     return shown + (f" and {more} more" if more > 0 else "")

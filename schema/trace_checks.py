@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from .ddl import logical_tables
+from .set_members import not_one_trace
 from .sql_files import query
 from .trace_error import TraceError
 from .trace_file import check_length, damaged, is_file_error, not_duckdb, read_every_block
@@ -25,7 +26,7 @@ def attach_checked(con: duckdb.DuckDBPyConnection, database: str, path: Path) ->
     if not path.exists():
         raise TraceError(f"{path}: no such file")
     if path.is_dir():
-        raise TraceError(f"{path}: is a directory, not a trace")
+        raise TraceError(not_one_trace(path))
     problem = not_duckdb(path)
     if problem is not None:
         raise TraceError(problem)

@@ -1,4 +1,5 @@
-"""`stepscope sql` over many traces, and `info` and `tui` on one trace of a folder."""
+"""`stepscope sql` over many traces, `info` and `tui` on one trace of a folder, and a folder
+given where one trace is wanted."""
 
 from __future__ import annotations
 
@@ -111,3 +112,21 @@ def test_tui_opens_one_trace_of_a_folder_and_diffs_it_with_another(
     ]
     result = stepscope("tui", str(fleet), "--trace", "rank0", "--diff", "rank9")
     assert result.returncode == 2 and "no trace named 'rank9'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["replay"], ["export", "--perfetto", "{out}"], ["diff", "{fleet}"]]
+)
+def test_a_folder_where_one_trace_is_wanted_names_the_ones_to_give(
+    fleet: Path, tmp_path: Path, args: list[str]
+) -> None:
+    command, *rest = args
+    rest = [a.format(out=tmp_path / "x.pftrace", fleet=fleet) for a in rest]
+    result = stepscope(command, str(fleet), *rest)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line == (
+        f"error: {fleet}: a folder of 2 traces, not one; give one of them: "
+        f"{fleet / 'rank0.duckdb'}, {fleet / 'rank1.duckdb'}"
+    )
+    assert list(tmp_path.iterdir()) == []
