@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO
 from export_traces import record_traces
 from perfetto_reader import Slice, Timeline, read_timeline
+from stepscope.engine.workload import parse_workload
 from stepscope.schema import open_trace
 from test_cli import stepscope
+from traces import record
 
 STATES = {
     "admit+prefill": "prefill",
@@ -301,6 +305,21 @@ def test_a_window_outside_the_trace_is_one_line_and_leaves_no_file(
         assert result.returncode == 2, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr, args
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_trace_without_steps_exports_whole_but_not_windowed(tmp_path: Path) -> None:
+    """A run that never stepped is laid out as the empty timeline it is; a window asks for
+    steps it does not hold."""
+    workload = json.loads((REPO / "examples" / "preemption_storm" / "workload.json").read_text())
+    workload["requests"] = []
+    empty, out = tmp_path / "empty.duckdb", tmp_path / "empty.pftrace"
+    record(parse_workload(json.dumps(workload), source="empty"), empty)
+    whole = stepscope("export", str(empty), "--perfetto", str(out))
+    assert whole.returncode == 0 and whole.stderr.startswith(f"wrote {out}: 0 steps, ")
+    windowed = stepscope("export", str(empty), "--perfetto", str(out), "--force",
+                         "--from-step", "0")  # fmt: skip
+    assert windowed.returncode == 2
+    assert windowed.stderr.strip() == f"error: --from-step 0: {empty} has no step"
 
 
 def test_step_times_are_kept_from_the_first_step_held() -> None:

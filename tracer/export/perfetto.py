@@ -67,10 +67,12 @@ def export_perfetto(
 
 
 def _window(trace: Trace, from_step: int | None, to_step: int | None) -> Window:
-    """The steps to lay out; a window holding none of the trace's steps is an ExportError."""
+    """The steps to lay out (every step when no bound is given); a window holding none of
+    the trace's steps is an ExportError."""
     window = (from_step or 0, _PAST_THE_END if to_step is None else to_step)
     first, last = trace.first_step, trace.last_step
-    if trace.num_steps and window[0] <= last and window[1] >= first:
+    whole = from_step is None and to_step is None
+    if whole or (trace.num_steps and window[0] <= last and window[1] >= first):
         return window
     asked = " ".join(
         f"{option} {step}" for option, step in (("--from-step", from_step), ("--to-step", to_step))
