@@ -22,26 +22,15 @@ from stepscope.engine.checkpoint import SchedulerCheckpoint, take_checkpoint
 from stepscope.engine.restore import check_checkpoint, check_hashes_computable, check_knobs
 from stepscope.schema import StepGap, Trace
 
+# The window is the schema's (a reader reads one too); replay's modules name it from here.
+from stepscope.schema.step_window import WHOLE as WHOLE
+from stepscope.schema.step_window import StepWindow as StepWindow
+
 from .checkpoints import checkpoint_steps, nearest_checkpoint, read_checkpoint
 from .inputs import recorded_config, request_indices, workload_from_trace
 from .sql import query
 from .stored_alike import ALL_STEPS
 from .trace_runner import RecordedDrafter, replay_model_runner, whatif_model_runner
-
-
-@dataclass(frozen=True)
-class StepWindow:
-    """The steps a replay checks: `from_step` to `to_step` (None: to the end), both included."""
-
-    from_step: int = 0
-    to_step: int | None = None
-
-    @property
-    def whole(self) -> bool:
-        return self.from_step == 0 and self.to_step is None
-
-
-WHOLE = StepWindow()
 
 
 def window_bounds(window: StepWindow) -> tuple[int, int]:

@@ -13,7 +13,7 @@ so a query reads the traces and nothing else, and changes nothing.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +31,7 @@ from .recording_errors import recording_error
 from .recording_layout import is_recording
 from .recording_paths import readable_folder
 from .recording_tables import Recording, recorded_tables
+from .step_window import StepWindow, create_window
 from .trace_error import RecordingChangedError, TraceDamagedError, TraceError
 from .trace_file import damaged, first_line, is_file_error, stored_tables
 from .version import SCHEMA_VERSION
@@ -217,18 +218,37 @@ class TraceReader:
             ) from None
 
     def _add_top_level(
-        self, database: str, tables: dict[str, str], where: str, meta: dict[str, str]
+        self,
+        database: str,
+        tables: dict[str, str],
+        where: str,
+        meta: dict[str, str],
+        keep: Collection[str] = (),
     ) -> None:
         """The trace whose tables and views are at the top level (`main`), attached as
         `database`: the stored tables of one of today's version read as they are (found on
         the search path, no view between them and a query), the rest through `tables` (an
-        older trace's, and a compacted trace's `_requests`, a view of its own catalog)."""
+        older trace's, a compacted trace's `_requests`, a view of its own catalog, and those
+        to `keep` as given: a step window's `_requests`)."""
         if int(meta["schema_version"]) == SCHEMA_VERSION:
             self._search_path = f"memory.main,{database}.main"
             self._con.execute(_SET_SEARCH_PATH, [self._search_path])
             stored = set(stored_tables(self._con, database))
-            tables = {table: select for table, select in tables.items() if table not in stored}
+            tables = {
+                table: select
+                for table, select in tables.items()
+                if table not in stored or table in keep
+            }
         self._add_schema("main", tables, where, meta)
+
+    def _create_window(
+        self, schema: str, tables: dict[str, str], window: StepWindow
+    ) -> dict[str, str]:
+        """`create_window` in `schema`, a recording's errors named as every read names them."""
+        try:
+            return create_window(self._con, schema, tables, window)
+        except duckdb.Error as error:
+            raise self._error(error) from None
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         """A connection of its own to the reader's database, finding names as the reader does

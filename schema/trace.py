@@ -18,6 +18,7 @@ from .reader import TraceReader
 from .recording_tables import Recording
 from .sql_files import query
 from .step_gaps import StepGap, step_gaps
+from .step_window import REQUESTS, WHOLE, StepWindow, check_held
 from .trace_checks import check_every_block, check_every_table
 from .trace_error import TraceError
 from .trace_keys import key_problem
@@ -36,9 +37,11 @@ class Trace(TraceReader):
     A query in a trace someone else made cannot read or write the reader's files.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, window: StepWindow = WHOLE) -> None:
         super().__init__(Path(path))
         self.path: Path = Path(path)
+        self.window = window
+        """The steps read (`step_window`): every query answers with their rows only."""
         self._keys_checked = False
         self._open(self._add_trace)
 
@@ -47,10 +50,28 @@ class Trace(TraceReader):
         self.meta = read.meta
         self.recording: Recording | None = read.recording
         """What the recording folder held when opened (None: a trace file)."""
+        self._held: tuple[int, int, int] | None = None
+        """(steps, first, last) of the whole trace, read when a window cuts it."""
+        tables = read.tables
+        if not self.window.whole:
+            self._held = self._held_steps(tables["_steps"])
+            check_held(self.window, self.path, self._held)
+            tables = self._create_window("main", tables, self.window)
         if read.recording is None:
-            self._add_top_level(_DATABASE, read.tables, str(self.path), self.meta)
+            keep = () if self.window.whole else (REQUESTS,)
+            self._add_top_level(_DATABASE, tables, str(self.path), self.meta, keep)
         else:
-            self._add_schema("main", read.tables, str(self.path), self.meta)
+            self._add_schema("main", tables, str(self.path), self.meta)
+
+    def _held_steps(self, steps_select: str) -> tuple[int, int, int]:
+        """(steps, first, last) of the whole trace's `_steps`, however it is read."""
+        try:
+            ((count, first, last),) = self._con.execute(
+                f"SELECT count(*), min(step), max(step) FROM ({steps_select})"
+            ).fetchall()
+        except duckdb.Error as error:
+            raise self._error(error) from None
+        return (0, 0, -1) if not count else (int(count), int(first), int(last))
 
     @property
     def complete(self) -> bool:
@@ -63,7 +84,7 @@ class Trace(TraceReader):
         when the recording closed (None: it lost none there)."""
         segments = self.recording.segments if self.recording is not None else ()
         if segments and segments[-1].fell_behind:
-            return self.last_step + 1
+            return self.held[1] + 1
         return None
 
     @property
@@ -79,11 +100,18 @@ class Trace(TraceReader):
 
     @cached_property
     def _step_range(self) -> tuple[int, int, int]:
-        """(steps held, first, last): what the file or the folder holds, complete or not."""
+        """(steps held, first, last): what the file or the folder holds, complete or not
+        (in the window read)."""
         ((count, first, last),) = self.execute(query(__package__, "step_range")).fetchall()
         if not count:
             return 0, 0, -1
         return int(count), int(first), int(last)
+
+    @property
+    def held(self) -> tuple[int, int]:
+        """The first and last step the whole trace holds, whatever the window read."""
+        _, first, last = self._step_range if self._held is None else self._held
+        return first, last
 
     @property
     def num_steps(self) -> int:
@@ -140,9 +168,9 @@ class Trace(TraceReader):
         self._keys_checked = True
 
 
-def open_trace(path: str | Path) -> Trace:
-    """Open a trace for reading (see `Trace`)."""
-    return Trace(path)
+def open_trace(path: str | Path, window: StepWindow = WHOLE) -> Trace:
+    """Open a trace for reading (see `Trace`), all of it or the steps of `window`."""
+    return Trace(path, window)
 
 
 def check_readable(path: str | Path) -> None:

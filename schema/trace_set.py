@@ -19,6 +19,8 @@ from .member_tables import exported_tables, literal
 from .parquet_export import export_meta
 from .reader import TraceReader
 from .set_members import Member, find_members
+from .sql_files import query
+from .step_window import WHOLE, StepWindow
 from .trace_error import TraceError
 from .version import SCHEMA_VERSION, SUPPORTED_VERSIONS
 from .view_infos import views_in_order
@@ -41,15 +43,34 @@ class TraceSet(TraceReader):
 
     LIST_VIEWS = "stepscope sql PATH..."
 
-    def __init__(self, paths: Sequence[str | Path]) -> None:
+    def __init__(self, paths: Sequence[str | Path], window: StepWindow = WHOLE) -> None:
         members = find_members([Path(path) for path in paths])
         super().__init__(None)
+        self.window = window
+        """The steps read of each trace (`step_window`); a trace may hold none of them."""
         self._open(lambda: self._add_traces(members))
 
     def _add_traces(self, members: Sequence[Member]) -> None:
         self._export_metas: dict[Path, dict[str, dict[str, str]]] = {}
         self.traces = tuple(self._add(index, member) for index, member in enumerate(members))
         _create_union_views(self._con, self.traces)
+        if not self.window.whole:
+            self._check_window()
+
+    def _check_window(self) -> None:
+        """A window no trace of the set holds a step of is an error, not empty answers."""
+        ((count, _, _),) = self.execute(query(__package__, "step_range")).fetchall()
+        if count:
+            return
+        start, end = self.window.from_step, self.window.to_step
+        given = [f"--from-step {start}"] if start else []
+        given += [] if end is None else [f"--to-step {end}"]
+        asked = " ".join(given)
+        steps = f"from {start} on" if end is None else f"of {start}..{end}"
+        raise TraceError(
+            f"{asked}: no trace of the set holds a step {steps} "
+            "(`stepscope info FOLDER` lists the steps each holds)"
+        )
 
     @property
     def names(self) -> list[str]:
@@ -64,6 +85,7 @@ class TraceSet(TraceReader):
         else:
             read = self._read_trace(f"file_{index}", member.path)
             meta, tables = read.meta, read.tables
+        tables = self._create_window(f"trace_{index}", tables, self.window)
         self._add_schema(f"trace_{index}", tables, f"{member.path}: trace {member.name}", meta)
         return SetTrace(member.name, member.path, member.in_export, meta, _rank(member, meta))
 
@@ -73,9 +95,10 @@ class TraceSet(TraceReader):
         return self._export_metas[folder]
 
 
-def open_traces(paths: Sequence[str | Path]) -> TraceSet:
-    """Open traces, folders of traces and Parquet exports as one set (see `TraceSet`)."""
-    return TraceSet(paths)
+def open_traces(paths: Sequence[str | Path], window: StepWindow = WHOLE) -> TraceSet:
+    """Open traces, folders of traces and Parquet exports as one set (see `TraceSet`), all
+    of each or the steps of `window`."""
+    return TraceSet(paths, window)
 
 
 def _create_union_views(con: duckdb.DuckDBPyConnection, traces: Sequence[SetTrace]) -> None:

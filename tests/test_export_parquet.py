@@ -13,6 +13,7 @@ import pyarrow.dataset as ds
 import pytest
 from export_traces import STORM
 from stepscope.schema import SCHEMA_VERSION, logical_tables, open_trace
+from stepscope.schema.step_window import WHOLE, StepWindow
 from test_cli import stepscope
 from traces import case, record
 
@@ -37,9 +38,11 @@ def dataset(traces: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -
     return out
 
 
-def _trace_rows(trace: Path, table: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def _trace_rows(
+    trace: Path, table: str, window: StepWindow = WHOLE
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The table as the reader sees it, ENUMs as text, with the identity the export adds."""
-    with open_trace(trace) as opened:
+    with open_trace(trace, window) as opened:
         meta = opened.meta
         relation = opened.sql(f"SELECT * FROM {table}")
         rows = [tuple(_plain(v) for v in row) for row in relation.fetchall()]
@@ -63,6 +66,23 @@ def test_pyarrow_reads_each_table_back_row_for_row(
         assert got.column_names == [*columns, *IDENTITY, "trace"]
         rows = [tuple(r.values())[:-1] for r in got.to_pylist()]
         assert rows == expected, table
+
+
+def test_a_window_exports_the_rows_a_windowed_reader_reads(
+    traces: dict[str, Path], tmp_path: Path
+) -> None:
+    out, window = tmp_path / "window", StepWindow(5, 12)
+    result = stepscope("export", str(traces["storm"]), "--parquet", str(out),
+                       "--from-step", "5", "--to-step", "12")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for table in logical_tables():
+        data = ds.dataset(out / table.removeprefix("_"), format="parquet", partitioning="hive")
+        rows = [tuple(r.values())[:-1] for r in data.to_table().to_pylist()]
+        assert rows == _trace_rows(traces["storm"], table, window)[1], table
+        if table == "_steps":
+            assert [row[0] for row in rows] == list(range(5, 13))
+        if table == "_requests":
+            assert 0 < len(rows) < len(_trace_rows(traces["storm"], table)[1])
 
 
 @pytest.mark.parametrize("table", logical_tables())

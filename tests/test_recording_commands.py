@@ -115,6 +115,45 @@ def test_info_shows_the_recording_its_segments_and_its_steps(recorded: Path) -> 
     assert "every block read" in checked
 
 
+def test_info_summarizes_a_window_and_the_recording_whole(recorded: Path, trimmed: Path) -> None:
+    report = json.loads(_ok("info", str(recorded), "--json", "--from-step", "100",
+                            "--to-step", "199").stdout)  # fmt: skip
+    assert report["window"] == {"from_step": 100, "to_step": 199}
+    assert report["trace_steps"] == [0, 379]
+    assert (report["first_step"], report["last_step"]) == (100, 199)
+    assert report["summary"]["num_steps"] == 100
+    assert report["checkpoints"] == [100, 150]
+    assert len(report["recording"]["segments"]) == 8, "the recording is described whole"
+    assert report["complete"] is True
+    with open_trace(recorded) as whole:
+        finished = whole.sql(
+            "SELECT count(*) FROM _events WHERE kind = 'finish' AND step BETWEEN 100 AND 199"
+        ).fetchall()[0][0]
+    assert report["summary"]["num_finished"] == finished < 24
+    text = _words(_ok("info", str(trimmed), "--from-step", "0", "--to-step", "249").stdout)
+    assert "steps 200..249 of 200..379 (the window read)" in text
+    whole_report = json.loads(_ok("info", str(recorded), "--json").stdout)
+    assert whole_report["window"] is None and whole_report["trace_steps"] == [0, 379]
+    assert_one_line_error(stepscope("info", str(trimmed), "--from-step", "100"),
+                          f"--from-step 100: {trimmed} has steps 200..379")  # fmt: skip
+
+
+def test_sql_reads_a_window_of_a_recording(recorded: Path) -> None:
+    query = "SELECT count(*), min(step), max(step) FROM steps"
+    result = _ok("sql", str(recorded), query, "--csv", "--from-step", "120", "--to-step", "260")
+    assert result.stdout.splitlines()[1] == "141,120,260"
+    to_end = _ok("sql", str(recorded), "SELECT min(step) FROM _scheduled", "--csv",
+                 "--from-step", "300")  # fmt: skip
+    assert to_end.stdout.splitlines()[1] == "300"
+    for args, message in [
+        (["--from-step", "400"], f"--from-step 400: {recorded} has steps 0..379"),
+        (["--to-step", "400"], f"--to-step 400: {recorded} has steps 0..379"),
+        (["--from-step", "9", "--to-step", "3"], "--to-step 3: it is before --from-step 9"),
+        (["--from-step", "-1"], "--from-step -1: a step is 0 or more"),
+    ]:
+        assert_one_line_error(stepscope("sql", str(recorded), "SELECT 1", *args), message)
+
+
 def test_info_on_a_folder_being_written_names_the_process(tmp_path: Path) -> None:
     folder = tmp_path / "live"
     with recording(STORM, folder, "50steps", stop_after=120):

@@ -389,6 +389,10 @@ ALLOWED = {
     ),
     ("schema/trace_keys.py", "SELECT request_index FROM {table} ANTI JOIN"): "a table's name",
     ("schema/recording_tables.py", "SELECT * FROM {read_parquet("): "a recording's files",
+    ("schema/step_window.py", "SELECT * FROM ({tables[name]}) WHERE"): "a table's SELECT, cut",
+    ("schema/step_window.py", "SELECT * FROM ({tables[REQUESTS]}) WHERE"): "the same, requests",
+    ("schema/step_window.py", "CREATE TABLE {schema}.{_LISTED} AS"): "a schema's name",
+    ("schema/trace.py", "SELECT count(*), min(step), max(step) FROM ("): "a table's SELECT",
 }
 """SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
 

@@ -45,6 +45,22 @@ def test_several_files_and_star_columns(fleet: Path) -> None:
     assert [row[:3] for row in rows[1:]] == [["rank0", "0", "13"], ["rank1", "1", "8"]]
 
 
+def test_a_window_reads_each_traces_steps_in_it(fleet: Path) -> None:
+    query = "SELECT trace, min(step), max(step), count(*) FROM steps GROUP BY ALL ORDER BY ALL"
+    result = stepscope("sql", str(fleet), query, "--csv", "--from-step", "6", "--to-step", "10")
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.reader(io.StringIO(result.stdout)))[1:]
+    assert rows == [["rank0", "6", "10", "5"], ["rank1", "6", "7", "2"]]
+    beyond = stepscope("sql", str(fleet), "SELECT 1", "--from-step", "8", "--to-step", "9")
+    assert beyond.returncode == 0, "rank0 holds them"
+    none = stepscope("sql", str(fleet), "SELECT 1", "--from-step", "13")
+    assert none.returncode == 2
+    assert none.stderr.strip() == (
+        "error: --from-step 13: no trace of the set holds a step from 13 on "
+        "(`stepscope info FOLDER` lists the steps each holds)"
+    )
+
+
 def test_one_trace_alone_answers_as_before(fleet: Path) -> None:
     result = stepscope("sql", str(fleet / "rank0.duckdb"), "SELECT * FROM summary", "--csv")
     assert result.stdout.splitlines()[0].startswith("num_steps,")
@@ -98,6 +114,7 @@ def test_tui_opens_one_trace_of_a_folder_and_diffs_it_with_another(
         *,
         ignore_block_ids: bool = False,
         follow: bool = False,
+        window: object = None,
     ) -> None:
         opened.append((path, other))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from stepscope.schema.step_window import WHOLE, StepWindow
 from test_cli import stepscope
 from tui_support import trace
 from typer.testing import CliRunner
@@ -54,7 +55,7 @@ def test_the_bundled_demo_workload_is_the_preemption_storm_example() -> None:
 
 
 def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    opened: list[tuple[Path, Path | None, bool]] = []
+    opened: list[tuple[Path, Path | None, bool, StepWindow]] = []
 
     def run_tui(
         path: Path,
@@ -62,8 +63,9 @@ def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         *,
         ignore_block_ids: bool = False,
         follow: bool = False,
+        window: StepWindow = WHOLE,
     ) -> None:
-        opened.append((path, other, ignore_block_ids))
+        opened.append((path, other, ignore_block_ids, window))
 
     monkeypatch.setattr(tui_package, "run_tui", run_tui)
     monkeypatch.setattr(tui_package, "terminal_problem", lambda: None)
@@ -73,13 +75,16 @@ def test_tui_and_demo_open_the_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert runner.invoke(app, ["tui", str(storm), "--diff", str(other)]).exit_code == 0
     ignoring = ["tui", str(storm), "--diff", str(other), "--ignore", "block_ids"]
     assert runner.invoke(app, ignoring).exit_code == 0
+    windowed = ["tui", str(storm), "--from-step", "5", "--to-step", "9"]
+    assert runner.invoke(app, windowed).exit_code == 0
     output = tmp_path / "demo.duckdb"
     assert runner.invoke(app, ["demo", "-o", str(output)]).exit_code == 0
     assert opened == [
-        (storm, None, False),
-        (storm, other, False),
-        (storm, other, True),
-        (output, None, False),
+        (storm, None, False, WHOLE),
+        (storm, other, False, WHOLE),
+        (storm, other, True, WHOLE),
+        (storm, None, False, StepWindow(5, 9)),
+        (output, None, False, WHOLE),
     ]
 
 

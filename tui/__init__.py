@@ -7,6 +7,7 @@ from pathlib import Path
 
 from stepscope.engine import InputError
 from stepscope.schema import TraceError
+from stepscope.schema.step_window import WHOLE, StepWindow
 
 
 def terminal_problem() -> str | None:
@@ -23,9 +24,10 @@ def run_tui(
     *,
     ignore_block_ids: bool = False,
     follow: bool = False,
+    window: StepWindow = WHOLE,
 ) -> None:
-    """Open the TUI on a trace (beside `other` when diffing; its tail live with `follow`)
-    and return when it quits.
+    """Open the TUI on a trace (beside `other` when diffing; its tail live with `follow`;
+    the steps of `window` only) and return when it quits.
 
     A trace it could not read (a damaged block, found while it ran) is a TraceError once
     it has quit; a crash ends the process with the app's exit status.
@@ -35,7 +37,7 @@ def run_tui(
         raise InputError(problem)
     from .app import StepscopeApp
 
-    app = StepscopeApp(path, other, ignore_block_ids=ignore_block_ids, follow=follow)
+    app = StepscopeApp(path, other, ignore_block_ids=ignore_block_ids, follow=follow, window=window)
     app.run()
     if app.failure is not None:
         raise TraceError(app.failure)

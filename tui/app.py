@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from stepscope.replay.sweep.result_reader import is_sweep_result
+from stepscope.schema.step_window import WHOLE, StepWindow
 from stepscope.tracer.writer import prepare_new_traces
 from textual.app import App
 from textual.binding import Binding, BindingType
@@ -40,12 +41,14 @@ class StepscopeApp(App[None]):
         *,
         ignore_block_ids: bool = False,
         follow: bool = False,
+        window: StepWindow = WHOLE,
     ) -> None:
         super().__init__()
         self.path = Path(path)
         self.other = Path(other) if other is not None else None
         self.ignore_block_ids = ignore_block_ids
         self.follow = follow
+        self.window = window
         self.failure: str | None = None
 
     def on_mount(self) -> None:
@@ -54,7 +57,11 @@ class StepscopeApp(App[None]):
             return
         self.push_screen(
             TimelineScreen(
-                self.path, self.other, ignore_block_ids=self.ignore_block_ids, follow=self.follow
+                self.path,
+                self.other,
+                ignore_block_ids=self.ignore_block_ids,
+                follow=self.follow,
+                window=self.window,
             )
         )
         if self.other is None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import duckdb
 from stepscope.schema import TraceDamagedError, TraceError, TraceReader, open_pair, open_trace
+from stepscope.schema.step_window import WHOLE, StepWindow
 from stepscope.schema.trace_error import RecordingChangedError
 
 from .models import QueryResult
@@ -25,16 +26,21 @@ class QueryCancelledError(Exception):
 class ConsoleSession:
     """Runs the console's queries on a reader of its own (read-only, as every trace's).
 
-    With `other` (diffing), B's tables and views are there too, as `b.<name>`."""
+    With `other` (diffing), B's tables and views are there too, as `b.<name>`; without,
+    a `window` reads its steps only."""
 
-    def __init__(self, path: str | Path, other: str | Path | None = None) -> None:
-        self._path, self._other = path, other
+    def __init__(
+        self, path: str | Path, other: str | Path | None = None, window: StepWindow = WHOLE
+    ) -> None:
+        self._path, self._other, self._window = path, other, window
         self.reader: TraceReader = self._open()
         self._lock = threading.Lock()
         self.running = threading.Event()
 
     def _open(self) -> TraceReader:
-        return open_trace(self._path) if self._other is None else open_pair(self._path, self._other)
+        if self._other is None:
+            return open_trace(self._path, self._window)
+        return open_pair(self._path, self._other)
 
     def run(self, query: str, max_rows: int = MAX_ROWS) -> QueryResult:
         """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError).

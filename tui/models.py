@@ -27,6 +27,9 @@ class TraceInfo:
     """Each run of steps missing between two held, in words."""
     dropped_from: int | None = None
     """The first of the steps a recording lost at its end, its writer behind when it closed."""
+    held: tuple[int, int] | None = None
+    """The first and last step of the whole trace, when a window of it is read (None: the
+    trace is read whole)."""
 
     @property
     def num_rows(self) -> int:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 from stepscope.schema import Rows, StepDetail, Trace, open_trace, read_step
+from stepscope.schema.step_window import WHOLE, StepWindow
 from stepscope.schema.trace_error import RecordingChangedError
 
 from stepscope.safe_text import shown_id
@@ -46,9 +47,11 @@ T = TypeVar("T")
 class TraceSource:
     """The TUI's read side of one trace."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, window: StepWindow = WHOLE) -> None:
         self.path = Path(path)
-        self.trace: Trace = open_trace(self.path)
+        self.window = window
+        """The steps read (`step_window`): the timeline shows those only."""
+        self.trace: Trace = open_trace(self.path, window)
         self._lock = threading.RLock()
         self._details: OrderedDict[int, StepDetail] = OrderedDict()
 
@@ -73,7 +76,7 @@ class TraceSource:
 
     def _reopen(self) -> None:
         """The trace opened again (the lock held): the recording as it stands now."""
-        trace = open_trace(self.path)
+        trace = open_trace(self.path, self.window)
         self.trace.close()
         self.trace = trace
 
@@ -95,9 +98,11 @@ class TraceSource:
             num_steps, first, last = trace.num_steps, trace.first_step, trace.last_step
             config = trace.config
             gaps = tuple(gap.describe() for gap in trace.gaps)
+            held = None if self.window.whole else trace.held
         return TraceInfo(
             self.path, num_steps, trace.complete, dict(trace.meta), dict(config),
             first_step=first, end_step=last + 1, gaps=gaps, dropped_from=trace.dropped_from,
+            held=held,
         )  # fmt: skip
 
     @cached_property

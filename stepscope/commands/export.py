@@ -35,36 +35,30 @@ def export(
             "--parquet",
             metavar="OUT_DIR",
             help="Write every table as zstd Parquet under OUT_DIR/<table>/trace=<name>/, "
-            "with OUT_DIR/stepscope_export.json; other traces' exports there are kept.",
+            "with OUT_DIR/stepscope_export.json; other traces' exports there are kept "
+            "(with --from-step/--to-step: the window's rows, as `stepscope sql` reads them).",
         ),
     ] = None,
     from_step: Annotated[
         int | None,
-        typer.Option(
-            "--from-step", metavar="STEP", help="Lay out the Perfetto timeline from STEP."
-        ),
+        typer.Option("--from-step", metavar="STEP", help="Export the steps from STEP on only."),
     ] = None,
     to_step: Annotated[
         int | None,
-        typer.Option("--to-step", metavar="STEP", help="Lay it out up to STEP (default: the end)."),
+        typer.Option("--to-step", metavar="STEP", help="Export up to STEP (default: the last)."),
     ] = None,
     *,
     force: ForceOption = False,
 ) -> None:
     """Export a trace: a Perfetto timeline (--perfetto) and/or a Parquet dataset (--parquet).
 
-    --from-step/--to-step lay out those steps only, the slices crossing either edge cut
-    there. An existing --perfetto file is replaced only with --force, never when it is a
+    --from-step/--to-step export those steps only: the timeline's slices crossing either
+    edge cut there; the dataset's step-keyed tables cut to them, its requests those they
+    name. An existing --perfetto file is replaced only with --force, never when it is a
     trace."""
     if perfetto is None and parquet is None:
         raise ExportError("nothing to export: give --perfetto OUT.pftrace and/or --parquet OUT_DIR")
-    windowed = from_step is not None or to_step is not None
-    step_window(from_step, to_step)
-    if windowed and parquet is not None:
-        raise ExportError(
-            "--from-step/--to-step lay out a --perfetto timeline; --parquet writes every step "
-            "(filter on `step` where the dataset is read, or snapshot the window first)"
-        )
+    window = step_window(from_step, to_step)
     perfetto_out = data_file("--perfetto", perfetto, "a Perfetto trace (binary protobuf)")
     parquet_out = data_folder("--parquet", parquet, "a folder of Parquet files")
     check_outputs([perfetto_out, parquet_out], [trace], force=force)
@@ -81,7 +75,7 @@ def export(
             "open it at https://ui.perfetto.dev",
         )
     if parquet is not None:
-        dataset = export_parquet(trace, parquet)
+        dataset = export_parquet(trace, parquet, window)
         _say(
             console,
             f"wrote {dataset.total_rows} rows of {len(dataset.rows)} tables to {parquet} "

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from stepscope.engine import InputError
 from stepscope.replay.checkpoints import checkpoint_steps
 from stepscope.safe_text import safe_text
 from stepscope.schema import Trace, open_trace
@@ -23,7 +24,7 @@ from stepscope.schema.step_gaps import FELL_BEHIND
 
 from .info_recording import print_recording, recording_report, writer_line
 from .info_set import print_set, set_report
-from .options import TraceNameOption
+from .options import ReadFromStepOption, ReadToStepOption, TraceNameOption, step_window
 
 _META_SHOWN = (
     "engine",
@@ -49,6 +50,8 @@ def info(
         ),
     ],
     name: TraceNameOption = None,
+    from_step: ReadFromStepOption = None,
+    to_step: ReadToStepOption = None,
     *,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     check: Annotated[
@@ -67,8 +70,18 @@ def info(
     one line per trace: its kind, state, steps, size and when it was made; --trace NAME
     shows one. DuckDB finds a damaged block only when it
     reads it: without --check the file's blocks are not all read, and the output says so
-    ("blocks not checked")."""
+    ("blocks not checked").
+
+    --from-step/--to-step summarize a window of steps: the counts, steps and checkpoints
+    are the window's (its requests: those its steps name); the state and the recording's
+    segments stay the whole trace's."""
+    window = step_window(from_step, to_step)
     members = set_listed(path, name)
+    if members is not None and not window.whole:
+        raise InputError(
+            f"--from-step/--to-step: {path} is a folder of {len(members)} traces; choose "
+            "one with --trace NAME to summarize a window of it"
+        )
     if members is not None:
         listed = set_report(path, members)
         if as_json:
@@ -77,7 +90,7 @@ def info(
             print_set(Console(), listed)
         return
     trace = find_trace(path, name)
-    with open_trace(trace) as opened:
+    with open_trace(trace, window) as opened:
         if check:
             opened.read_all()
         summary_relation = opened.view("summary")
@@ -91,6 +104,10 @@ def info(
             "dropped_from": opened.dropped_from,
             "first_step": opened.first_step,
             "last_step": opened.last_step,
+            "window": None
+            if window.whole
+            else {"from_step": opened.first_step, "to_step": opened.last_step},
+            "trace_steps": list(opened.held),
             "gaps": [
                 {"first_step": gap.first_step, "last_step": gap.last_step, "why": gap.why}
                 for gap in opened.gaps
@@ -177,7 +194,7 @@ def _print_report(console: Console, report: dict[str, Any]) -> None:
     finish = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
     table.add_row("finish reasons", Text(safe_text(finish)))
     table.add_row("checkpoints", Text(_checkpoints_line(report)))
-    if report["recording"] is not None or report["first_step"] or report["gaps"]:
+    if report["recording"] or report["first_step"] or report["gaps"] or report["window"]:
         table.add_row("steps", Text(_steps_line(report)))
     console.print(table)
     if report["recording"] is not None:
@@ -199,6 +216,9 @@ def _state(report: dict[str, Any]) -> str:
 def _steps_line(report: dict[str, Any]) -> str:
     """The steps held, and those missing between them and at the end (with why)."""
     line = f"{report['first_step']}..{report['last_step']}"
+    if report["window"] is not None:
+        first, last = report["trace_steps"]
+        line += f" of {first}..{last} (the window read)"
     for gap in report["gaps"]:
         line += f"; not {gap['first_step']}..{gap['last_step']} ({gap['why']})"
     if report["dropped_from"] is not None:

@@ -49,9 +49,9 @@ def _writer(pid: int | None, segments: tuple[SegmentFacts, ...]) -> str:
 
 
 def _segment(trace: Trace, facts: SegmentFacts) -> dict[str, Any]:
-    last = facts.last_step
-    if last is None and not facts.closed and trace.last_step >= facts.first_step:
-        last = trace.last_step  # the open segment is the last: it holds the last steps
+    last, held_last = facts.last_step, trace.held[1]
+    if last is None and not facts.closed and held_last >= facts.first_step:
+        last = held_last  # the open segment is the last: it holds the last steps
     return {
         "first_step": facts.first_step,
         "last_step": last,

@@ -117,6 +117,21 @@ ToStepOption = Annotated[
 ]
 
 
+ReadFromStepOption = Annotated[
+    int | None,
+    typer.Option(
+        "--from-step",
+        metavar="STEP",
+        help="Read the steps from STEP on only: every table and view holds their rows, "
+        "and the requests they name.",
+    ),
+]
+ReadToStepOption = Annotated[
+    int | None,
+    typer.Option("--to-step", metavar="STEP", help="Read up to STEP only (default: the last)."),
+]
+
+
 def step_window(from_step: int | None, to_step: int | None) -> StepWindow:
     """The window `--from-step` / `--to-step` name, checked against each other."""
     if from_step is not None and from_step < 0:

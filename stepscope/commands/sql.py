@@ -18,9 +18,12 @@ from stepscope.interrupted import ctrl_c_is_one_line
 from stepscope.safe_text import safe_text
 from stepscope.schema import QueryRows, Trace, ViewInfo, open_trace
 from stepscope.schema.recording_layout import is_recording
+from stepscope.schema.step_window import StepWindow
 from stepscope.schema.trace_set import SetTrace, TraceSet, open_traces
 from stepscope.sql_output import as_text, csv_header, csv_lines, escaped, json_lines
 from stepscope.sql_table import print_table
+
+from .options import ReadFromStepOption, ReadToStepOption, step_window
 
 BATCH_ROWS = 10_000
 """Rows read, and written, at a time by `--csv` and `--json`."""
@@ -69,12 +72,18 @@ def sql(
             "-x", "--vertical", help="One 'column: value' block per row (auto when wide)."
         ),
     ] = False,
+    from_step: ReadFromStepOption = None,
+    to_step: ReadToStepOption = None,
 ) -> None:
-    """Run a read-only SQL query against traces (tables and views: see `stepscope sql PATH`)."""
+    """Run a read-only SQL query against traces (tables and views: see `stepscope sql PATH`).
+
+    --from-step/--to-step read a window of steps: each table and view answers as if the
+    trace held those steps only (of a set: each trace's steps in the window)."""
     if as_json and as_csv:
         raise InputError("--json and --csv: choose one output format")
+    window = step_window(from_step, to_step)
     paths, query = _paths_and_query(arguments)
-    with ctrl_c_is_one_line() as ctrl_c, _open(paths) as opened:
+    with ctrl_c_is_one_line() as ctrl_c, _open(paths, window) as opened:
         ctrl_c.interrupts(opened.interrupt)
         if query is None:
             _print_views(Console(), opened.views())
@@ -133,12 +142,12 @@ def _exists(text: str) -> bool:
         return False
 
 
-def _open(paths: list[Path]) -> Trace | TraceSet:
+def _open(paths: list[Path], window: StepWindow) -> Trace | TraceSet:
     """One trace (a file or a recording folder) given alone reads as ever; anything more is
     a set, `trace` column first."""
     if len(paths) == 1 and (is_recording(paths[0]) or not paths[0].is_dir()):
-        return open_trace(paths[0])
-    return open_traces(paths)
+        return open_trace(paths[0], window)
+    return open_traces(paths, window)
 
 
 def _print_views(console: Console, views: list[ViewInfo]) -> None:

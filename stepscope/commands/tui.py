@@ -12,9 +12,10 @@ from stepscope.replay.sweep.result_reader import is_sweep_result, read_sweep
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import is_recording
 from stepscope.schema.set_members import find_trace
+from stepscope.schema.step_window import StepWindow
 
 from .diff import IgnoreOption, ignores_block_ids
-from .options import TraceNameOption
+from .options import ReadFromStepOption, ReadToStepOption, TraceNameOption, step_window
 
 
 def tui(
@@ -47,25 +48,41 @@ def tui(
             "it (G or End follows again).",
         ),
     ] = False,
+    from_step: ReadFromStepOption = None,
+    to_step: ReadToStepOption = None,
 ) -> None:
     """Step through a trace: timeline, step detail, request lives, SQL console, replay, diff.
-    A sweep result opens as its points, each opening its kept trace diffed with the original."""
+    A sweep result opens as its points, each opening its kept trace diffed with the original.
+
+    --from-step/--to-step open a window of the trace: the timeline, the SQL console and the
+    findings hold its steps only (replay mode still replays the recording whole)."""
     ignore_block_ids = ignores_block_ids(ignore)
+    window = step_window(from_step, to_step)
+    if not window.whole and follow:
+        raise InputError(
+            "--from-step/--to-step with --follow: --follow keeps the whole recording's tail "
+            "live; open a window of it without --follow"
+        )
+    if not window.whole and diff is not None:
+        raise InputError(
+            "--from-step/--to-step with --diff: the TUI diffs whole traces; diff a window "
+            "with: stepscope diff A B --from-step S --to-step E"
+        )
     if follow and (diff is not None or not is_recording(path)):
         raise InputError(
             f"--follow {path}: follows one recording folder as it is written (record into a "
             "folder with --segment, or STEPSCOPE_TRACE_SEGMENT for vLLM)"
         )
     if path.is_file() and is_sweep_result(path):
-        if diff is not None or ignore or name is not None:
+        if diff is not None or ignore or name is not None or not window.whole:
             raise InputError(f"{path}: a sweep result opens alone (its points open diffed)")
         read_sweep(path)  # a result this release cannot read fails here, in one line
         trace, other = path, None
     else:
-        trace, other = _chosen_traces(path, name, diff, ignore=bool(ignore))
+        trace, other = _chosen_traces(path, name, diff, ignore=bool(ignore), window=window)
     from stepscope.tui import run_tui
 
-    run_tui(trace, other, ignore_block_ids=ignore_block_ids, follow=follow)
+    run_tui(trace, other, ignore_block_ids=ignore_block_ids, follow=follow, window=window)
 
 
 def _other_trace(path: Path, diff: str) -> Path:
@@ -76,14 +93,14 @@ def _other_trace(path: Path, diff: str) -> Path:
 
 
 def _chosen_traces(
-    path: Path, name: str | None, diff: str | None, *, ignore: bool
+    path: Path, name: str | None, diff: str | None, *, ignore: bool, window: StepWindow
 ) -> tuple[Path, Path | None]:
     """The trace to open and the one to diff it with, each checked to be a readable trace."""
     if ignore and diff is None:
         raise InputError("--ignore compares two traces: give the other one with --diff")
     trace = find_trace(path, name)
     other = None if diff is None else _other_trace(path, diff)
-    for opened in (trace, other):
-        if opened is not None:
-            open_trace(opened).close()  # a file that is not a readable trace fails here
+    open_trace(trace, window).close()  # not a readable trace, or no such steps: fails here
+    if other is not None:
+        open_trace(other).close()
     return trace, other

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from stepscope.schema import SCHEMA_VERSION, Trace, logical_tables, open_trace
 from stepscope.schema.ddl import table_specs
 from stepscope.schema.sql_files import query
+from stepscope.schema.step_window import WHOLE, StepWindow
 
 from ..held_signals import signals_held
 from .identity import TraceIdentity
@@ -41,9 +42,10 @@ class ParquetExport:
         return sum(self.rows.values())
 
 
-def export_parquet(trace_path: Path, out_dir: Path) -> ParquetExport:
-    """Write every logical table of the trace into `out_dir`, replacing its earlier export."""
-    with open_trace(trace_path) as trace:
+def export_parquet(trace_path: Path, out_dir: Path, window: StepWindow = WHOLE) -> ParquetExport:
+    """Write every logical table of the trace into `out_dir`, replacing its earlier export:
+    all its rows, or those of the steps in `window` (`step_window`)."""
+    with open_trace(trace_path, window) as trace:
         identity = TraceIdentity.of(trace)
         folder = ExportFolder.prepare(out_dir)
         try:

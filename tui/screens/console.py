@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from stepscope.schema import TraceError, view_infos
+from stepscope.schema.step_window import WHOLE, StepWindow
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -67,12 +68,18 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
 """
 
     def __init__(
-        self, path: Path, other: Path | None = None, session: ConsoleSession | None = None
+        self,
+        path: Path,
+        other: Path | None = None,
+        session: ConsoleSession | None = None,
+        window: StepWindow = WHOLE,
     ) -> None:
-        """`session`: one opened ahead (the caller keeps it); without, the screen opens its own."""
+        """`session`: one opened ahead (the caller keeps it); without, the screen opens its own
+        (of the steps of `window`)."""
         super().__init__()
         self.path = path
         self.other = other
+        self.window = window
         self.session = session
         self._own_session = None if session is not None else SessionSlot()
         """The session this screen opened itself (and closes when it goes), if it did."""
@@ -127,7 +134,7 @@ there too as `b.<name>` (`SELECT * FROM b.why_preempted`).
     def open_session(self) -> None:
         assert self._own_session is not None
         try:
-            session = ConsoleSession(self.path, self.other)
+            session = ConsoleSession(self.path, self.other, self.window)
         except TraceError as error:
             self.post_message(query_failed(error, "open"))
             return

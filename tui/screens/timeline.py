@@ -10,7 +10,7 @@ import duckdb
 from rich.text import Text
 from stepscope.engine import InputError
 from stepscope.replay.doctor import diagnose
-from stepscope.replay.from_step import WHOLE
+from stepscope.replay.from_step import WHOLE, StepWindow
 from stepscope.schema import TraceError
 from stepscope.schema.recording_layout import writer_pid
 from stepscope.schema.step_gaps import FELL_BEHIND
@@ -102,10 +102,13 @@ class TimelineScreen(Screen[None]):
         *,
         ignore_block_ids: bool = False,
         follow: bool = False,
+        window: StepWindow = WHOLE,
     ) -> None:
         super().__init__()
         self.path = path
         self.other_path = other
+        self.window = window
+        """The steps read (`--from-step/--to-step`; never with `other` or `follow`)."""
         self.ignore_block_ids = ignore_block_ids
         self.follow = follow
         """Keep the timeline the recording's tail while it is written (`--follow`)."""
@@ -164,7 +167,7 @@ class TimelineScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="open")
     def open_traces(self) -> None:
         try:
-            source = TraceSource(self.path)
+            source = TraceSource(self.path, self.window)
             _ = source.info
             other = TraceSource(self.other_path) if self.other_path is not None else None
             if other is not None:
@@ -239,7 +242,7 @@ class TimelineScreen(Screen[None]):
         """The SQL console's connection, opened once the screen has its rows, detail and plot,
         so `s` finds it open; if it cannot open, the console says why when opened."""
         with contextlib.suppress(*_ERRORS):
-            self.console_session.fill(ConsoleSession(self.path, self.other_path))
+            self.console_session.fill(ConsoleSession(self.path, self.other_path, self.window))
 
     @work(thread=True, exclusive=True, group="find")
     def find_interesting(self, source: TraceSource, step: int, *, forward: bool) -> None:
@@ -323,7 +326,13 @@ class TimelineScreen(Screen[None]):
     def _not_held(info: TraceInfo) -> list[str]:
         """What the trace lacks between step 0 and its last."""
         notices = []
-        if info.first_step > 0 and info.num_steps:
+        if info.held is not None:
+            first, last = info.held
+            notices.append(
+                f"{info.path.name}: steps {info.first_step:,}..{info.num_rows - 1:,} of "
+                f"{first:,}..{last:,} are shown (--from-step/--to-step)."
+            )
+        elif info.first_step > 0 and info.num_steps:
             notices.append(
                 f"{info.path.name} starts at step {info.first_step:,} (the recording's "
                 "older segments were deleted)."
@@ -531,7 +540,7 @@ class TimelineScreen(Screen[None]):
     def load_findings(self, path: Path) -> None:
         """`stepscope doctor --no-what-if` on the trace, in the background."""
         try:
-            diagnosis = diagnose(path, path, WHOLE, what_ifs=False)
+            diagnosis = diagnose(path, path, self.window, what_ifs=False)
         except (*_ERRORS, InputError) as error:
             self.post_message(query_failed(error, "findings"))
             return
@@ -574,7 +583,9 @@ class TimelineScreen(Screen[None]):
         from .console import ConsoleScreen  # its editor's imports wait until first opened
 
         if self.source is not None:
-            screen = ConsoleScreen(self.path, self.other_path, self.console_session.session)
+            screen = ConsoleScreen(
+                self.path, self.other_path, self.console_session.session, self.window
+            )
             self.app.push_screen(screen)
 
     def action_replay(self) -> None:

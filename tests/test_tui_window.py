@@ -1,0 +1,54 @@
+"""`stepscope tui --from-step/--to-step`: the timeline, the console and the findings of a window."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from stepscope.schema.step_window import StepWindow
+from stepscope.tui.app import StepscopeApp
+from stepscope.tui.screens.console import ConsoleScreen
+from stepscope.tui.widgets.step_table import StepTable
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
+from tui_support import cells, drive, loaded, press, trace, until
+
+
+def test_the_timeline_and_console_hold_the_windows_steps() -> None:
+    app = StepscopeApp(trace("storm"), window=StepWindow(100, 149))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await loaded(pilot)
+        table = pilot.app.screen.query_one(StepTable)
+        assert table.cursor_step == 100
+        assert table.num_rows == 150, "steps before the window are rows not held"
+        notice = str(pilot.app.screen.query_one("#notice", Static).render())
+        assert "steps 100..149 of 0..379 are shown (--from-step/--to-step)" in notice
+        assert "deleted" not in notice
+        await press(pilot, "s")
+        assert isinstance(pilot.app.screen, ConsoleScreen)
+        status = pilot.app.screen.query_one("#console-status", Static)
+        await until(pilot, lambda: "ready" in str(status.render()))
+        await press(pilot, "ctrl+j")  # the console's first query: the summary
+        await until(pilot, lambda: "rows" in str(status.render()))
+        results = pilot.app.screen.query_one("#console-results", DataTable)
+        assert cells(results)[0][0] == "50"
+
+    drive(app, scenario)
+
+
+def test_a_window_the_trace_does_not_hold_or_with_follow_or_diff_is_one_line() -> None:
+    storm = str(trace("storm"))
+    for args, words in [
+        ([storm, "--from-step", "5000"], "--from-step 5000: "),
+        ([storm, "--from-step", "9", "--follow"], "--from-step/--to-step with --follow"),
+        ([storm, "--to-step", "9", "--diff", storm], "--from-step/--to-step with --diff"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "stepscope", "tui", *args],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert words in line, args
