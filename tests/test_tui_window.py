@@ -12,7 +12,7 @@ from stepscope.tui.screens.console import ConsoleScreen
 from stepscope.tui.widgets.step_table import StepTable
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
-from tui_support import cells, drive, loaded, press, trace, until
+from tui_support import cells, drive, loaded, press, settle, trace, until
 
 
 def test_the_timeline_and_console_hold_the_windows_steps() -> None:
@@ -22,6 +22,7 @@ def test_the_timeline_and_console_hold_the_windows_steps() -> None:
         await loaded(pilot)
         table = pilot.app.screen.query_one(StepTable)
         assert table.cursor_step == 100
+        assert table.top == 100, "the window's first step heads the table"
         assert table.num_rows == 150, "steps before the window are rows not held"
         notice = str(pilot.app.screen.query_one("#notice", Static).render())
         assert "steps 100..149 of 0..379 are shown (--from-step/--to-step)" in notice
@@ -34,6 +35,35 @@ def test_the_timeline_and_console_hold_the_windows_steps() -> None:
         await until(pilot, lambda: "rows" in str(status.render()))
         results = pilot.app.screen.query_one("#console-results", DataTable)
         assert cells(results)[0][0] == "50"
+
+    drive(app, scenario)
+
+
+def test_the_steps_before_the_window_are_outside_it() -> None:
+    app = StepscopeApp(trace("storm"), window=StepWindow(100, 149))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await loaded(pilot)
+        await press(pilot, "up")
+        text = await press(pilot, "up")
+        table = pilot.app.screen.query_one(StepTable)
+        assert table.cursor_step == 98
+        assert "98   outside the window" in text and "not recorded" not in text
+
+    drive(app, scenario)
+
+
+def test_the_cursor_stays_on_screen_when_the_table_shrinks() -> None:
+    app = StepscopeApp(trace("storm"))
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await loaded(pilot)
+        table = pilot.app.screen.query_one(StepTable)
+        await press(pilot, "G")
+        assert table.cursor_step == 379
+        await pilot.resize_terminal(140, 24)
+        await settle(pilot)
+        assert table.top <= 379 < table.top + table.visible_rows
 
     drive(app, scenario)
 

@@ -262,9 +262,12 @@ class TimelineScreen(Screen[None]):
         other_steps = self.other.info.num_rows if self.other is not None else None
         budgets = [info.token_budget] + ([self.other.info.token_budget] if self.other else [])
         table.set_token_budget(max(budgets))
+        if info.held is not None:
+            table.window_start = info.first_step
         table.set_num_steps(info.num_rows, other_steps)
         if info.first_step > 0 and info.num_steps:
             self.go_to(info.first_step)
+            table.scroll_to_row(info.first_step)  # the steps held below it, not those before
         writer = writer_pid(self.path)
         notices = self._notices(info, writer)
         if notices:

@@ -123,6 +123,8 @@ scrolls, a click picks a step.
         self.num_steps = 0
         self.num_rows = 0
         """Rows shown: the steps of this trace, or of the longer trace when diffing."""
+        self.window_start = 0
+        """The first step of the window read (`--from-step`): those before it are outside."""
         self._pages: OrderedDict[int, list[dict[str, Any]]] = OrderedDict()
         self._wanted: set[int] = set()
         self.divergent: frozenset[int] = frozenset()
@@ -241,7 +243,11 @@ scrolls, a click picks a step.
         self._want_visible_pages()
 
     def on_resize(self) -> None:
-        self.scroll_to_row(self.top)
+        """Keep the cursor on screen: a notice shown above the table takes rows from it."""
+        top = self.top
+        if self.cursor_step >= top + self.visible_rows:
+            top = self.cursor_step - self.visible_rows + 1
+        self.scroll_to_row(top)
         self._want_visible_pages()
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
@@ -316,6 +322,8 @@ scrolls, a click picks a step.
         row = self.row(step)
         if row is None or not row["recorded"]:
             missing = "  …" if row is None else "  not recorded"
+            if row is not None and step < self.window_start:
+                missing = "  outside the window"
             text = _cell("", 2, right=False) + _cell(f"{step:,}", 10, right=True) + missing
             return Strip([Segment(text, base + self.get_component_rich_style("step-table--dim"))])
         flag_style = self.get_component_rich_style(
