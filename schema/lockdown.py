@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 
+from .reader_memory import reader_limits
+
 LOCKED_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "enable_external_access": False,
     "autoload_known_extensions": False,
@@ -23,16 +25,20 @@ LOCKED_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 
 
 def connect_locked(path: Path | None = None) -> duckdb.DuckDBPyConnection:
-    """`path` opened read-only under the lockdown (an empty in-memory database when None)."""
+    """`path` opened read-only under the lockdown (an empty in-memory database when None),
+    within a reader's memory (`reader_memory`)."""
     if path is None:
-        return duckdb.connect(":memory:", config=LOCKED_CONFIG)
-    return duckdb.connect(str(path), read_only=True, config=LOCKED_CONFIG)
+        con = connect_unlocked()
+    else:
+        con = duckdb.connect(str(path), read_only=True, config=_unlocked_config())
+    lock(con)
+    return con
 
 
 def connect_unlocked() -> duckdb.DuckDBPyConnection:
-    """An in-memory database to attach traces to, locked by `lock` once they are."""
-    settings = ("autoload_known_extensions", "autoinstall_known_extensions")
-    return duckdb.connect(":memory:", config={name: LOCKED_CONFIG[name] for name in settings})
+    """An in-memory database to attach traces to, locked by `lock` once they are, within a
+    reader's memory (`reader_memory`)."""
+    return duckdb.connect(":memory:", config=_unlocked_config())
 
 
 def lock(con: duckdb.DuckDBPyConnection, readable: Sequence[Path] = ()) -> None:
@@ -43,6 +49,13 @@ def lock(con: duckdb.DuckDBPyConnection, readable: Sequence[Path] = ()) -> None:
     for name, value in LOCKED_CONFIG.items():
         # Setting names and values are the constants above: spliced in.
         con.execute(f"SET {name} = {str(value).lower()}")
+
+
+def _unlocked_config() -> dict[str, str | bool | int | float | list[str]]:
+    """A reader's memory, and no extension loaded or installed on its own; the rest of the
+    lockdown is set by `lock` (DuckDB refuses a temp folder given beside a locked config)."""
+    settings = ("autoload_known_extensions", "autoinstall_known_extensions")
+    return {**reader_limits(), **{name: LOCKED_CONFIG[name] for name in settings}}
 
 
 def _folder(path: Path) -> str:

@@ -27,6 +27,7 @@ from .member_tables import attached_tables
 from .member_views import create_enum_types, create_member_schema
 from .query_rows import QueryRows
 from .query_statements import parser_error, statement_problem
+from .reader_memory import memory_hint
 from .recording_errors import recording_error
 from .recording_layout import is_recording
 from .recording_paths import readable_folder
@@ -264,6 +265,8 @@ class TraceReader:
         about_recording = recording_error(error, self._recordings)
         if about_recording is not None:
             return about_recording
+        if isinstance(error, duckdb.OutOfMemoryException):
+            return TraceError(f"{first_line(error)} ({memory_hint()})", _whole(error))
         if is_file_error(error):
             if self.path is None or self._recordings:
                 return TraceDamagedError(first_line(error), _whole(error))
