@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .parquet_export import MANIFEST, export_trace_names
+from .recording_layout import DELETING_SUFFIX, is_recording
 from .recording_layout import MANIFEST as RECORDING_MANIFEST
-from .recording_layout import is_recording
 from .trace_error import TraceError
 
 TRACE_SUFFIX = ".duckdb"
@@ -143,13 +143,17 @@ def traces_in(folder: Path) -> list[Path]:
         recordings = [name for name in folders if _is_recording_folder(here / name)]
         found += [here / name for name in recordings]
         found += [here / name for name in files if name.endswith(TRACE_SUFFIX)]
-        folders[:] = sorted(set(folders) - set(recordings))
+        deleting = {name for name in folders if name.endswith(DELETING_SUFFIX)}
+        folders[:] = sorted(set(folders) - set(recordings) - deleting)
     return sorted(path for path in found if is_recording(path) or path.is_file())
 
 
 def _is_recording_folder(path: Path) -> bool:
-    """A recording's folder (its manifest inside it), not a link to one."""
-    return not path.is_symlink() and (path / RECORDING_MANIFEST).is_file()
+    """A recording's folder (its manifest inside it), not a link to one, nor one being
+    deleted (`stepscope prune` renames a recording to `NAME.deleting` first)."""
+    if path.name.endswith(DELETING_SUFFIX) or path.is_symlink():
+        return False
+    return (path / RECORDING_MANIFEST).is_file()
 
 
 def _stem(path: Path) -> str:

@@ -23,6 +23,7 @@ from .commands.diff import diff
 from .commands.doctor import doctor
 from .commands.export import export
 from .commands.info import info
+from .commands.prune import prune
 from .commands.record import record
 from .commands.replay import replay
 from .commands.run import run
@@ -70,6 +71,7 @@ for command in (
     tui,
     export,
     snapshot,
+    prune,
     sweep,
     demo,
 ):

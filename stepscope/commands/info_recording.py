@@ -102,9 +102,11 @@ def _left_behind_line(left: list[dict[str, Any]]) -> str:
     names = [Path(entry["path"]).name for entry in left]
     shown = ", ".join(names[:LEFT_BEHIND_NAMED]) + (", …" if len(names) > LEFT_BEHIND_NAMED else "")
     size = sum(entry["size_bytes"] for entry in left) / 1e6
+    folder = Path(left[0]["path"]).parent
     return (
         f"left behind  {size:.2f} MB in {len(left)} folders its writer stopped before deleting "
-        f"(no reader lists them; deleting them loses nothing): {shown}"
+        f"(no reader lists them; deleting them loses nothing): {shown}; "
+        f"stepscope prune {folder} deletes them"
     )
 
 
