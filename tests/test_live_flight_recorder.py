@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO
 from live_server import LiveServer, bench_serve, client
+from recordings import record_folder
 from stepscope.schema import open_trace
 from stepscope.schema.recording_layout import folder_bytes, scan, writer_pid
 from stepscope.tui.app import StepscopeApp
@@ -37,6 +40,8 @@ from textual.pilot import Pilot
 from tui_support import settle, until
 
 pytestmark = pytest.mark.live
+
+STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 
 PACED_PROMPTS = 240
 PACED_RATE = 4.0
@@ -47,6 +52,7 @@ SETTINGS = {
     "STEPSCOPE_TRACE_SEGMENT": "2s",
     "STEPSCOPE_TRACE_RETAIN": f"{RETAIN_BYTES}B",
     "STEPSCOPE_TRACE_CHECKPOINT": "off",
+    "STEPSCOPE_TRACE_PRUNE": "7d",
 }
 
 
@@ -67,6 +73,8 @@ class FlightRun:
     snapshot: Path
     killed: Path
     """A copy of the folder taken once the engine core was killed mid-load."""
+    after_start: list[str]
+    """What the traces directory held once the server had started."""
 
 
 def stepscope(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -121,14 +129,39 @@ def _wait_closed_segment(folder: Path, timeout_s: float = 120) -> None:
     raise AssertionError(f"no closed segment in {folder}")
 
 
+def _earlier_runs(traces: Path) -> None:
+    """Recordings of two earlier server runs, stopped 9 and 8 days ago."""
+    recorded = record_folder(STORM, traces.parent / "earlier", "50steps")
+    for name, age_days in (("vllm-earliest", 9), ("vllm-earlier", 8)):
+        shutil.copytree(recorded, traces / name)
+        when = time.time() - age_days * 86400
+        for root, _, files in os.walk(traces / name):
+            for file in files:
+                os.utime(Path(root) / file, (when, when))
+
+
+def _new_recording(traces: Path, timeout_s: float = 60) -> Path:
+    """The recording folder the server's engine made in `traces`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        made = [path for path in traces.glob("vllm-*-*") if writer_pid(path) is not None]
+        if made:
+            [folder] = made
+            return folder
+        time.sleep(0.2)
+    raise AssertionError(f"the server made no recording in {traces}")
+
+
 @pytest.fixture(scope="module")
 def flown(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> FlightRun:
     base = tmp_path_factory.mktemp("flight")
-    folder = base / "recording"  # STEPSCOPE_TRACE names the folder itself
+    traces = base / "traces"  # STEPSCOPE_TRACE names a directory: a folder per engine start
+    traces.mkdir()
+    _earlier_runs(traces)
     server = LiveServer.start(
         vllm_live,
         tiny_model,
-        folder,
+        traces,
         "stepscope.tracer.vllm.RecordingAsyncScheduler",
         ["--scheduling-policy", "priority"],
         log_dir=base,
@@ -138,6 +171,8 @@ def flown(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFac
     )
     snapshot = base / "incident.duckdb"
     try:
+        folder = _new_recording(traces)
+        after_start = sorted(path.name for path in traces.iterdir())
         loads = [
             threading.Thread(
                 target=lambda: client(
@@ -159,7 +194,7 @@ def flown(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFac
         killed = _kill_mid_load(vllm_live, server, tiny_model, folder, base / "killed")
     finally:
         server.kill()
-    return FlightRun(folder, reads, snapshot, killed)
+    return FlightRun(folder, reads, snapshot, killed, after_start)
 
 
 def _kill_mid_load(
@@ -246,3 +281,13 @@ def test_what_kill_9_leaves_opens_and_replays(flown: FlightRun) -> None:
     assert not scan(flown.killed)[-1].closed, "the open segment's parts are kept"
     replay = stepscope("replay", str(flown.killed))
     assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+def test_the_engine_prunes_earlier_runs_past_the_bound_as_it_starts(flown: FlightRun) -> None:
+    """`STEPSCOPE_TRACE_PRUNE=7d`: of the two earlier runs (9 and 8 days old), the older
+    goes; the newer is the newest stopped recording, so it stays, and the server's own
+    recording is left alone (pruning runs on a thread of its own, long done once the server
+    has served)."""
+    left = sorted(path.name for path in flown.folder.parent.iterdir())
+    assert left == sorted(["vllm-earlier", flown.folder.name]), left
+    assert flown.folder.name in flown.after_start

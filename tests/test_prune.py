@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO
 from recordings import record_folder, recording
 from stepscope.schema.recording_layout import folder_bytes, scan
+from stepscope.tracer.segments import parse_retention
+from stepscope.tracer.segments.prune import prune_in_background
 from test_cli import stepscope
 from test_hardening_errors import assert_one_line_error
-from test_recording_commands import STORM
 from traces import record
 
+STORM = REPO / "examples" / "preemption_storm" / "workload.json"
 DAY_S = 86400
 
 
@@ -272,3 +275,30 @@ def test_a_folder_that_cannot_be_deleted_is_one_line_and_says_how_far_it_got(
     assert sorted(path.name for path in traces.iterdir()) == ["new", "old", "old.deleting"]
     assert (traces / "old.deleting" / "notes.txt").read_text() == "someone's"
     assert _num_steps(traces / "old") == _num_steps(recorded)
+
+
+def test_a_server_starting_prunes_its_directory_off_its_own_thread(
+    recorded: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What `STEPSCOPE_TRACE_PRUNE` does as a vLLM engine starts (its own recording is one
+    being written, so it is left alone); a failure is a log line, never raised."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _copy(recorded, traces / "vllm-a", age_s=9 * DAY_S)
+    _copy(recorded, traces / "vllm-b", age_s=8 * DAY_S)
+    with recording(STORM, traces / "vllm-live", "50steps", stop_after=60):
+        caplog.set_level("INFO", logger="stepscope.tracer")
+        prune_in_background(traces, parse_retention("20GB,7d", "test")).join()
+        assert sorted(path.name for path in traces.iterdir()) == ["vllm-b", "vllm-live"]
+        assert (
+            f"stepscope: pruned {traces} past 20GB,7d: deleted 1 folders of stopped "
+            "recordings, " in caplog.text
+        )
+    _copy(recorded, traces / "vllm-a", age_s=9 * DAY_S)
+    (traces / "vllm-a.deleting").mkdir()  # someone's folder holds the name it is renamed to
+    (traces / "vllm-a.deleting" / "notes.txt").write_text("someone's")
+    _copy(recorded, traces / "vllm-c")
+    caplog.clear()
+    prune_in_background(traces, parse_retention("7d", "test")).join()
+    assert f"stepscope: pruning {traces} failed: {traces / 'vllm-a'}: cannot delete" in caplog.text
+    assert (traces / "vllm-a").is_dir()

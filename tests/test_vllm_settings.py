@@ -12,6 +12,7 @@ from stepscope.tracer.vllm.attach.dp_rank import DataParallelRank
 from stepscope.tracer.vllm.attach.settings import (
     backlog_steps,
     low_priority,
+    prune,
     redact,
     segments,
     trace_path,
@@ -198,3 +199,47 @@ def test_a_malformed_priority_is_one_line_naming_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("STEPSCOPE_TRACE_PRIORITY", raising=False)
     with pytest.raises(ValueError, match=r"^additional_config stepscope.priority='high': want one"):
         low_priority(_config(priority="high"))
+
+
+def test_pruning_at_start_names_the_directory_and_its_bound(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("STEPSCOPE_TRACE_PRUNE", raising=False)
+    monkeypatch.setenv("STEPSCOPE_TRACE", str(tmp_path / "traces") + os.sep)
+    monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", "60s")
+    assert prune(_config()) is None
+    monkeypatch.setenv("STEPSCOPE_TRACE_PRUNE", "20GB,7d")
+    assert prune(_config()) == (tmp_path / "traces", Retention(20 * 10**9, 7 * 86400.0))
+    monkeypatch.delenv("STEPSCOPE_TRACE_PRUNE")
+    assert prune(_config(prune="1h")) == (tmp_path / "traces", Retention(None, 3600.0))
+    monkeypatch.setenv("STEPSCOPE_TRACE", str(tmp_path))  # a directory that exists, no `/`
+    assert prune(_config(prune="1h")) == (tmp_path, Retention(None, 3600.0))
+
+
+@pytest.mark.parametrize(
+    ("trace", "segment", "value", "message"),
+    [
+        ("{tmp}/", "60s", "lots", r"^STEPSCOPE_TRACE_PRUNE='lots': expected a size, an age"),
+        ("{tmp}/", None, "2GB", r"^STEPSCOPE_TRACE_PRUNE='2GB' needs STEPSCOPE_TRACE_SEGMENT"),
+        ("{tmp}/run", "60s", "2GB", r"needs STEPSCOPE_TRACE to name a directory of recordings"),
+        ("{tmp}/run-{{rank}}", "60s", "2GB", r"needs STEPSCOPE_TRACE to name a directory"),
+    ],
+)
+def test_a_malformed_or_misplaced_prune_setting_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    trace: str,
+    segment: str | None,
+    value: str,
+    message: str,
+) -> None:
+    """Pruning a folder's parent could delete recordings nobody meant: a directory only."""
+    monkeypatch.setenv("STEPSCOPE_TRACE", trace.format(tmp=tmp_path))
+    if segment is None:
+        monkeypatch.delenv("STEPSCOPE_TRACE_SEGMENT", raising=False)
+    else:
+        monkeypatch.setenv("STEPSCOPE_TRACE_SEGMENT", segment)
+    monkeypatch.setenv("STEPSCOPE_TRACE_PRUNE", value)
+    with pytest.raises(ValueError, match=message) as raised:
+        prune(_config())
+    assert "\n" not in str(raised.value)

@@ -16,7 +16,10 @@ and trace files too) within a size by deleting stopped recordings oldest first, 
 those last written longer ago than an age; the most recently written stopped recording is
 always kept, as a writer always keeps its newest segment, so the last crash's recording
 survives until a newer one exists. Trace files (`.duckdb`) are never deleted: nothing says
-whether a process still writes one without opening it.
+whether a process still writes one without opening it. A server's engine prunes its
+directory this way as it starts, where `STEPSCOPE_TRACE_PRUNE` asks it to
+(`prune_in_background`): stopped recordings appear only when engines stop, so pruning at
+each start bounds them.
 
 A recording is deleted as a writer deletes a segment: renamed to `NAME.deleting` first, so
 no reader lists it half-deleted; its manifest goes last, so a deletion cut short is still
@@ -26,8 +29,11 @@ one (`stale_deletions`), which the next prune finishes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +47,10 @@ from stepscope.schema.recording_layout import (
 )
 from stepscope.schema.set_members import traces_in
 
+from ..thread_priority import lower_priority
 from .settings import Retention
+
+logger = logging.getLogger("stepscope.tracer")
 
 LEFT_BEHIND = "left behind by its writer"
 DELETION_CUT_SHORT = "a deletion cut short"
@@ -137,6 +146,35 @@ def carry_out(plan: PrunePlan) -> None:
             ) from None
 
 
+def prune_in_background(folder: Path, retain: Retention) -> threading.Thread:
+    """Prune `folder` past `retain` on a thread of its own, at the lowest CPU priority (a
+    server's engine starting beside it comes first). What it deleted is one log line; a
+    failure is one too, never raised: the engine it starts with goes on either way."""
+    thread = threading.Thread(
+        target=_prune_and_log, args=(folder, retain), name="stepscope-prune", daemon=True
+    )
+    thread.start()
+    lower_priority(thread)
+    return thread
+
+
+def _prune_and_log(folder: Path, retain: Retention) -> None:
+    try:
+        plan = plan_prune(folder, retain, time.time())
+        carry_out(plan)
+    except Exception as error:
+        logger.error("stepscope: pruning %s failed: %s", folder, error)
+        return
+    if plan.doomed:
+        logger.info(
+            "stepscope: pruned %s past %s: deleted %d folders of stopped recordings, %.1f MB",
+            folder,
+            describe(retain),
+            len(plan.doomed),
+            plan.doomed_bytes / 1e6,
+        )
+
+
 def stale_deletions(folder: Path) -> list[Path]:
     """Recordings a deletion was cut short in (renamed, their manifest still in them)."""
     if folder.name.endswith(DELETING_SUFFIX):
@@ -209,6 +247,12 @@ def _why_past(
     if retain.max_bytes is not None and size_bytes > retain.max_bytes:
         return f"the folder holds more than {_size(retain.max_bytes)}"
     return None
+
+
+def describe(retain: Retention) -> str:
+    """The retention as `--retain` takes it (`20GB,7d`)."""
+    bounds = [] if retain.max_bytes is None else [_size(retain.max_bytes)]
+    return ",".join(bounds + ([] if retain.max_age_s is None else [_age(retain.max_age_s)]))
 
 
 def _bytes(doomed: list[Doomed]) -> int:

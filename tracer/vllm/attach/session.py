@@ -110,6 +110,8 @@ class VllmRecording:
         workload = planned.with_config(config) if planned is not None else Workload(config, ())
         self.scheduler = scheduler
         self.planned = {spec.request_id: spec for spec in workload.requests}
+        self.prune = chosen.prune
+        """The directory a server's engine prunes as it starts, and past what (None: none)."""
         self.reasons = outside_subset(scheduler, config)
         full_meta = {**meta, "outside_subset": "; ".join(sorted(self.reasons))}
         self.recorder = _background_recorder(

@@ -15,6 +15,9 @@
     STEPSCOPE_TRACE_KEEP="num_preemptions > 0"   closed segments with a step where it holds are
                                                  spared from retention ...
     STEPSCOPE_TRACE_KEEP_MAX=500MB               ... up to this much (default: retain's size)
+    STEPSCOPE_TRACE_PRUNE=20GB,7d                at the engine's start, stopped recordings in
+                                                 STEPSCOPE_TRACE's directory past it deleted
+                                                 (`stepscope prune DIR --retain 20GB,7d`)
     STEPSCOPE_TRACE_BACKLOG=2048                 steps the recorder may fall behind before it
                                                  drops steps (default 512)
     STEPSCOPE_TRACE_PRIORITY=normal              the recorder's threads at the engine's CPU
@@ -60,6 +63,7 @@ SEGMENT_ENV = "STEPSCOPE_TRACE_SEGMENT"
 RETAIN_ENV = "STEPSCOPE_TRACE_RETAIN"
 KEEP_ENV = "STEPSCOPE_TRACE_KEEP"
 KEEP_MAX_ENV = "STEPSCOPE_TRACE_KEEP_MAX"
+PRUNE_ENV = "STEPSCOPE_TRACE_PRUNE"
 BACKLOG_ENV = "STEPSCOPE_TRACE_BACKLOG"
 PRIORITY_ENV = "STEPSCOPE_TRACE_PRIORITY"
 PRIORITIES = ("low", "normal")
@@ -166,6 +170,26 @@ def segments(vllm_config: Any) -> SegmentSettings | None:
     return SegmentSettings(every, retain, keep)
 
 
+def prune(vllm_config: Any) -> tuple[Path, Retention] | None:
+    """The directory whose stopped recordings are pruned at the engine's start, and past what
+    (None: not set); a ValueError naming the setting when it is malformed, when the recording
+    is not segmented, or when `STEPSCOPE_TRACE` names no directory (its parent may hold
+    anything). Read before the recording's folder is made."""
+    raw, setting = _setting(vllm_config, PRUNE_ENV, "prune")
+    if raw is None:
+        return None
+    if segments(vllm_config) is None:
+        raise ValueError(f"{setting}={raw!r} needs {SEGMENT_ENV} as well")
+    template = str(os.environ.get(TRACE_ENV) or _from_config(vllm_config, "trace") or "")
+    directory = Path(template)
+    if not (template.endswith(os.sep) or directory.is_dir()) or "{" in template:
+        raise ValueError(
+            f"{setting}={raw!r} needs {TRACE_ENV} to name a directory of recordings "
+            f"(/traces/), not {template!r}"
+        )
+    return directory, parse_retention(raw, setting)
+
+
 def _setting(vllm_config: Any, env: str, key: str) -> tuple[str | None, str]:
     """A setting's raw value (None: not set) and where it came from."""
     raw = os.environ.get(env)
@@ -192,6 +216,8 @@ class RecordingSettings:
     segments: SegmentSettings | None
     backlog_steps: int | None
     low_priority: bool
+    prune: tuple[Path, Retention] | None = None
+    """The directory pruned at the engine's start, and past what (`stepscope prune`)."""
 
 
 def read(vllm_config: Any) -> RecordingSettings:
@@ -202,4 +228,5 @@ def read(vllm_config: Any) -> RecordingSettings:
         segments(vllm_config),
         backlog_steps(vllm_config),
         low_priority(vllm_config),
+        prune(vllm_config),
     )

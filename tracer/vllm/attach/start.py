@@ -12,6 +12,7 @@ from typing import Any
 
 from stepscope.engine import Workload
 from stepscope.tracer.redact import Redactor
+from stepscope.tracer.segments.prune import prune_in_background
 
 from stepscope import __version__
 
@@ -54,6 +55,9 @@ def start_from_settings(scheduler: Any) -> VllmRecording | None:
         return None
     atexit.register(recording.close)
     logger.info("stepscope: recording the scheduler into %s", path)
+    dp_rank = data_parallel_rank(scheduler.vllm_config)
+    if recording.prune is not None and (dp_rank is None or dp_rank.rank == 0):
+        prune_in_background(*recording.prune)  # one rank of a server prunes for all
     return recording
 
 
