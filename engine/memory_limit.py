@@ -4,15 +4,16 @@ A knob set far too high (a billion blocks, a hundred million synthetic requests)
 otherwise grow the process until the machine swaps or the kernel kills it, with no
 word of which knob did it. The estimates are per-object costs measured on CPython 3.11;
 the limit is a share of the memory available when the run starts, or
-`STEPSCOPE_MEMORY_LIMIT` (bytes, or with a K/M/G/T suffix).
+`STEPSCOPE_MEMORY_LIMIT` (`8G`, `4GB`, `16GiB`, `512M`, or bytes: `quantities.parse_memory`),
+the setting a reader's memory limit reads too (`schema/reader_memory.py`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 
 from .errors import InputError
+from .quantities import parse_memory
 
 BYTES_PER_BLOCK = 200
 """A `KVCacheBlock` and its entry in the free queue."""
@@ -27,8 +28,6 @@ AVAILABLE_SHARE = 0.75
 INT32_MAX = 2**31 - 1
 """The largest count a trace's INTEGER columns hold (steps, blocks, tokens, lengths)."""
 
-_SUFFIXES = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
 
 class MemoryLimitError(InputError):
     """A size knob asks for more memory than this run may use."""
@@ -36,10 +35,24 @@ class MemoryLimitError(InputError):
 
 def memory_limit() -> int:
     """Bytes a run may use: `STEPSCOPE_MEMORY_LIMIT`, else a share of available memory."""
-    override = os.environ.get(LIMIT_ENV, "").strip()
-    if override:
-        return _parse_size(override)
+    override = limit_from_env()
+    if override is not None:
+        return override
     return int(_available_memory() * AVAILABLE_SHARE)
+
+
+def limit_from_env() -> int | None:
+    """`STEPSCOPE_MEMORY_LIMIT` in bytes (None: unset or empty); an `InputError` naming it
+    when it is not a size."""
+    given = os.environ.get(LIMIT_ENV, "")
+    if not given.strip():
+        return None
+    limit = parse_memory(given)
+    if limit is None:
+        raise InputError(
+            f"{LIMIT_ENV}={given!r}: not a size (give one such as 8G, 4GB, 512MB or 16GiB)"
+        )
+    return limit
 
 
 def limit_source() -> str:
@@ -75,13 +88,6 @@ def format_bytes(size: float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1000
     raise AssertionError("unreachable")
-
-
-def _parse_size(text: str) -> int:
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", text.upper())
-    if match is None:
-        raise InputError(f"{LIMIT_ENV}={text!r}: expected bytes, e.g. 4G or 512M")
-    return int(float(match.group(1)) * _SUFFIXES[match.group(2)])
 
 
 def _available_memory() -> int:

@@ -16,21 +16,22 @@ import atexit
 import functools
 import itertools
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
 
+from stepscope.engine.errors import InputError
+from stepscope.engine.memory_limit import LIMIT_ENV as ENV
+from stepscope.engine.memory_limit import limit_from_env
+
 from .trace_error import TraceError
 
-ENV = "STEPSCOPE_MEMORY_LIMIT"
 DEFAULT_CAP = 8 << 30
 """The most a reader takes by default, however much memory the machine has."""
 SPILL_TIMES = 4
 """The spill folder's cap, in multiples of the memory limit."""
 
 _databases = itertools.count()
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(?:([KMGT])(i?))?B\s*", re.IGNORECASE)
 
 
 def reader_limits() -> dict[str, str]:
@@ -46,16 +47,15 @@ def reader_limits() -> dict[str, str]:
 
 
 def memory_limit() -> int:
-    """The bytes a reader's database may hold: `STEPSCOPE_MEMORY_LIMIT`, or the default."""
-    given = os.environ.get(ENV)
+    """The bytes a reader's database may hold: `STEPSCOPE_MEMORY_LIMIT` (the setting a run's
+    memory check reads too), or the default; at least 1 MiB."""
+    try:
+        given = limit_from_env()
+    except InputError as error:
+        raise TraceError(str(error)) from None
     if given is None:
         return min(_physical_memory() // 4, DEFAULT_CAP)
-    match = _SIZE.fullmatch(given)
-    if match is None or float(match.group(1)) == 0:
-        raise TraceError(f"{ENV}={given!r}: not a size (give one such as 4GB, 512MB or 16GiB)")
-    number, prefix, binary = match.groups()
-    power = 0 if prefix is None else "KMGT".index(prefix.upper()) + 1
-    return max(int(float(number) * (1024 if binary else 1000) ** power), 1 << 20)
+    return max(given, 1 << 20)
 
 
 def memory_hint() -> str:

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from stepscope.engine.memory_limit import memory_limit as engine_memory_limit
 from stepscope.schema import TraceError, open_trace, reader_memory
 from test_hardening_errors import assert_one_line_error
 from traces import case, record
@@ -53,7 +54,16 @@ def test_by_default_a_quarter_of_the_memory_at_most_8_gib(
 
 @pytest.mark.parametrize(
     ("given", "num_bytes"),
-    [("4GB", 4_000_000_000), ("512MB", 512_000_000), ("16GiB", 16 << 30), (" 1.5 gb ", 1.5e9)],
+    [
+        ("4GB", 4_000_000_000),
+        ("512MB", 512_000_000),
+        ("16GiB", 16 << 30),
+        (" 1.5 gb ", 1.5e9),
+        ("8G", 8 << 30),
+        ("512M", 512 << 20),
+        ("3000000000", 3_000_000_000),
+        ("4", 1 << 20),
+    ],
 )
 def test_the_limit_can_be_set(
     given: str, num_bytes: float, monkeypatch: pytest.MonkeyPatch
@@ -62,7 +72,29 @@ def test_the_limit_can_be_set(
     assert reader_memory.memory_limit() == int(num_bytes)
 
 
-@pytest.mark.parametrize("given", ["lots", "0GB", "-1GB", "4PB", "4", ""])
+@pytest.mark.parametrize("given", ["8G", "4GB", "16GiB", "512M", "100MB", "3000000000"])
+def test_a_run_and_a_reader_read_the_one_setting_alike(
+    given: str, trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`STEPSCOPE_MEMORY_LIMIT=8G`, as the recording docs write it, once made every reader
+    refuse to start: the run's check and the readers parsed it two ways."""
+    monkeypatch.setenv("STEPSCOPE_MEMORY_LIMIT", given)
+    assert reader_memory.memory_limit() == engine_memory_limit()
+    ran = _sql(trace, "SELECT current_setting('memory_limit') AS m", given, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert stepscope_run_accepts(given)
+
+
+def stepscope_run_accepts(limit: str) -> bool:
+    env = {**os.environ, "STEPSCOPE_MEMORY_LIMIT": limit}
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope", "run", str(case("03")), "--jsonl"],
+        capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+    return result.returncode == 0
+
+
+@pytest.mark.parametrize("given", ["lots", "0GB", "-1GB", "4PB", "4 parsecs", "G"])
 def test_a_limit_that_is_not_a_size_is_an_error(
     given: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

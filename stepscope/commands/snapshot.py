@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from stepscope.engine import InputError
+from stepscope.engine.quantities import parse_duration
 from stepscope.output_paths import check_outputs, new_file
 from stepscope.safe_text import safe_text
 from stepscope.schema.set_members import find_trace
@@ -19,9 +19,6 @@ from stepscope.tracer.export.snapshot import SnapshotWindow
 from stepscope.tracer.export.snapshot import snapshot as take_snapshot
 
 from .options import TraceNameOption
-
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h|d)")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @stops_like_ctrl_c
@@ -101,7 +98,7 @@ def _choices(
 
 
 def _seconds(text: str) -> float:
-    match = _DURATION.fullmatch(text.strip().lower())
-    if match is None or float(match.group(1)) <= 0:
+    seconds = parse_duration(text)
+    if seconds is None:
         raise InputError(f"--last {text!r}: expected a time such as 90s, 10m or 1h")
-    return float(match.group(1)) * _SECONDS[match.group(2)]
+    return seconds

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from stepscope.engine.quantities import format_duration, format_size
 from stepscope.schema.recording_layout import (
     DELETING_SUFFIX,
     MANIFEST,
@@ -243,35 +244,22 @@ def _why_past(
     recording: StoppedRecording, retain: Retention, now: float, size_bytes: int
 ) -> str | None:
     if retain.max_age_s is not None and now - recording.last_written > retain.max_age_s:
-        return f"last written more than {_age(retain.max_age_s)} ago"
+        return f"last written more than {format_duration(retain.max_age_s)} ago"
     if retain.max_bytes is not None and size_bytes > retain.max_bytes:
-        return f"the folder holds more than {_size(retain.max_bytes)}"
+        return f"the folder holds more than {format_size(retain.max_bytes)}"
     return None
 
 
 def describe(retain: Retention) -> str:
     """The retention as `--retain` takes it (`20GB,7d`)."""
-    bounds = [] if retain.max_bytes is None else [_size(retain.max_bytes)]
-    return ",".join(bounds + ([] if retain.max_age_s is None else [_age(retain.max_age_s)]))
+    bounds = [] if retain.max_bytes is None else [format_size(retain.max_bytes)]
+    return ",".join(
+        bounds + ([] if retain.max_age_s is None else [format_duration(retain.max_age_s)])
+    )
 
 
 def _bytes(doomed: list[Doomed]) -> int:
     return sum(entry.size_bytes for entry in doomed)
-
-
-def _age(seconds: float) -> str:
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= length and seconds % length == 0:
-            return f"{seconds / length:g}{unit}"
-    return f"{seconds:g}s"
-
-
-def _size(num_bytes: int) -> str:
-    """The size as given to `--retain` would likely have been written (exact, never rounded)."""
-    for unit, length in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if num_bytes >= length and num_bytes % length == 0:
-            return f"{num_bytes // length}{unit}"
-    return f"{num_bytes}B"
 
 
 def _delete_recording(path: Path) -> None:

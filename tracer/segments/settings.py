@@ -14,23 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from stepscope.engine.quantities import parse_duration, parse_size
+
 from .keep import check_keep_condition
 
 _STEPS = re.compile(r"(\d+)\s*steps?")
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(s|m|h|d)")
-_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_BYTES = {
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +78,12 @@ class SegmentSettings:
 
 def parse_segment_every(raw: str, setting: str) -> SegmentEvery:
     """`5000steps` or `60s` (also `m`, `h`); anything else is a ValueError naming `setting`."""
-    text = raw.strip().lower()
-    steps = _STEPS.fullmatch(text)
+    steps = _STEPS.fullmatch(raw.strip().lower())
     if steps is not None and int(steps.group(1)) > 0:
         return SegmentEvery(steps=int(steps.group(1)))
-    duration = _DURATION.fullmatch(text)
-    if duration is not None and float(duration.group(1)) > 0:
-        return SegmentEvery(seconds=float(duration.group(1)) * _SECONDS[duration.group(2)])
+    seconds = parse_duration(raw)
+    if seconds is not None:
+        return SegmentEvery(seconds=seconds)
     raise ValueError(
         f"{setting}={raw!r}: expected the steps or the time a segment spans (5000steps, 60s)"
     )
@@ -106,13 +93,12 @@ def parse_retention(raw: str, setting: str) -> Retention:
     """`2GB`, `24h` or `2GB,24h`; anything else is a ValueError naming `setting`."""
     max_bytes: int | None = None
     max_age_s: float | None = None
-    for item in (part.strip().lower() for part in raw.split(",")):
-        size = _SIZE.fullmatch(item)
-        duration = _DURATION.fullmatch(item)
-        if size is not None and max_bytes is None and float(size.group(1)) > 0:
-            max_bytes = int(float(size.group(1)) * _BYTES[size.group(2)])
-        elif duration is not None and max_age_s is None and float(duration.group(1)) > 0:
-            max_age_s = float(duration.group(1)) * _SECONDS[duration.group(2)]
+    for item in raw.split(","):
+        size, age = parse_size(item), parse_duration(item)
+        if size is not None and max_bytes is None:
+            max_bytes = size
+        elif age is not None and max_age_s is None:
+            max_age_s = age
         else:
             raise ValueError(
                 f"{setting}={raw!r}: expected a size, an age or both to keep (2GB, 24h, 2GB,24h)"
@@ -120,12 +106,12 @@ def parse_retention(raw: str, setting: str) -> Retention:
     return Retention(max_bytes, max_age_s)
 
 
-def parse_size(raw: str, setting: str) -> int:
+def size_setting(raw: str, setting: str) -> int:
     """`500MB` (also `B`, `kB`, `GB`, `TB` and `KiB`...); anything else is a ValueError."""
-    size = _SIZE.fullmatch(raw.strip().lower())
-    if size is None or float(size.group(1)) <= 0:
+    size = parse_size(raw)
+    if size is None:
         raise ValueError(f"{setting}={raw!r}: expected a size (500MB, 2GB)")
-    return int(float(size.group(1)) * _BYTES[size.group(2)])
+    return size
 
 
 def keep_rule(
@@ -135,5 +121,5 @@ def keep_rule(
     each a (raw value, setting it came from) pair."""
     (raw_condition, condition_setting), (raw_max, max_setting) = condition, keep_max
     checked = check_keep_condition(raw_condition, condition_setting)
-    max_bytes = retain.max_bytes if raw_max is None else parse_size(raw_max, max_setting)
+    max_bytes = retain.max_bytes if raw_max is None else size_setting(raw_max, max_setting)
     return KeepRule(checked, max_bytes)
