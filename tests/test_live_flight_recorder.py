@@ -75,6 +75,8 @@ class FlightRun:
     """A copy of the folder taken once the engine core was killed mid-load."""
     after_start: list[str]
     """What the traces directory held once the server had started."""
+    log: str
+    """The server's log."""
 
 
 def stepscope(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -194,7 +196,7 @@ def flown(vllm_live: Any, tiny_model: Path, tmp_path_factory: pytest.TempPathFac
         killed = _kill_mid_load(vllm_live, server, tiny_model, folder, base / "killed")
     finally:
         server.kill()
-    return FlightRun(folder, reads, snapshot, killed, after_start)
+    return FlightRun(folder, reads, snapshot, killed, after_start, server.log.read_text())
 
 
 def _kill_mid_load(
@@ -291,3 +293,10 @@ def test_the_engine_prunes_earlier_runs_past_the_bound_as_it_starts(flown: Fligh
     left = sorted(path.name for path in flown.folder.parent.iterdir())
     assert left == sorted(["vllm-earlier", flown.folder.name]), left
     assert flown.folder.name in flown.after_start
+    # stepscope's lines go into the server's log as vLLM's own do: where it records, and
+    # what it pruned.
+    assert f"stepscope: recording the scheduler into {flown.folder}" in flown.log
+    assert (
+        f"stepscope: pruned {flown.folder.parent} past 7d: deleted 1 folders of stopped "
+        "recordings" in flown.log
+    )

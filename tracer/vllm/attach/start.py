@@ -47,6 +47,7 @@ def start_from_settings(scheduler: Any) -> VllmRecording | None:
     path = settings.trace_path(scheduler.vllm_config, data_parallel_rank(scheduler.vllm_config))
     if path is None:
         return None
+    log_through_vllm()
     try:
         redactor = Redactor() if settings.redact(scheduler.vllm_config) else None
         recording = attach_recording(scheduler, path, redactor=redactor)
@@ -59,6 +60,22 @@ def start_from_settings(scheduler: Any) -> VllmRecording | None:
     if recording.prune is not None and (dp_rank is None or dp_rank.rank == 0):
         prune_in_background(*recording.prune)  # one rank of a server prunes for all
     return recording
+
+
+def log_through_vllm() -> None:
+    """stepscope's lines in the server's log, written as vLLM writes its own.
+
+    vLLM configures only its `vllm` logger, so without this the lines an engine logs at
+    INFO (where it records, what it pruned) reach no one, and warnings reach stderr bare.
+    Where vLLM's logging is off (`VLLM_CONFIGURE_LOGGING=0`), or logging is configured
+    already (handlers on `stepscope` or on the root), nothing changes."""
+    ours, theirs = logging.getLogger("stepscope"), logging.getLogger("vllm")
+    if ours.handlers or logging.getLogger().handlers or not theirs.handlers:
+        return
+    for handler in theirs.handlers:
+        ours.addHandler(handler)
+    if ours.level == logging.NOTSET:
+        ours.setLevel(theirs.level)
 
 
 def vllm_meta(scheduler: Any) -> dict[str, str]:
