@@ -189,6 +189,24 @@ def test_a_recording_being_written_is_never_touched(recorded: Path, tmp_path: Pa
         assert "in 2 recordings (1 being recorded: left alone)" in " ".join(text.split())
 
 
+def test_a_directory_reached_through_a_link_is_pruned_and_links_inside_are_not_followed(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """/traces/ is often a link to a bigger disk; a link inside it, to a recording elsewhere,
+    is not one of its recordings."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    _copy(recorded, disk / "old", age_s=2 * DAY_S)
+    _copy(recorded, disk / "new")
+    elsewhere = _copy(recorded, tmp_path / "elsewhere", age_s=9 * DAY_S)
+    (disk / "linked").symlink_to(elsewhere)
+    (tmp_path / "traces").symlink_to(disk)
+    report = _prune(str(tmp_path / "traces"), "--retain", "1d")
+    assert _deleted(report, tmp_path / "traces") == {"old": "last written more than 1d ago"}
+    assert sorted(path.name for path in disk.iterdir()) == ["linked", "new"]
+    assert _num_steps(elsewhere) == _num_steps(recorded)
+
+
 def test_a_data_parallel_servers_folder_goes_with_its_last_rank(
     recorded: Path, tmp_path: Path
 ) -> None:

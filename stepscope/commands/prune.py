@@ -81,7 +81,7 @@ def _retention(raw: str | None) -> Retention | None:
 def _check_folder(path: Path, retain: Retention | None) -> None:
     if not path.exists():
         raise InputError(f"{path}: no such folder")
-    if not path.is_dir() or path.is_symlink():
+    if not path.is_dir():
         raise InputError(f"{path}: not a folder (prune takes a folder of recordings, or one)")
     if retain is not None and is_recording(path):
         raise InputError(
