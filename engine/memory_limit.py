@@ -4,7 +4,7 @@ A knob set far too high (a billion blocks, a hundred million synthetic requests)
 otherwise grow the process until the machine swaps or the kernel kills it, with no
 word of which knob did it. The estimates are per-object costs measured on CPython 3.11;
 the limit is a share of the memory available when the run starts, or
-`STEPSCOPE_MEMORY_LIMIT` (`8G`, `4GB`, `16GiB`, `512M`, or bytes: `quantities.parse_memory`),
+`STEPSCOPE_MEMORY_LIMIT` (`8G`, `4GB`, `16GiB`, `512M`, or bytes: `stepscope.quantities`),
 the setting a reader's memory limit reads too (`schema/reader_memory.py`).
 """
 
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 
+from stepscope.quantities import MEMORY_LIMIT_ENV as LIMIT_ENV
+from stepscope.quantities import memory_limit_setting
+
 from .errors import InputError
-from .quantities import parse_memory
 
 BYTES_PER_BLOCK = 200
 """A `KVCacheBlock` and its entry in the free queue."""
@@ -23,7 +25,6 @@ BYTES_PER_TOKEN = 40
 """A token id in the workload's tuples, the request's token lists and its block hashes."""
 BYTES_PER_JSON_CHAR = 12
 """Parsed JSON against its text: a 6-character token id becomes an int and two pointers."""
-LIMIT_ENV = "STEPSCOPE_MEMORY_LIMIT"
 AVAILABLE_SHARE = 0.75
 INT32_MAX = 2**31 - 1
 """The largest count a trace's INTEGER columns hold (steps, blocks, tokens, lengths)."""
@@ -44,15 +45,10 @@ def memory_limit() -> int:
 def limit_from_env() -> int | None:
     """`STEPSCOPE_MEMORY_LIMIT` in bytes (None: unset or empty); an `InputError` naming it
     when it is not a size."""
-    given = os.environ.get(LIMIT_ENV, "")
-    if not given.strip():
-        return None
-    limit = parse_memory(given)
-    if limit is None:
-        raise InputError(
-            f"{LIMIT_ENV}={given!r}: not a size (give one such as 8G, 4GB, 512MB or 16GiB)"
-        )
-    return limit
+    try:
+        return memory_limit_setting()
+    except ValueError as error:
+        raise InputError(str(error)) from None
 
 
 def limit_source() -> str:

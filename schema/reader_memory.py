@@ -20,9 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from stepscope.engine.errors import InputError
-from stepscope.engine.memory_limit import LIMIT_ENV as ENV
-from stepscope.engine.memory_limit import limit_from_env
+from stepscope.quantities import MEMORY_LIMIT_ENV as ENV
+from stepscope.quantities import memory_limit_setting
 
 from .trace_error import TraceError
 
@@ -50,8 +49,8 @@ def memory_limit() -> int:
     """The bytes a reader's database may hold: `STEPSCOPE_MEMORY_LIMIT` (the setting a run's
     memory check reads too), or the default; at least 1 MiB."""
     try:
-        given = limit_from_env()
-    except InputError as error:
+        given = memory_limit_setting()
+    except ValueError as error:
         raise TraceError(str(error)) from None
     if given is None:
         return min(_physical_memory() // 4, DEFAULT_CAP)

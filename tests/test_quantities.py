@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from stepscope.engine.quantities import (
+
+from stepscope.quantities import (
     format_duration,
     format_size,
     parse_duration,

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from stepscope.engine import InputError
-from stepscope.engine.quantities import parse_duration
 from stepscope.output_paths import check_outputs, new_file
+from stepscope.quantities import parse_duration
 from stepscope.safe_text import safe_text
 from stepscope.schema.set_members import find_trace
 from stepscope.stop_signals import stops_like_ctrl_c

@@ -37,7 +37,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from stepscope.engine.quantities import format_duration, format_size
 from stepscope.schema.recording_layout import (
     DELETING_SUFFIX,
     MANIFEST,
@@ -47,6 +46,8 @@ from stepscope.schema.recording_layout import (
     writer_pid,
 )
 from stepscope.schema.set_members import traces_in
+
+from stepscope.quantities import format_duration, format_size
 
 from ..thread_priority import lower_priority
 from .settings import Retention
@@ -178,8 +179,8 @@ def _prune_and_log(folder: Path, retain: Retention) -> None:
 
 def stale_deletions(folder: Path) -> list[Path]:
     """Recordings a deletion was cut short in (renamed, their manifest still in them)."""
-    if folder.name.endswith(DELETING_SUFFIX):
-        return []
+    if folder.name.endswith(DELETING_SUFFIX) or is_recording(folder):
+        return []  # a recording's own leftovers are `left_behind`'s
     found = []
     for root, folders, _ in os.walk(folder):
         here = Path(root)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stepscope.engine.quantities import parse_duration, parse_size
+from stepscope.quantities import parse_duration, parse_size
 
 from .keep import check_keep_condition
 

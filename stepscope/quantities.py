@@ -1,12 +1,17 @@
 """Sizes and durations as a user writes them (`2GB`, `512MiB`, `8G`, `90s`, `7d`), read and
 written back: one reading for every setting and option that takes one (retention, keep
-caps, pruning, `STEPSCOPE_MEMORY_LIMIT`, a snapshot's window). Each caller words its own
-error.
+caps, pruning, a snapshot's window), and for `STEPSCOPE_MEMORY_LIMIT`, the one setting a
+run's memory check (`engine/memory_limit.py`) and every reader's database
+(`schema/reader_memory.py`) both read. A leaf every layer may use: it imports nothing of
+ours, and each caller words its own error from the ValueError or None it gets.
 """
 
 from __future__ import annotations
 
+import os
 import re
+
+MEMORY_LIMIT_ENV = "STEPSCOPE_MEMORY_LIMIT"
 
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
 _SIZE = re.compile(_NUMBER + r"\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)")
@@ -53,6 +58,20 @@ def parse_memory(text: str) -> int | None:
         return int(number)
     base = 1000 if byte and not binary else 1024
     return int(number * base ** (_POWERS.index(prefix) + 1))
+
+
+def memory_limit_setting() -> int | None:
+    """`STEPSCOPE_MEMORY_LIMIT` in bytes (None: unset or empty); a ValueError naming it when
+    it is not a size."""
+    given = os.environ.get(MEMORY_LIMIT_ENV, "")
+    if not given.strip():
+        return None
+    limit = parse_memory(given)
+    if limit is None:
+        raise ValueError(
+            f"{MEMORY_LIMIT_ENV}={given!r}: not a size (give one such as 8G, 4GB, 512MB or 16GiB)"
+        )
+    return limit
 
 
 def parse_duration(text: str) -> float | None:
