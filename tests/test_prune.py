@@ -320,3 +320,21 @@ def test_a_server_starting_prunes_its_directory_off_its_own_thread(
     prune_in_background(traces, parse_retention("7d", "test")).join()
     assert f"stepscope: pruning {traces} failed: {traces / 'vllm-a'}: cannot delete" in caplog.text
     assert (traces / "vllm-a").is_dir()
+
+
+def test_info_on_a_folder_of_recordings_totals_the_stopped_ones_and_names_prune(
+    recorded: Path, tmp_path: Path
+) -> None:
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _copy(recorded, traces / "old")
+    with recording(STORM, traces / "live", "50steps", stop_after=60):
+        text = " ".join(stepscope("info", str(traces)).stdout.split())
+        assert "stopped recordings take" not in text, "the one stopped recording stays anyway"
+        _copy(recorded, traces / "older")
+        text = " ".join(stepscope("info", str(traces)).stdout.split())
+    size = (folder_bytes(traces / "old") + folder_bytes(traces / "older")) / 1e6
+    assert (
+        f"2 stopped recordings take {size:.2f} MB: stepscope prune {traces} --retain "
+        "SIZE,AGE deletes the oldest"
+    ) in text

@@ -106,7 +106,23 @@ def print_set(console: Console, report: dict[str, Any]) -> None:
     for trace in traces:
         if trace["error"] is not None:
             console.print(Text(safe_text(f"{trace['name']}: {trace['error']}")))
+    stopped = [trace for trace in traces if _stopped(trace)]
+    if len(stopped) > 1:  # prune always keeps the newest stopped recording
+        size = sum(trace["size_bytes"] for trace in stopped) / 1e6
+        console.print(
+            Text(
+                safe_text(
+                    f"{len(stopped)} stopped recordings take {size:.2f} MB: stepscope prune "
+                    f"{report['path']} --retain SIZE,AGE deletes the oldest"
+                )
+            )
+        )
     console.print(Text(safe_text(f"one of them: stepscope info {report['path']} --trace NAME")))
+
+
+def _stopped(trace: dict[str, Any]) -> bool:
+    """A recording no process writes (one that cannot be read is left out)."""
+    return trace["kind"] == "recording" and trace["state"] not in ("recording now", "unreadable")
 
 
 def _cells(trace: dict[str, Any]) -> list[str]:
