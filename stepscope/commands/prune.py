@@ -55,7 +55,10 @@ def prune(
     retention bounds it), nor is any trace file."""
     chosen = _retention(retain)
     _check_folder(path, chosen)
-    plan = plan_prune(path, chosen, time.time())
+    try:
+        plan = plan_prune(path, chosen, time.time())
+    except OSError as error:  # a folder in it this user may not list, say
+        raise InputError(f"{path}: cannot read it ({error})") from None
     if not dry_run:
         try:
             carry_out(plan)
@@ -63,10 +66,11 @@ def prune(
             raise InputError(str(error)) from None
     if as_json:
         typer.echo(json.dumps(_report(plan, dry_run=dry_run), indent=2))
-    else:
-        _print(Console(), plan, dry_run=dry_run)
-        if chosen is not None and chosen.max_bytes is not None:
-            _over_bound(Console(), plan, chosen.max_bytes)
+        return
+    console = Console()
+    _print(console, plan, dry_run=dry_run)
+    if chosen is not None and chosen.max_bytes is not None:
+        _over_bound(console, plan, chosen.max_bytes)
 
 
 def _retention(raw: str | None) -> Retention | None:
