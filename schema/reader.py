@@ -32,7 +32,7 @@ from .recording_errors import recording_error
 from .recording_layout import is_recording
 from .recording_paths import readable_folder
 from .recording_tables import Recording, recorded_tables
-from .step_window import StepWindow, create_window
+from .step_window import StepWindow, check_held, create_window
 from .trace_error import RecordingChangedError, TraceDamagedError, TraceError
 from .trace_file import damaged, first_line, is_file_error, stored_tables
 from .version import SCHEMA_VERSION
@@ -241,6 +241,24 @@ class TraceReader:
                 if table not in stored or table in keep
             }
         self._add_schema("main", tables, where, meta)
+
+    def _cut_to_window(
+        self, schema: str, tables: dict[str, str], path: Path, window: StepWindow
+    ) -> tuple[dict[str, str], tuple[int, int, int] | None]:
+        """The trace at `path` read through `window` in `schema` (`create_window`), and
+        (steps, first, last) of the whole trace; a window it does not hold is a TraceError
+        naming what it holds. For the whole trace: `tables` as given, and None."""
+        if window.whole:
+            return tables, None
+        try:
+            ((count, first, last),) = self._con.execute(
+                f"SELECT count(*), min(step), max(step) FROM ({tables['_steps']})"
+            ).fetchall()
+        except duckdb.Error as error:
+            raise self._error(error) from None
+        held = (0, 0, -1) if not count else (int(count), int(first), int(last))
+        check_held(window, path, held)
+        return self._create_window(schema, tables, window), held
 
     def _create_window(
         self, schema: str, tables: dict[str, str], window: StepWindow

@@ -18,7 +18,7 @@ from .reader import TraceReader
 from .recording_tables import Recording
 from .sql_files import query
 from .step_gaps import StepGap, step_gaps
-from .step_window import REQUESTS, WHOLE, StepWindow, check_held
+from .step_window import REQUESTS, WHOLE, StepWindow
 from .trace_checks import check_every_block, check_every_table
 from .trace_error import TraceError
 from .trace_keys import key_problem
@@ -52,26 +52,12 @@ class Trace(TraceReader):
         """What the recording folder held when opened (None: a trace file)."""
         self._held: tuple[int, int, int] | None = None
         """(steps, first, last) of the whole trace, read when a window cuts it."""
-        tables = read.tables
-        if not self.window.whole:
-            self._held = self._held_steps(tables["_steps"])
-            check_held(self.window, self.path, self._held)
-            tables = self._create_window("main", tables, self.window)
+        tables, self._held = self._cut_to_window("main", read.tables, self.path, self.window)
         if read.recording is None:
             keep = () if self.window.whole else (REQUESTS,)
             self._add_top_level(_DATABASE, tables, str(self.path), self.meta, keep)
         else:
             self._add_schema("main", tables, str(self.path), self.meta)
-
-    def _held_steps(self, steps_select: str) -> tuple[int, int, int]:
-        """(steps, first, last) of the whole trace's `_steps`, however it is read."""
-        try:
-            ((count, first, last),) = self._con.execute(
-                f"SELECT count(*), min(step), max(step) FROM ({steps_select})"
-            ).fetchall()
-        except duckdb.Error as error:
-            raise self._error(error) from None
-        return (0, 0, -1) if not count else (int(count), int(first), int(last))
 
     @property
     def complete(self) -> bool:

@@ -1,10 +1,12 @@
-"""A diff's two traces read as one: A's tables and views at the top level, B's as `b.<name>`."""
+"""A diff's two traces read as one: A's tables and views at the top level, B's as `b.<name>`;
+both, if given one, through the same window of steps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from .reader import TraceReader
+from .step_window import REQUESTS, WHOLE, StepWindow
 
 B_SCHEMA = "b"
 """Where side B's tables and views are (`SELECT * FROM b.steps`)."""
@@ -12,23 +14,29 @@ B_SCHEMA = "b"
 
 class TracePair(TraceReader):
     """Two traces (files or recording folders), read-only and sandboxed as one is (see
-    `TraceReader`)."""
+    `TraceReader`), each cut to `window` as `open_trace` cuts one: a side that does not
+    hold the window's bounds is a TraceError naming it."""
 
-    def __init__(self, a: str | Path, b: str | Path) -> None:
+    def __init__(self, a: str | Path, b: str | Path, window: StepWindow = WHOLE) -> None:
         super().__init__(None)
         self.a, self.b = Path(a), Path(b)
+        self.window = window
         self._open(self._add_traces)
 
     def _add_traces(self) -> None:
         a = self._read_trace("trace_a", self.a)
+        tables, _ = self._cut_to_window("main", a.tables, self.a, self.window)
         if a.recording is None:
-            self._add_top_level("trace_a", a.tables, str(self.a), a.meta)
+            keep = () if self.window.whole else (REQUESTS,)
+            self._add_top_level("trace_a", tables, str(self.a), a.meta, keep)
         else:
-            self._add_schema("main", a.tables, str(self.a), a.meta)
+            self._add_schema("main", tables, str(self.a), a.meta)
         b = self._read_trace("trace_b", self.b)
-        self._add_schema(B_SCHEMA, b.tables, str(self.b), b.meta)
+        tables, _ = self._cut_to_window(B_SCHEMA, b.tables, self.b, self.window)
+        self._add_schema(B_SCHEMA, tables, str(self.b), b.meta)
 
 
-def open_pair(a: str | Path, b: str | Path) -> TracePair:
-    """Open a diff's two traces for reading together (see `TracePair`)."""
-    return TracePair(a, b)
+def open_pair(a: str | Path, b: str | Path, window: StepWindow = WHOLE) -> TracePair:
+    """Open a diff's two traces for reading together (see `TracePair`), all of each or
+    the steps of `window`."""
+    return TracePair(a, b, window)

@@ -167,7 +167,7 @@ def test_the_newest_stopped_recording_stays_however_old(recorded: Path, tmp_path
     assert (traces / "crashed").is_dir()
     text = " ".join(stepscope("prune", str(traces), "--retain", "1B").stdout.split())
     assert text.endswith(
-        "nothing to delete still over --retain's 0.00 MB: what is left is being recorded (each "
+        "nothing to delete still over --retain's 1B: what is left is being recorded (each "
         "bounded by its own retention), trace files, or the newest stopped recording"
     )
 

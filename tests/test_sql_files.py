@@ -392,7 +392,7 @@ ALLOWED = {
     ("schema/step_window.py", "SELECT * FROM ({tables[name]}) WHERE"): "a table's SELECT, cut",
     ("schema/step_window.py", "SELECT * FROM ({tables[REQUESTS]}) WHERE"): "the same, requests",
     ("schema/step_window.py", "CREATE TABLE {schema}.{_LISTED} AS"): "a schema's name",
-    ("schema/trace.py", "SELECT count(*), min(step), max(step) FROM ("): "a table's SELECT",
+    ("schema/reader.py", "SELECT count(*), min(step), max(step) FROM ("): "a table's SELECT",
 }
 """SQL that stays in Python: templates that splice an identifier or the user's own text, UI text.
 

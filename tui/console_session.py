@@ -26,8 +26,8 @@ class QueryCancelledError(Exception):
 class ConsoleSession:
     """Runs the console's queries on a reader of its own (read-only, as every trace's).
 
-    With `other` (diffing), B's tables and views are there too, as `b.<name>`; without,
-    a `window` reads its steps only."""
+    With `other` (diffing), B's tables and views are there too, as `b.<name>`; a `window`
+    reads its steps only, on both sides."""
 
     def __init__(
         self, path: str | Path, other: str | Path | None = None, window: StepWindow = WHOLE
@@ -40,7 +40,7 @@ class ConsoleSession:
     def _open(self) -> TraceReader:
         if self._other is None:
             return open_trace(self._path, self._window)
-        return open_pair(self._path, self._other)
+        return open_pair(self._path, self._other, self._window)
 
     def run(self, query: str, max_rows: int = MAX_ROWS) -> QueryResult:
         """Run one query and keep its first `max_rows` rows (TraceError, QueryCancelledError).

@@ -16,13 +16,17 @@ from stepscope.schema import Trace
 from .trace_source import TraceSource
 
 
-def diff_window(a: TraceSource, b: TraceSource) -> tuple[StepWindow, str | None]:
-    """The steps to compare, as `stepscope diff` chooses them without `--from-step`: from
-    the later of the two first steps (a line saying so; None when both start at 0). Two
-    traces that hold no step in common are an InputError."""
+def diff_window(
+    a: TraceSource, b: TraceSource, window: StepWindow = WHOLE
+) -> tuple[StepWindow, str | None]:
+    """The steps to compare, as `stepscope diff` chooses them: `window` (the steps both
+    sources read), from the later of the two first steps unless it starts past step 0 (a
+    line saying so; None when both start there). Two traces that hold no step in common
+    are an InputError."""
+    from_step_given = window.from_step > 0
     return a.read(
         lambda trace_a: b.read(
-            lambda trace_b: within_both(trace_a, trace_b, WHOLE, from_step_given=False)
+            lambda trace_b: within_both(trace_a, trace_b, window, from_step_given=from_step_given)
         )
     )
 

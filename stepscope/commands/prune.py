@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stepscope.engine import InputError
+from stepscope.quantities import format_size
 from stepscope.safe_text import safe_text
 from stepscope.schema.recording_layout import is_recording
 from stepscope.stop_signals import stops_like_ctrl_c
@@ -151,7 +152,7 @@ def _over_bound(console: Console, plan: PrunePlan, max_bytes: int) -> None:
     after = plan.size_bytes - plan.doomed_bytes
     if after > max_bytes:
         console.print(
-            f"still over --retain's {max_bytes / 1e6:.2f} MB: what is left is being recorded "
+            f"still over --retain's {format_size(max_bytes)}: what is left is being recorded "
             "(each bounded by its own retention), trace files, or the newest stopped recording",
             highlight=False,
         )

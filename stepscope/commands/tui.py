@@ -54,19 +54,15 @@ def tui(
     """Step through a trace: timeline, step detail, request lives, SQL console, replay, diff.
     A sweep result opens as its points, each opening its kept trace diffed with the original.
 
-    --from-step/--to-step open a window of the trace: the timeline, the SQL console and the
-    findings hold its steps only (replay mode still replays the recording whole)."""
+    --from-step/--to-step open a window of the trace (of both, with --diff): the timeline,
+    the SQL console, the findings and the diff hold its steps only (replay mode still
+    replays the recording whole)."""
     ignore_block_ids = ignores_block_ids(ignore)
     window = step_window(from_step, to_step)
     if not window.whole and follow:
         raise InputError(
             "--from-step/--to-step with --follow: --follow keeps the whole recording's tail "
             "live; open a window of it without --follow"
-        )
-    if not window.whole and diff is not None:
-        raise InputError(
-            "--from-step/--to-step with --diff: the TUI diffs whole traces; diff a window "
-            "with: stepscope diff A B --from-step S --to-step E"
         )
     if follow and (diff is not None or not is_recording(path)):
         raise InputError(
@@ -102,5 +98,5 @@ def _chosen_traces(
     other = None if diff is None else _other_trace(path, diff)
     open_trace(trace, window).close()  # not a readable trace, or no such steps: fails here
     if other is not None:
-        open_trace(other).close()
+        open_trace(other, window).close()
     return trace, other

@@ -108,7 +108,8 @@ class TimelineScreen(Screen[None]):
         self.path = path
         self.other_path = other
         self.window = window
-        """The steps read (`--from-step/--to-step`; never with `other` or `follow`)."""
+        """The steps read (`--from-step/--to-step`), on both sides when diffing; never with
+        `follow`."""
         self.ignore_block_ids = ignore_block_ids
         self.follow = follow
         """Keep the timeline the recording's tail while it is written (`--follow`)."""
@@ -169,7 +170,7 @@ class TimelineScreen(Screen[None]):
         try:
             source = TraceSource(self.path, self.window)
             _ = source.info
-            other = TraceSource(self.other_path) if self.other_path is not None else None
+            other = None if self.other_path is None else TraceSource(self.other_path, self.window)
             if other is not None:
                 _ = other.info
         except _ERRORS as error:
@@ -228,7 +229,7 @@ class TimelineScreen(Screen[None]):
         from ..diffing import diff_traces, diff_window
 
         try:
-            window, note = diff_window(source, other)
+            window, note = diff_window(source, other, self.window)
             compared = diff_traces(
                 source, other, ignore_block_ids=self.ignore_block_ids, window=window
             )
