@@ -17,6 +17,7 @@ from stepscope.tracer.export import ExportError
 from stepscope.tracer.writer import TraceWriteError
 
 from .closed_pipe import closed_pipe_safe_stdout
+from .command_help import command_help
 from .commands.check import check
 from .commands.demo import demo
 from .commands.diff import diff
@@ -75,7 +76,7 @@ for command in (
     sweep,
     demo,
 ):
-    app.command()(command)
+    app.command(help=command_help(command))(command)
 
 
 def main() -> None:

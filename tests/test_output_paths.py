@@ -330,7 +330,7 @@ def test_what_if_exit_codes_agree_with_diff_and_check(traces: dict[str, Path]) -
 
 def test_replay_help_says_what_each_exit_code_means() -> None:
     text = " ".join(stepscope("replay", "--help", columns=200).stdout.split())
-    assert "Exact: 0 every step identical, 1 a step diverged" in text
-    assert "What-if: 0 no metric got worse, 1 one did" in text
+    assert "exact: 0 every step identical, 1 a step diverged" in text
+    assert "what-if: 0 no metric got worse, 1 one did" in text
     assert "--engine vllm: 0 identical decisions" in text
     assert "2 on bad input" in text

@@ -75,10 +75,10 @@ def replay(
     and a summary against the original is printed. With --engine vllm the trace drives
     vLLM's own scheduler and the result is diffed against it.
 
-    Exit codes. Exact: 0 every step identical, 1 a step diverged.
-    What-if: 0 no metric got worse, 1 one did (the FAIL line names it).
-    --engine vllm: 0 identical decisions (with --set: no metric worse), 1 not.
-    Any of them: 2 on bad input.
+    Exit codes (any of them: 2 on bad input):
+    - exact: 0 every step identical, 1 a step diverged;
+    - what-if: 0 no metric got worse, 1 one did (the FAIL line names it);
+    - with --engine vllm: 0 identical decisions (with --set: no metric worse), 1 not.
 
     --from-step S [--to-step E] replays steps S to E only, starting from the trace's
     nearest checkpoint at or before S (`stepscope info` lists them)."""
