@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stepscope.quantities import parse_duration, parse_size
+from stepscope.quantities import format_duration, format_size, parse_duration, parse_size
 
 from .keep import check_keep_condition
 
@@ -35,7 +35,10 @@ class SegmentEvery:
         return seconds_open >= self.seconds
 
     def __str__(self) -> str:
-        return f"{self.steps}steps" if self.steps is not None else f"{self.seconds:g}s"
+        if self.steps is not None:
+            return f"{self.steps}steps"
+        assert self.seconds is not None
+        return format_duration(self.seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,9 +51,9 @@ class Retention:
     def __str__(self) -> str:
         bounds = []
         if self.max_bytes is not None:
-            bounds.append(f"{self.max_bytes}B")
+            bounds.append(format_size(self.max_bytes))
         if self.max_age_s is not None:
-            bounds.append(f"{self.max_age_s:g}s")
+            bounds.append(format_duration(self.max_age_s))
         return ",".join(bounds) or "all"
 
 
@@ -63,7 +66,7 @@ class KeepRule:
     max_bytes: int | None = None
 
     def __str__(self) -> str:
-        bound = "no bound" if self.max_bytes is None else f"{self.max_bytes}B"
+        bound = "no bound" if self.max_bytes is None else format_size(self.max_bytes)
         return f"{self.condition} ({bound})"
 
 
