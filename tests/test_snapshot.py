@@ -67,12 +67,25 @@ def test_the_last_steps_from_the_checkpoint_before_them(trace: Path, tmp_path: P
         window = f"SELECT {columns} FROM {table} WHERE step BETWEEN {first} AND {last} ORDER BY ALL"
         assert rows(out, window) == rows(trace, window), table
     with open_trace(out) as snapshot:
-        assert not snapshot.complete, "the run went on past the window"
+        assert snapshot.complete, "it ends where the complete run ended"
         assert snapshot.meta["snapshot_from_step"] == str(first)
         assert snapshot.meta["snapshot_of"] == str(trace)
     replayed = stepscope("replay", str(out))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "identical" in replayed.stdout
+
+
+def test_a_window_the_run_went_on_past_is_incomplete(trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "middle.duckdb"
+    result = stepscope(
+        "snapshot", str(trace), "--from-step", "120", "--to-step", "250", "-o", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    with open_trace(out) as snapshot:
+        assert not snapshot.complete, "the run went on past the window"
+    replayed = stepscope("replay", str(out))
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "the trace is incomplete: compared what it holds" in " ".join(replayed.stdout.split())
 
 
 def test_a_window_that_starts_at_step_0_needs_no_checkpoint(trace: Path, tmp_path: Path) -> None:

@@ -59,7 +59,8 @@ def snapshot(trace_path: Path, out: Path, window: SnapshotWindow) -> Snapshot:
         first, last = _bounds(trace, window)
         start = _checkpoint_at_or_before(trace, first)
         meta = _snapshot_meta(trace, trace_path, start, first, last)
-        num_requests = _write(trace, out, meta, start, last)
+        ends_the_run = trace.complete and last == trace.last_step
+        num_requests = _write(trace, out, meta, start, last, complete=ends_the_run)
     return Snapshot(out, start, first, last, num_requests)
 
 
@@ -120,8 +121,12 @@ def _snapshot_meta(trace: Trace, source: Path, start: int, first: int, last: int
     }
 
 
-def _write(trace: Trace, out: Path, meta: dict[str, str], start: int, last: int) -> int:
-    """The rows into a new trace at a temporary name, renamed to `out` once whole."""
+def _write(
+    trace: Trace, out: Path, meta: dict[str, str], start: int, last: int, *, complete: bool
+) -> int:
+    """The rows into a new trace at a temporary name, renamed to `out` once whole. It is
+    `complete` when it ends where a complete trace does; else the run went on past it (or
+    was cut short), and a replay compares what it holds."""
     folder = out.parent if str(out.parent) else Path(".")
     with signals_held():  # a stop between these lines would leave the empty file behind
         handle, scratch_name = tempfile.mkstemp(prefix=f".{out.name}.", dir=folder)
@@ -131,8 +136,7 @@ def _write(trace: Trace, out: Path, meta: dict[str, str], start: int, last: int)
     try:
         writer = TraceWriter(scratch, meta)
         num_requests = _copy_rows(trace, writer, start, last)
-        # Not complete: the run went on past the window (a replay compares what it holds).
-        writer.close(complete=False, final_meta={"num_steps": str(last - start + 1)})
+        writer.close(complete=complete, final_meta={"num_steps": str(last - start + 1)})
         with signals_held():
             os.replace(scratch, out)
     finally:
