@@ -32,7 +32,7 @@ from .recording_errors import recording_error
 from .recording_layout import is_recording
 from .recording_paths import readable_folder
 from .recording_tables import Recording, recorded_tables
-from .step_window import StepWindow, check_held, create_window
+from .step_window import REQUESTS, StepWindow, check_held, create_window
 from .trace_error import RecordingChangedError, TraceDamagedError, TraceError
 from .trace_file import damaged, first_line, is_file_error, stored_tables
 from .version import SCHEMA_VERSION
@@ -241,6 +241,19 @@ class TraceReader:
                 if table not in stored or table in keep
             }
         self._add_schema("main", tables, where, meta)
+
+    def _add_main(
+        self, database: str, read: MemberTables, path: Path, window: StepWindow
+    ) -> tuple[int, int, int] | None:
+        """The trace `read` (at `path`, attached as `database`) at the top level, cut to
+        `window`; returns (steps, first, last) of the whole trace (None: read whole)."""
+        tables, held = self._cut_to_window("main", read.tables, path, window)
+        if read.recording is None:
+            keep = () if window.whole else (REQUESTS,)
+            self._add_top_level(database, tables, str(path), read.meta, keep)
+        else:
+            self._add_schema("main", tables, str(path), read.meta)
+        return held
 
     def _cut_to_window(
         self, schema: str, tables: dict[str, str], path: Path, window: StepWindow

@@ -18,7 +18,7 @@ from .reader import TraceReader
 from .recording_tables import Recording
 from .sql_files import query
 from .step_gaps import StepGap, step_gaps
-from .step_window import REQUESTS, WHOLE, StepWindow
+from .step_window import WHOLE, StepWindow
 from .trace_checks import check_every_block, check_every_table
 from .trace_error import TraceError
 from .trace_keys import key_problem
@@ -50,14 +50,10 @@ class Trace(TraceReader):
         self.meta = read.meta
         self.recording: Recording | None = read.recording
         """What the recording folder held when opened (None: a trace file)."""
-        self._held: tuple[int, int, int] | None = None
+        self._held: tuple[int, int, int] | None = self._add_main(
+            _DATABASE, read, self.path, self.window
+        )
         """(steps, first, last) of the whole trace, read when a window cuts it."""
-        tables, self._held = self._cut_to_window("main", read.tables, self.path, self.window)
-        if read.recording is None:
-            keep = () if self.window.whole else (REQUESTS,)
-            self._add_top_level(_DATABASE, tables, str(self.path), self.meta, keep)
-        else:
-            self._add_schema("main", tables, str(self.path), self.meta)
 
     @property
     def complete(self) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .reader import TraceReader
-from .step_window import REQUESTS, WHOLE, StepWindow
+from .step_window import WHOLE, StepWindow
 
 B_SCHEMA = "b"
 """Where side B's tables and views are (`SELECT * FROM b.steps`)."""
@@ -24,13 +24,7 @@ class TracePair(TraceReader):
         self._open(self._add_traces)
 
     def _add_traces(self) -> None:
-        a = self._read_trace("trace_a", self.a)
-        tables, _ = self._cut_to_window("main", a.tables, self.a, self.window)
-        if a.recording is None:
-            keep = () if self.window.whole else (REQUESTS,)
-            self._add_top_level("trace_a", tables, str(self.a), a.meta, keep)
-        else:
-            self._add_schema("main", tables, str(self.a), a.meta)
+        self._add_main("trace_a", self._read_trace("trace_a", self.a), self.a, self.window)
         b = self._read_trace("trace_b", self.b)
         tables, _ = self._cut_to_window(B_SCHEMA, b.tables, self.b, self.window)
         self._add_schema(B_SCHEMA, tables, str(self.b), b.meta)
